@@ -1,0 +1,300 @@
+//! PutSnowflake settings, compatible with Openflow's Snowflake destination parameters.
+
+use std::time::Duration;
+
+use super::properties::{PropertyMap, Reader};
+use super::{ConfigProblems, Secret};
+
+pub const ACCOUNT_IDENTIFIER: &str = "Account Identifier";
+pub const URL_OVERRIDE: &str = "Snowflake URL Override";
+pub const USER: &str = "User";
+pub const ROLE: &str = "Role";
+pub const AUTHENTICATION_STRATEGY: &str = "Authentication Strategy";
+pub const PRIVATE_KEY: &str = "Private Key";
+pub const PRIVATE_KEY_FILE: &str = "Private Key File";
+pub const PRIVATE_KEY_PASSWORD: &str = "Private Key Password";
+pub const TOKEN_FILE: &str = "Session Token File";
+pub const DATABASE: &str = "Database";
+pub const SCHEMA: &str = "Schema";
+pub const TABLE: &str = "Table";
+pub const DESTINATION_TYPE: &str = "Destination Type";
+pub const PIPE: &str = "Pipe";
+pub const ICEBERG_ENABLED: &str = "Iceberg Enabled";
+pub const SCHEMA_EVOLUTION_ENABLED: &str = "Schema Evolution Enabled";
+pub const CHANNEL_PREFIX: &str = "Channel Name Prefix";
+pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
+pub const MAX_LATENCY: &str = "Max Latency";
+pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
+
+pub const PROPERTY_NAMES: &[&str] = &[
+    ACCOUNT_IDENTIFIER,
+    URL_OVERRIDE,
+    USER,
+    ROLE,
+    AUTHENTICATION_STRATEGY,
+    PRIVATE_KEY,
+    PRIVATE_KEY_FILE,
+    PRIVATE_KEY_PASSWORD,
+    TOKEN_FILE,
+    DATABASE,
+    SCHEMA,
+    TABLE,
+    DESTINATION_TYPE,
+    PIPE,
+    ICEBERG_ENABLED,
+    SCHEMA_EVOLUTION_ENABLED,
+    CHANNEL_PREFIX,
+    MAX_BATCH_SIZE,
+    MAX_LATENCY,
+    COMMIT_TIMEOUT,
+];
+
+/// Where Openflow's Snowflake deployments mount the session token.
+pub const DEFAULT_TOKEN_FILE: &str = "/snowflake/session/token";
+const MIB: u64 = 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrivateKeySource {
+    Pem(Secret),
+    File(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authentication {
+    KeyPair { user: String, key: PrivateKeySource, password: Option<Secret> },
+    SnowflakeManagedToken { token_file: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// The table's default pipe, `<TABLE>-STREAMING`.
+    Table,
+    Pipe(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PutSnowflakeConfig {
+    pub account: String,
+    pub url_override: Option<url::Url>,
+    pub role: Option<String>,
+    pub authentication: Authentication,
+    pub database: String,
+    pub schema: String,
+    pub table: String,
+    pub destination: Destination,
+    pub iceberg: bool,
+    pub schema_evolution: bool,
+    pub channel_prefix: String,
+    pub max_batch_size: u64,
+    pub max_latency: Duration,
+    pub commit_timeout: Duration,
+}
+
+impl PutSnowflakeConfig {
+    pub fn parse(props: &PropertyMap) -> Result<Self, ConfigProblems> {
+        let mut r = Reader::new(props);
+        let account = r.required(ACCOUNT_IDENTIFIER);
+        check_account(&mut r, &account);
+        let url_override = r.url(URL_OVERRIDE);
+        let role = r.optional(ROLE);
+        let authentication = authentication(&mut r);
+        let database = r.required(DATABASE);
+        let schema = r.required(SCHEMA);
+        let table = r.required(TABLE);
+        #[derive(Clone, Copy)]
+        enum Kind {
+            Table,
+            Pipe,
+        }
+        let destination = match r.one_of(DESTINATION_TYPE, Kind::Table, &[("TABLE", Kind::Table), ("PIPE", Kind::Pipe)]) {
+            Kind::Table => Destination::Table,
+            Kind::Pipe => match r.optional(PIPE) {
+                Some(p) => Destination::Pipe(p),
+                None => {
+                    r.problem(PIPE, "is required when Destination Type is PIPE");
+                    Destination::Table
+                }
+            },
+        };
+        let iceberg = r.boolean(ICEBERG_ENABLED, false);
+        let schema_evolution = r.boolean(SCHEMA_EVOLUTION_ENABLED, false);
+        let channel_prefix = r.optional(CHANNEL_PREFIX).unwrap_or_else(|| "kinesnow".to_owned());
+        if !channel_prefix.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+            r.problem(CHANNEL_PREFIX, format!("'{channel_prefix}' may only hold letters, digits, '_' and '-'"));
+        }
+        let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
+        let max_latency = r.duration_in(MAX_LATENCY, Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
+        let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
+        r.finish(Self {
+            account,
+            url_override,
+            role,
+            authentication,
+            database,
+            schema,
+            table,
+            destination,
+            iceberg,
+            schema_evolution,
+            channel_prefix,
+            max_batch_size,
+            max_latency,
+            commit_timeout,
+        })
+    }
+}
+
+/// Account identifiers are `<org>-<account>` or a locator, optionally with region and cloud
+/// (`xy12345.us-east-2.aws`); letters, digits, '_', '-' and '.'.
+fn check_account(r: &mut Reader, account: &str) {
+    let ok = account.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !account.is_empty() && !ok {
+        r.problem(ACCOUNT_IDENTIFIER, format!("'{account}' is not a Snowflake account identifier such as myorg-myaccount"));
+    }
+}
+
+fn authentication(r: &mut Reader) -> Authentication {
+    #[derive(Clone, Copy)]
+    enum Kind {
+        KeyPair,
+        Managed,
+    }
+    let kind = r.one_of(
+        AUTHENTICATION_STRATEGY,
+        Kind::KeyPair,
+        &[("KEY_PAIR", Kind::KeyPair), ("SNOWFLAKE_MANAGED_TOKEN", Kind::Managed)],
+    );
+    match kind {
+        Kind::Managed => Authentication::SnowflakeManagedToken {
+            token_file: r.optional(TOKEN_FILE).unwrap_or_else(|| DEFAULT_TOKEN_FILE.to_owned()),
+        },
+        Kind::KeyPair => key_pair(r),
+    }
+}
+
+fn key_pair(r: &mut Reader) -> Authentication {
+    let user = r.optional(USER).unwrap_or_else(|| {
+        r.problem(USER, "is required when Authentication Strategy is KEY_PAIR");
+        String::new()
+    });
+    let password = r.optional_raw(PRIVATE_KEY_PASSWORD).map(Secret::new);
+    let key = match (r.optional_raw(PRIVATE_KEY), r.optional(PRIVATE_KEY_FILE)) {
+        (Some(_), Some(_)) => {
+            r.problem(PRIVATE_KEY, "set either Private Key or Private Key File, not both");
+            PrivateKeySource::File(String::new())
+        }
+        (None, None) => {
+            r.problem(PRIVATE_KEY, "Private Key or Private Key File is required when Authentication Strategy is KEY_PAIR");
+            PrivateKeySource::File(String::new())
+        }
+        (Some(pem), None) => {
+            check_pem(r, PRIVATE_KEY, &pem, password.is_some());
+            PrivateKeySource::Pem(Secret::new(pem))
+        }
+        (None, Some(path)) => {
+            match std::fs::read_to_string(&path) {
+                Ok(pem) => check_pem(r, PRIVATE_KEY_FILE, &pem, password.is_some()),
+                Err(e) => r.problem(PRIVATE_KEY_FILE, format!("cannot read '{path}': {e}")),
+            }
+            PrivateKeySource::File(path)
+        }
+    };
+    Authentication::KeyPair { user, key, password }
+}
+
+/// Checks the PEM's kind without ever echoing its content.
+fn check_pem(r: &mut Reader, property: &str, pem: &str, has_password: bool) {
+    if pem.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        if !has_password {
+            r.problem(PRIVATE_KEY_PASSWORD, "is required: the private key is encrypted");
+        }
+    } else if pem.contains("-----BEGIN PRIVATE KEY-----") {
+        // Unencrypted PKCS#8: fine; a password is simply not needed.
+    } else if pem.contains("-----BEGIN RSA PRIVATE KEY-----") {
+        r.problem(property, "is a PKCS#1 key; convert it to PKCS#8 with 'openssl pkcs8 -topk8' first");
+    } else {
+        r.problem(property, "is not a PEM-encoded PKCS#8 private key (-----BEGIN PRIVATE KEY----- or -----BEGIN ENCRYPTED PRIVATE KEY-----)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n";
+
+    fn minimal() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (ACCOUNT_IDENTIFIER, "myorg-myaccount"),
+            (USER, "KINESNOW"),
+            (PRIVATE_KEY, KEY),
+            (DATABASE, "DB"),
+            (SCHEMA, "PUBLIC"),
+            (TABLE, "EVENTS"),
+        ]
+    }
+
+    fn parse(pairs: Vec<(&str, &str)>) -> Result<PutSnowflakeConfig, ConfigProblems> {
+        PutSnowflakeConfig::parse(&PropertyMap::from_pairs(pairs))
+    }
+
+    fn messages(pairs: Vec<(&str, &str)>) -> Vec<String> {
+        parse(pairs).unwrap_err().0.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn minimal_key_pair_settings_are_valid() {
+        let c = parse(minimal()).unwrap();
+        assert_eq!(c.destination, Destination::Table);
+        assert!(!format!("{c:?}").contains("MIIEvQ"), "the key must not appear in Debug output");
+    }
+
+    #[test]
+    fn names_missing_destination_and_key() {
+        let m = messages(vec![(ACCOUNT_IDENTIFIER, "a-b"), (USER, "U")]);
+        assert!(m.iter().any(|m| m.starts_with("Private Key: Private Key or Private Key File is required")), "{m:?}");
+        for p in [DATABASE, SCHEMA, TABLE] {
+            assert!(m.contains(&format!("{p}: is required")), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn encrypted_key_needs_password_and_pkcs1_is_explained() {
+        let mut p = minimal();
+        p[2] = (PRIVATE_KEY, "-----BEGIN ENCRYPTED PRIVATE KEY-----\nabc\n-----END ENCRYPTED PRIVATE KEY-----");
+        assert!(messages(p).iter().any(|m| m.contains("Private Key Password: is required")));
+        let mut p = minimal();
+        p[2] = (PRIVATE_KEY, "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----");
+        assert!(messages(p).iter().any(|m| m.contains("openssl pkcs8 -topk8")));
+    }
+
+    #[test]
+    fn key_file_must_be_readable() {
+        let mut p = minimal();
+        p.remove(2);
+        p.push((PRIVATE_KEY_FILE, "/nonexistent/rsa_key.p8"));
+        assert!(messages(p).iter().any(|m| m.starts_with("Private Key File: cannot read '/nonexistent/rsa_key.p8'")));
+    }
+
+    #[test]
+    fn managed_token_needs_no_key() {
+        let c = parse(vec![
+            (ACCOUNT_IDENTIFIER, "a-b"),
+            (AUTHENTICATION_STRATEGY, "SNOWFLAKE_MANAGED_TOKEN"),
+            (DATABASE, "D"),
+            (SCHEMA, "S"),
+            (TABLE, "T"),
+        ])
+        .unwrap();
+        assert_eq!(c.authentication, Authentication::SnowflakeManagedToken { token_file: DEFAULT_TOKEN_FILE.into() });
+    }
+
+    #[test]
+    fn named_pipe_requires_its_name() {
+        let mut p = minimal();
+        p.push((DESTINATION_TYPE, "PIPE"));
+        assert!(messages(p.clone()).contains(&"Pipe: is required when Destination Type is PIPE".to_owned()));
+        p.push((PIPE, "EVENTS_PIPE"));
+        assert_eq!(parse(p).unwrap().destination, Destination::Pipe("EVENTS_PIPE".into()));
+    }
+}

@@ -1,0 +1,172 @@
+//! The functions `io.kinesnow.nifi.nativebridge.NativeBridge` declares as `native`.
+//! Each body runs inside [`guard::call`]; none of them may panic into the JVM.
+
+use jni::objects::{JClass, JObject, JObjectArray, JString};
+use jni::sys::{jbyteArray, jint, jlong, jobjectArray, jstring};
+use jni::JNIEnv;
+use once_cell::sync::Lazy;
+
+use super::batch;
+use super::guard::{self, BridgeError};
+use super::handles::HandleTable;
+use super::java;
+use super::log_bridge;
+use crate::component::Component;
+use crate::config::ComponentType;
+use crate::error::ErrorClass;
+
+static COMPONENTS: Lazy<HandleTable<Component>> = Lazy::new(HandleTable::default);
+
+fn component_type(env: &mut JNIEnv, name: &JString) -> Result<ComponentType, BridgeError> {
+    let name = java::string(env, name)?;
+    ComponentType::parse(&name).ok_or(BridgeError::UnknownComponentType(name))
+}
+
+fn handle(value: jlong) -> u64 {
+    value as u64
+}
+
+fn install_log_bridge(env: &mut JNIEnv) -> Result<(), BridgeError> {
+    log_bridge::install(env.get_java_vm()?);
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_libraryVersion<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jstring {
+    guard::call(&mut env, |env| Ok(env.new_string(env!("CARGO_PKG_VERSION"))?.into_raw()))
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_propertyNames<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: JString<'l>,
+) -> jobjectArray {
+    guard::call(&mut env, |env| {
+        let kind = component_type(env, &component)?;
+        java::string_array(env, kind.property_names())
+    })
+}
+
+/// Returns alternating property names and explanations; empty when the settings are valid.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_validate<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: JString<'l>,
+    properties: JObjectArray<'l>,
+) -> jobjectArray {
+    guard::call(&mut env, |env| {
+        install_log_bridge(env)?;
+        let kind = component_type(env, &component)?;
+        let props = java::property_map(env, &properties)?;
+        let flat: Vec<String> = kind.validate(&props).into_iter().flat_map(|p| [p.property, p.message]).collect();
+        java::string_array(env, &flat)
+    })
+}
+
+/// Parses the settings and creates the component; returns its handle. Log events of the
+/// component go to `sink` from now until `close`.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_open<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: JString<'l>,
+    properties: JObjectArray<'l>,
+    sink: JObject<'l>,
+) -> jlong {
+    guard::call(&mut env, |env| {
+        install_log_bridge(env)?;
+        let kind = component_type(env, &component)?;
+        let props = java::property_map(env, &properties)?;
+        let sink = if sink.is_null() { None } else { Some(env.new_global_ref(&sink)?) };
+        // Parse before taking a handle, so a failed open leaves nothing behind.
+        let opened = Component::open(kind, &props).map_err(|e| BridgeError::core(&e))?;
+        let description = opened.describe();
+        let id = COMPONENTS.insert(opened);
+        if let Some(sink) = sink {
+            log_bridge::register(id, sink);
+        }
+        tracing::info!(component = id, "{description} opened (native library {})", env!("CARGO_PKG_VERSION"));
+        Ok(id as jlong)
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_start<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) {
+    guard::call(&mut env, |_env| {
+        let id = handle(component);
+        let c = COMPONENTS.get(id)?;
+        c.start().map_err(|e| {
+            tracing::warn!(component = id, "{e}");
+            BridgeError::core(&e)
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) {
+    guard::call(&mut env, |_env| {
+        let id = handle(component);
+        let closed = COMPONENTS.remove(id)?;
+        tracing::info!(component = id, "{} closed", closed.describe());
+        log_bridge::unregister(id);
+        Ok(())
+    })
+}
+
+/// Number of components open in this JVM (for leak checks in tests).
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_openComponents<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jint {
+    guard::call(&mut env, |_env| Ok(COMPONENTS.len() as jint))
+}
+
+/// A deterministic batch in the JNI layout, for the hand-off benchmark and the codec test.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_syntheticBatch<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    shards: jint,
+    records_per_shard: jint,
+    payload_bytes: jint,
+) -> jbyteArray {
+    guard::call(&mut env, |env| {
+        let count = |v: jint, what: &str| {
+            usize::try_from(v).map_err(|_| BridgeError::InvalidArgument(format!("{what} must not be negative")))
+        };
+        let shards = batch::synthetic(count(shards, "shards")?, count(records_per_shard, "records")?, count(payload_bytes, "payload")?);
+        let bytes = batch::encode(1, &shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
+        Ok(env.byte_array_from_slice(&bytes)?.into_raw())
+    })
+}
+
+/// Raises each kind of failure on demand (0 panic, 1 retryable, 2 configuration, 3 fatal), so the
+/// Java tests can prove that every one arrives as its typed exception and none crashes the JVM.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_raiseForTest<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    mode: jint,
+) {
+    guard::call(&mut env, |_env| match mode {
+        0 => panic!("deliberate panic for the bridge test"),
+        1 => Err(BridgeError::Core { class: ErrorClass::Retryable, message: "deliberate retryable error".into() }),
+        2 => Err(BridgeError::Core { class: ErrorClass::Configuration, message: "deliberate configuration error".into() }),
+        3 => Err(BridgeError::Core { class: ErrorClass::Fatal, message: "deliberate fatal error".into() }),
+        _ => Ok(()),
+    })
+}
