@@ -1,0 +1,126 @@
+"""Start/stop a throw-away NiFi through tests/nifi/nifi.sh, for pytest fixtures.
+
+    from nifi_instance import NiFiInstance
+    with NiFiInstance.start(port=18080, extensions=["path/to/product.nar"]) as nifi:
+        nifi.client.processor_types()
+        nifi.log_path   # <instance>/logs/nifi-app.log
+
+or as a session fixture:
+
+    @pytest.fixture(scope="session")
+    def nifi():
+        inst = NiFiInstance.start(port=free_port())
+        yield inst
+        inst.stop()
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from nifi_client import NiFiClient
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NIFI_SH = os.path.join(REPO, "tests", "nifi", "nifi.sh")
+NIFI_VERSION_FILE = os.path.join(REPO, "tests", "nifi", "nifi-version")
+
+
+def pinned_nifi_version() -> str:
+    """The NiFi version from tests/nifi/nifi-version (the single place it is pinned)."""
+    with open(NIFI_VERSION_FILE, encoding="utf-8") as f:
+        return f.read().strip()
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _read_env(path: str) -> dict:
+    env = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                env[k] = v
+    return env
+
+
+@dataclass
+class NiFiInstance:
+    port: int
+    instance_dir: str
+    pid: int
+    start_seconds: float
+    client: NiFiClient = field(repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/nifi-api"
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.instance_dir, "logs", "nifi-app.log")
+
+    @property
+    def extensions_dir(self) -> str:
+        """The running instance's autoload directory: a NAR copied here is loaded without restart."""
+        return os.path.join(self.instance_dir, "extensions")
+
+    @classmethod
+    def start(cls, port: Optional[int] = None, instance_dir: Optional[str] = None,
+              extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g") -> "NiFiInstance":
+        """Run `nifi.sh start` (fresh instance directory) and wait until the API answers."""
+        port = port or free_port()
+        instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
+        cmd = [NIFI_SH, "start", "--port", str(port), "--instance-dir", instance_dir,
+               "--timeout", str(timeout), "--heap", heap]
+        extensions = list(extensions)
+        if extensions:
+            cmd += ["--extensions", *extensions]
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 600)
+        elapsed = time.monotonic() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"nifi.sh start failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        env = _read_env(os.path.join(instance_dir, "instance.env"))
+        client = NiFiClient(f"http://127.0.0.1:{port}/nifi-api")
+        return cls(port=port, instance_dir=instance_dir, pid=int(env["PID"]), start_seconds=elapsed, client=client)
+
+    def is_running(self) -> bool:
+        return subprocess.run([NIFI_SH, "status", "--instance-dir", self.instance_dir],
+                              capture_output=True).returncode == 0
+
+    def stop(self, grace: int = 30) -> None:
+        """Run `nifi.sh stop`: TERM to this instance's PID, KILL after `grace` seconds."""
+        proc = subprocess.run([NIFI_SH, "stop", "--instance-dir", self.instance_dir, "--grace", str(grace)],
+                              capture_output=True, text=True, timeout=grace + 120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nifi.sh stop failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+    def rss_kib(self) -> int:
+        """Resident set size of the NiFi JVM in KiB (from /proc)."""
+        with open(f"/proc/{self.pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def __enter__(self) -> "NiFiInstance":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Starts, stops and reports on a throw-away NiFi instance built from the cached assembly.
+#
+#   nifi.sh start  [--port P] [--instance-dir D] [--extensions NAR_OR_DIR ...] [--timeout S]
+#                  [--heap SIZE] [--mgmt-port M]
+#   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
+#   nifi.sh status [--port P | --instance-dir D]
+#
+# start: runs assemble.sh (a no-op when the cache is current), wipes and recreates the instance
+#   directory (default tests/nifi/.work/instances/port-<P>): conf copy, repositories, state, logs,
+#   work, extensions. Given NARs (files, or directories whose *.nar are taken) are copied into its
+#   extensions/. NiFi is started with java in the background (no nifi-bootstrap: it is not
+#   resolvable here), its PID is written to <instance>/nifi.pid, and the script waits until
+#   GET http://127.0.0.1:<P>/nifi-api/flow/about answers, then prints the elapsed time.
+#   Logs: <instance>/logs/nifi-app.log (full logger names; stdout/stderr of the JVM: <instance>/logs/nifi-stdout.log).
+# stop: TERM to exactly the PID in <instance>/nifi.pid (after checking it is this instance's NiFi),
+#   KILL after --grace seconds (default 30), and waits until the HTTP port is closed.
+# status: exit 0 = running and answering, 1 = process alive but API not answering, 3 = not running.
+#
+# Environment: KINESNOW_CACHE (assembly cache), NIFI_JAVA_OPTS (extra JVM arguments, e.g. a debug agent).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../../build/java-home.sh"
+
+die() { echo "nifi.sh: $*" >&2; exit 1; }
+say() { echo "nifi.sh: $*" >&2; }
+
+cmd="${1:-}"; [ $# -gt 0 ] && shift
+port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=30
+extensions=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --port) port="$2"; port_given=1; shift 2 ;;
+        --instance-dir) instance="$2"; shift 2 ;;
+        --timeout) timeout="$2"; shift 2 ;;
+        --heap) heap="$2"; shift 2 ;;
+        --mgmt-port) mgmt_port="$2"; shift 2 ;;
+        --grace) grace="$2"; shift 2 ;;
+        --extensions)
+            shift
+            while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
+        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) die "unknown argument: $1" ;;
+    esac
+done
+[[ "$port" =~ ^[0-9]+$ ]] || die "--port must be a number"
+[ -n "$instance" ] || instance="$here/.work/instances/port-$port"
+mkdir -p "$(dirname "$instance")"
+instance="$(cd "$(dirname "$instance")" && pwd)/$(basename "$instance")"
+marker="$instance/.kinesnow-nifi-instance"
+pidfile="$instance/nifi.pid"
+
+# Port recorded by 'start' wins over the default for stop/status with only --instance-dir.
+if [ "$port_given" = 0 ] && [ -f "$instance/instance.env" ]; then
+    port="$(sed -n 's/^PORT=//p' "$instance/instance.env")"
+fi
+url="http://127.0.0.1:$port/nifi-api/flow/about"
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+api_up() { curl -sf -o /dev/null --max-time 3 "$url"; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The PID from the pid file, but only if that process is this instance's NiFi (guards against reuse).
+our_pid() {
+    [ -f "$pidfile" ] || return 1
+    local pid; pid="$(cat "$pidfile")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    [ -r "/proc/$pid/cmdline" ] || return 1
+    local cmdline; cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline")"
+    [[ "$cmdline" == *org.apache.nifi.NiFi* && "$cmdline" == *"$instance/conf/nifi.properties"* ]] || return 1
+    echo "$pid"
+}
+
+# Replace (or append) key=value in a properties file.
+set_prop() {
+    local file="$1" key="$2" value="$3" tmp
+    tmp="$(mktemp "$file.XXXX")"
+    awk -v k="$key" -v v="$value" 'BEGIN { done = 0 }
+        index($0, k "=") == 1 { print k "=" v; done = 1; next } { print }
+        END { if (!done) print k "=" v }' "$file" > "$tmp"
+    mv "$tmp" "$file"
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+do_stop() {
+    local pid
+    if ! pid="$(our_pid)"; then
+        say "not running (instance $instance)"
+        rm -f "$pidfile"
+        return 0
+    fi
+    local t0; t0="$(now)"
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$(( $(date +%s) + grace ))
+    while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+        say "PID $pid still alive after ${grace}s, sending KILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    fi
+    while port_open "$port"; do sleep 0.1; done
+    rm -f "$pidfile"
+    say "stopped PID $pid in $(elapsed "$t0") s"
+}
+
+do_status() {
+    local pid
+    if ! pid="$(our_pid)"; then echo "stopped (instance $instance)"; return 3; fi
+    if api_up; then
+        echo "running pid=$pid url=http://127.0.0.1:$port/nifi instance=$instance"; return 0
+    fi
+    echo "starting-or-unresponsive pid=$pid instance=$instance"; return 1
+}
+
+do_start() {
+    if pid="$(our_pid)"; then die "instance $instance already running (PID $pid); stop it first"; fi
+    port_open "$port" && die "127.0.0.1:$port is already in use"
+    local home; home="$("$here/assemble.sh")"
+    local version; version="$(tr -d '[:space:]' < "$here/nifi-version")"
+
+    # Fresh instance directory. Refuse to wipe a directory this script did not create.
+    if [ -e "$instance" ]; then
+        if [ -f "$marker" ] || [ -z "$(ls -A "$instance")" ]; then
+            rm -rf "$instance"
+        else
+            die "$instance exists and is not a nifi.sh instance directory; not wiping it"
+        fi
+    fi
+    mkdir -p "$instance"/{logs,extensions,work,state}
+    touch "$marker"
+    cp -r "$home/conf" "$instance/conf"
+
+    local props="$instance/conf/nifi.properties"
+    set_prop "$props" nifi.web.http.host 127.0.0.1
+    set_prop "$props" nifi.web.http.port "$port"
+    set_prop "$props" nifi.nar.library.directory "$home/lib"
+    set_prop "$props" nifi.nar.library.autoload.directory "$instance/extensions"
+    set_prop "$props" nifi.sensitive.props.key "$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+
+    local n=0 src f
+    for src in "${extensions[@]}"; do
+        if [ -d "$src" ]; then
+            for f in "$src"/*.nar; do [ -f "$f" ] && cp "$f" "$instance/extensions/" && n=$((n + 1)); done
+        elif [ -f "$src" ]; then
+            cp "$src" "$instance/extensions/"; n=$((n + 1))
+        else
+            die "--extensions: $src is neither a file nor a directory"
+        fi
+    done
+    [ "${#extensions[@]}" -eq 0 ] || [ "$n" -gt 0 ] || die "--extensions given but no .nar found in: ${extensions[*]}"
+
+    [ -n "$mgmt_port" ] || mgmt_port="$(free_port)"
+    local cp="" jar
+    for jar in "$home"/lib/*.jar; do cp="$cp$jar:"; done
+    cp="$cp$instance/conf"
+
+    # JVM arguments: what NiFi's bootstrap would pass (class path, log dir, properties path, management
+    # server address, bootstrap.conf java.arg.*), plus --add-opens for Xodus on Java 21+.
+    local -a jvm=(
+        "-Xms256m" "-Xmx$heap"
+        "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED"
+        "--class-path" "$cp"
+        "-Dorg.apache.nifi.bootstrap.config.log.dir=$instance/logs"
+        "-Dnifi.properties.file.path=$props"
+        "-Dorg.apache.nifi.bootstrap.config.file=$instance/conf/bootstrap.conf"
+        "-Dorg.apache.nifi.management.server.address=127.0.0.1:$mgmt_port"
+        "-Djava.awt.headless=true"
+        "-Dsun.net.http.allowRestrictedHeaders=true"
+        "-Djava.protocol.handler.pkgs=sun.net.www.protocol"
+        "-Djavax.security.auth.useSubjectCredsOnly=true"
+        "-DlogbackDisableServletContainerInitializer=true"
+    )
+    # shellcheck disable=SC2206
+    [ -z "${NIFI_JAVA_OPTS:-}" ] || jvm+=(${NIFI_JAVA_OPTS})
+
+    {
+        echo "PORT=$port"
+        echo "MGMT_PORT=$mgmt_port"
+        echo "NIFI_HOME=$home"
+        echo "NIFI_VERSION=$version"
+        echo "URL=http://127.0.0.1:$port/nifi-api"
+    } > "$instance/instance.env"
+
+    local t0; t0="$(now)"
+    (cd "$instance" && exec java "${jvm[@]}" org.apache.nifi.NiFi \
+        </dev/null >"$instance/logs/nifi-stdout.log" 2>&1) &
+    local pid=$!
+    echo "$pid" > "$pidfile"
+    echo "PID=$pid" >> "$instance/instance.env"
+    say "started NiFi $version PID $pid, instance $instance, waiting for $url (timeout ${timeout}s)"
+
+    local deadline; deadline=$(( $(date +%s) + timeout ))
+    while :; do
+        if api_up; then
+            echo "NiFi up on http://127.0.0.1:$port/nifi-api after $(elapsed "$t0") s (PID $pid, instance $instance)"
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            say "NiFi exited during startup; last log lines:"
+            tail -n 40 "$instance/logs/nifi-app.log" "$instance/logs/nifi-stdout.log" >&2 2>/dev/null || true
+            rm -f "$pidfile"
+            exit 1
+        fi
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            say "NiFi did not answer within ${timeout}s; stopping it. Log: $instance/logs/nifi-app.log"
+            grace=10 do_stop
+            exit 1
+        fi
+        sleep 0.5
+    done
+}
+
+case "$cmd" in
+    start) do_start ;;
+    stop) do_stop ;;
+    status) do_status ;;
+    *) die "usage: nifi.sh start|stop|status [--port P] [--instance-dir D] [--extensions NAR_OR_DIR ...] [--timeout S] [--heap SIZE] [--grace S]" ;;
+esac
