@@ -1,0 +1,8 @@
+package io.kinesnow.nifi.nativebridge;
+
+/** A bug or broken invariant in the native engine; logged with context. Thrown by the native library. */
+public class FatalNativeException extends NativeException {
+    public FatalNativeException(final String message) {
+        super(message);
+    }
+}

@@ -1,0 +1,47 @@
+package io.kinesnow.nifi.nativebridge;
+
+/**
+ * The native functions of the Rust core. Objects live in Rust behind opaque {@code long} handles that Java
+ * must {@link #close(long)}; a closed or unknown handle raises {@link FatalNativeException}, never a crash.
+ * Every function may throw {@link RetryableNativeException}, {@link ConfigurationNativeException} or
+ * {@link FatalNativeException}. Call {@link NativeLibrary#require()} before the first call.
+ */
+public final class NativeBridge {
+    /** The {@code component} argument of {@link #validate}, {@link #open} and {@link #propertyNames}. */
+    public static final String CONSUME_KINESIS = "ConsumeKinesis";
+    public static final String PUT_SNOWFLAKE = "PutSnowflake";
+
+    private NativeBridge() {
+    }
+
+    public static native String libraryVersion();
+
+    /** Every property name the native rules read for {@code component}. */
+    public static native String[] propertyNames(String component);
+
+    /**
+     * Checks settings without keeping anything.
+     *
+     * @param properties alternating property names and evaluated values
+     * @return alternating property names and explanations; empty when valid
+     */
+    public static native String[] validate(String component, String[] properties);
+
+    /** Creates a component from its settings; its log events go to {@code sink} until closed. */
+    public static native long open(String component, String[] properties, NativeLogSink sink);
+
+    /** Starts the component's engine. */
+    public static native void start(long handle);
+
+    /** Stops and frees the component; the handle is invalid afterwards. */
+    public static native void close(long handle);
+
+    /** How many components are open in this JVM. */
+    public static native int openComponents();
+
+    /** A deterministic batch in the {@link RecordBatch} layout, for benchmarks and codec tests. */
+    public static native byte[] syntheticBatch(int shards, int recordsPerShard, int payloadBytes);
+
+    /** Raises one failure on purpose: 0 panic, 1 retryable, 2 configuration, 3 fatal; for tests. */
+    public static native void raiseForTest(int mode);
+}

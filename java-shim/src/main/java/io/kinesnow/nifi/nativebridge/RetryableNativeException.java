@@ -1,0 +1,8 @@
+package io.kinesnow.nifi.nativebridge;
+
+/** A transient failure (throttling, network, a lost race): penalize or yield and try again. Thrown by the native library. */
+public class RetryableNativeException extends NativeException {
+    public RetryableNativeException(final String message) {
+        super(message);
+    }
+}

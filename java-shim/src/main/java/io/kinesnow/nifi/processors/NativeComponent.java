@@ -1,0 +1,81 @@
+package io.kinesnow.nifi.processors;
+
+import io.kinesnow.nifi.nativebridge.ComponentLogSink;
+import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeLibrary;
+import org.apache.nifi.components.PropertyDescriptor;
+import org.apache.nifi.components.ValidationResult;
+import org.apache.nifi.context.PropertyContext;
+import org.apache.nifi.logging.ComponentLog;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * What both processors share: hands the evaluated properties to the native rules, and owns the native handle of
+ * a scheduled processor between {@code @OnScheduled} and {@code @OnStopped}.
+ */
+final class NativeComponent {
+    private final String componentType;
+    private volatile long handle;
+
+    NativeComponent(final String componentType) {
+        this.componentType = componentType;
+    }
+
+    /** The native library's verdict on the settings, or why the library cannot run on this platform. */
+    Collection<ValidationResult> validate(final PropertyContext context, final List<PropertyDescriptor> descriptors) {
+        final Optional<String> unavailable = NativeLibrary.load();
+        if (unavailable.isPresent()) {
+            return List.of(invalid("Native library", unavailable.get()));
+        }
+        final String[] problems = NativeBridge.validate(componentType, evaluated(context, descriptors));
+        final List<ValidationResult> results = new ArrayList<>(problems.length / 2);
+        for (int i = 0; i + 1 < problems.length; i += 2) {
+            results.add(invalid(problems[i], problems[i + 1]));
+        }
+        return results;
+    }
+
+    /** Opens and starts the native component; on failure nothing stays open. */
+    void open(final PropertyContext context, final List<PropertyDescriptor> descriptors, final ComponentLog log) {
+        NativeLibrary.require();
+        final long opened = NativeBridge.open(componentType, evaluated(context, descriptors), new ComponentLogSink(log));
+        try {
+            NativeBridge.start(opened);
+        } catch (final RuntimeException e) {
+            NativeBridge.close(opened);
+            throw e;
+        }
+        handle = opened;
+    }
+
+    long handle() {
+        return handle;
+    }
+
+    void close() {
+        final long open = handle;
+        handle = 0;
+        if (open != 0) {
+            NativeBridge.close(open);
+        }
+    }
+
+    /** Alternating names and evaluated values (parameters resolved) of the given properties. */
+    static String[] evaluated(final PropertyContext context, final List<PropertyDescriptor> descriptors) {
+        final String[] pairs = new String[descriptors.size() * 2];
+        int i = 0;
+        for (final PropertyDescriptor descriptor : descriptors) {
+            pairs[i++] = descriptor.getName();
+            pairs[i++] = context.getProperty(descriptor).getValue();
+        }
+        return pairs;
+    }
+
+    private static ValidationResult invalid(final String subject, final String explanation) {
+        return new ValidationResult.Builder().subject(subject).valid(false).explanation(explanation).build();
+    }
+}

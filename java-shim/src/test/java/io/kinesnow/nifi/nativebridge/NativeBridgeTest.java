@@ -1,0 +1,114 @@
+package io.kinesnow.nifi.nativebridge;
+
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.nio.charset.StandardCharsets;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Crosses the real JNI boundary: every failure kind arrives as its typed exception and the JVM survives. */
+class NativeBridgeTest {
+
+    private static final String[] VALID_CONSUMER = {
+        "Stream Name", "orders", "Application Name", "orders-app", "Region", "us-east-1"
+    };
+
+    @BeforeAll
+    static void load() {
+        NativeLibrary.require();
+    }
+
+    @Test
+    void aPanicBecomesAFatalExceptionAndTheJvmLivesOn() {
+        for (int i = 0; i < 3; i++) {
+            final FatalNativeException e = assertThrows(FatalNativeException.class, () -> NativeBridge.raiseForTest(0));
+            assertTrue(e.getMessage().contains("deliberate panic for the bridge test"), e.getMessage());
+            assertTrue(e.getMessage().contains("a bug"), e.getMessage());
+        }
+        assertFalse(NativeBridge.libraryVersion().isEmpty());
+    }
+
+    @Test
+    void eachErrorClassArrivesAsItsException() {
+        assertEquals("deliberate retryable error",
+                assertThrows(RetryableNativeException.class, () -> NativeBridge.raiseForTest(1)).getMessage());
+        assertEquals("deliberate configuration error",
+                assertThrows(ConfigurationNativeException.class, () -> NativeBridge.raiseForTest(2)).getMessage());
+        assertEquals("deliberate fatal error",
+                assertThrows(FatalNativeException.class, () -> NativeBridge.raiseForTest(3)).getMessage());
+        NativeBridge.raiseForTest(99);
+    }
+
+    @Test
+    void closedAndUnknownHandlesAreExceptionsNotCrashes() {
+        final int before = NativeBridge.openComponents();
+        final long handle = NativeBridge.open(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER, null);
+        assertEquals(before + 1, NativeBridge.openComponents());
+        NativeBridge.close(handle);
+        assertEquals(before, NativeBridge.openComponents());
+        final FatalNativeException twice = assertThrows(FatalNativeException.class, () -> NativeBridge.close(handle));
+        assertTrue(twice.getMessage().contains("closed or unknown"), twice.getMessage());
+        assertThrows(FatalNativeException.class, () -> NativeBridge.start(handle));
+        assertThrows(FatalNativeException.class, () -> NativeBridge.close(0));
+        assertThrows(FatalNativeException.class, () -> NativeBridge.start(-42));
+    }
+
+    @Test
+    void openRefusesBadSettingsAndLeavesNothingOpen() {
+        final int before = NativeBridge.openComponents();
+        final ConfigurationNativeException e = assertThrows(ConfigurationNativeException.class,
+                () -> NativeBridge.open(NativeBridge.CONSUME_KINESIS, new String[] {"Stream Name", "orders"}, null));
+        assertTrue(e.getMessage().contains("Application Name: is required"), e.getMessage());
+        assertEquals(before, NativeBridge.openComponents());
+    }
+
+    @Test
+    void unknownComponentTypeAndMalformedArgumentsAreConfigurationErrors() {
+        assertThrows(ConfigurationNativeException.class, () -> NativeBridge.validate("ConsumeSQS", new String[0]));
+        assertThrows(ConfigurationNativeException.class,
+                () -> NativeBridge.validate(NativeBridge.CONSUME_KINESIS, new String[] {"Stream Name"}));
+        assertThrows(ConfigurationNativeException.class, () -> NativeBridge.validate(null, new String[0]));
+        assertThrows(ConfigurationNativeException.class, () -> NativeBridge.validate(NativeBridge.CONSUME_KINESIS, null));
+    }
+
+    @Test
+    void validateReturnsPropertyAndExplanationPairs() {
+        final String[] problems = NativeBridge.validate(NativeBridge.CONSUME_KINESIS,
+                new String[] {"Stream Name", "orders", "Application Name", "orders-app", "Region", "Mars"});
+        assertArrayEquals(new String[] {"Region", "'Mars' is not an AWS region code such as us-east-1"}, problems);
+        assertEquals(0, NativeBridge.validate(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER).length);
+    }
+
+    @Test
+    void aBatchMadeInRustDecodesInJava() {
+        final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatch(3, 50, 64));
+        assertEquals(3, batch.shards().size());
+        assertEquals(150, batch.recordCount());
+        final RecordBatch.Shard shard = batch.shards().get(2);
+        assertEquals("shardId-000000000002", shard.shardId());
+        assertEquals(20, shard.millisBehind());
+        final RecordBatch.Record r = shard.records().get(7);
+        assertEquals("key-7", r.partitionKey());
+        assertEquals(7, r.subSequenceNumber());
+        assertTrue(r.aggregated());
+        assertFalse(shard.records().get(6).aggregated());
+        assertEquals(1_764_000_000_007L, r.approximateArrivalMillis());
+        final byte[] data = r.data();
+        assertEquals(64, data.length);
+        for (int i = 0; i < data.length; i++) {
+            assertEquals((byte) ((7 + i) % 251), data[i]);
+        }
+        assertTrue(r.sequenceNumber().startsWith("4963"), r.sequenceNumber());
+    }
+
+    @Test
+    void aCorruptBatchIsRejected() {
+        final byte[] junk = "not a batch at all".getBytes(StandardCharsets.UTF_8);
+        assertThrows(FatalNativeException.class, () -> RecordBatch.decode(junk));
+    }
+}

@@ -1,0 +1,136 @@
+package io.kinesnow.nifi.processors;
+
+import io.kinesnow.nifi.nativebridge.NativeBridge;
+import org.apache.nifi.components.PropertyDescriptor;
+import org.apache.nifi.util.LogMessage;
+import org.apache.nifi.util.TestRunner;
+import org.apache.nifi.util.TestRunners;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+import static io.kinesnow.nifi.processors.ProcessorTestSupport.assertProblem;
+import static io.kinesnow.nifi.processors.ProcessorTestSupport.eventually;
+import static io.kinesnow.nifi.processors.ProcessorTestSupport.problems;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class ConsumeKinesisTest {
+    private TestRunner runner;
+
+    @BeforeEach
+    void setUp() {
+        runner = TestRunners.newTestRunner(ConsumeKinesis.class);
+        runner.setProperty(ConsumeKinesis.STREAM_NAME, "orders");
+        runner.setProperty(ConsumeKinesis.APPLICATION_NAME, "orders-to-snowflake");
+        runner.setProperty(ConsumeKinesis.REGION, "us-east-1");
+    }
+
+    @Test
+    void minimalSettingsAreValid() {
+        runner.assertValid();
+    }
+
+    @Test
+    void missingStreamNameIsInvalid() {
+        runner.removeProperty(ConsumeKinesis.STREAM_NAME);
+        runner.assertNotValid();
+    }
+
+    @Test
+    void badRegionIsExplainedByTheNativeRules() {
+        runner.setProperty(ConsumeKinesis.REGION, "Frankfurt");
+        assertProblem(runner, "Region", "'Frankfurt' is not an AWS region code such as us-east-1");
+    }
+
+    @Test
+    void applicationNameMustSuitDynamoDbAndFanOut() {
+        runner.setProperty(ConsumeKinesis.APPLICATION_NAME, "my app!");
+        assertProblem(runner, "Application Name", "names the DynamoDB table and the fan-out consumer");
+    }
+
+    @Test
+    void halfOfTheCredentialsIsInvalid() {
+        runner.setProperty(ConsumeKinesis.ACCESS_KEY_ID, "AKIAIOSFODNN7EXAMPLE");
+        assertProblem(runner, "AWS Secret Access Key", "is required when AWS Access Key ID is set");
+        runner.setProperty(ConsumeKinesis.SECRET_ACCESS_KEY, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
+        runner.assertValid();
+    }
+
+    @Test
+    void enhancedFanOutIsNotAvailableYet() {
+        runner.setProperty(ConsumeKinesis.CONSUMER_TYPE, "ENHANCED_FAN_OUT");
+        assertProblem(runner, "Consumer Type", "not yet available");
+    }
+
+    @Test
+    void atTimestampNeedsAValidTimestamp() {
+        runner.setProperty(ConsumeKinesis.INITIAL_POSITION, "AT_TIMESTAMP");
+        runner.assertNotValid();
+        runner.setProperty(ConsumeKinesis.POSITION_TIMESTAMP, "last tuesday");
+        assertProblem(runner, "Stream Position Timestamp", "is not an ISO-8601 timestamp");
+        runner.setProperty(ConsumeKinesis.POSITION_TIMESTAMP, "2026-01-31T12:00:00Z");
+        runner.assertValid();
+    }
+
+    @Test
+    void malformedSizesDurationsAndUrlsAreExplained() {
+        runner.setProperty(ConsumeKinesis.MAX_BATCH_DURATION, "soon");
+        runner.setProperty(ConsumeKinesis.MAX_BATCH_SIZE, "lots");
+        runner.setProperty(ConsumeKinesis.ENDPOINT_OVERRIDE, "kinesis.local");
+        runner.setProperty(ConsumeKinesis.MAX_RECORDS_PER_REQUEST, "0");
+        assertProblem(runner, "Max Batch Duration", "is not a time period");
+        assertProblem(runner, "Max Batch Size", "is not a data size");
+        assertProblem(runner, "Endpoint Override URL", "is not a URL");
+        assertProblem(runner, "Max Records Per Request", "from 1 to 10000");
+        assertEquals(4, problems(runner).size());
+    }
+
+    @Test
+    void bufferMustHoldABatch() {
+        runner.setProperty(ConsumeKinesis.MAX_BATCH_SIZE, "100 MB");
+        runner.setProperty(ConsumeKinesis.MAX_BUFFER_SIZE, "32 MB");
+        assertProblem(runner, "Max Buffer Size", "must be at least Max Batch Size");
+    }
+
+    @Test
+    void secretsAreSensitive() {
+        assertTrue(ConsumeKinesis.ACCESS_KEY_ID.isSensitive());
+        assertTrue(ConsumeKinesis.SECRET_ACCESS_KEY.isSensitive());
+    }
+
+    @Test
+    void javaDeclaresExactlyThePropertiesTheNativeRulesRead() {
+        final Set<String> declared = ConsumeKinesis.PROPERTIES.stream().map(PropertyDescriptor::getName).collect(Collectors.toSet());
+        assertEquals(Set.of(NativeBridge.propertyNames(NativeBridge.CONSUME_KINESIS)), declared);
+    }
+
+    @Test
+    void schedulingSaysTheEngineIsMissingReadsNothingAndClosesItsHandle() {
+        final int before = NativeBridge.openComponents();
+        final Throwable failure = assertThrows(Throwable.class, () -> runner.run(1));
+        assertTrue(causeMessages(failure).contains("ConsumeKinesis cannot start: its engine is not part of this build yet"),
+                causeMessages(failure));
+        runner.assertTransferCount(ConsumeKinesis.REL_SUCCESS, 0);
+        assertEquals(before, NativeBridge.openComponents());
+        // The native engine's own events reach the processor's log (and so become bulletins in NiFi).
+        eventually(() -> messages(runner.getLogger().getInfoMessages()), "ConsumeKinesis for stream 'orders'");
+        eventually(() -> messages(runner.getLogger().getWarnMessages()), "ConsumeKinesis cannot start");
+    }
+
+    private static List<String> messages(final List<LogMessage> logs) {
+        return logs.stream().map(LogMessage::getMsg).collect(Collectors.toList());
+    }
+
+    private static String causeMessages(final Throwable t) {
+        final StringBuilder all = new StringBuilder();
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            all.append(c.getMessage()).append(" | ");
+        }
+        return all.toString();
+    }
+}

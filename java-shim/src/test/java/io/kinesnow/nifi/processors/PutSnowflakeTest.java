@@ -1,0 +1,136 @@
+package io.kinesnow.nifi.processors;
+
+import io.kinesnow.nifi.nativebridge.NativeBridge;
+import org.apache.nifi.components.PropertyDescriptor;
+import org.apache.nifi.util.TestRunner;
+import org.apache.nifi.util.TestRunners;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+import static io.kinesnow.nifi.processors.ProcessorTestSupport.assertProblem;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class PutSnowflakeTest {
+    /** Shape only: the rules check the PEM's kind here; the key itself is parsed when the client connects. */
+    private static final String PKCS8 = "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n";
+
+    private TestRunner runner;
+
+    @BeforeEach
+    void setUp() {
+        runner = TestRunners.newTestRunner(PutSnowflake.class);
+        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
+        runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
+        runner.setProperty(PutSnowflake.PRIVATE_KEY, PKCS8);
+        runner.setProperty(PutSnowflake.DATABASE, "RAW");
+        runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
+        runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+    }
+
+    @Test
+    void minimalKeyPairSettingsAreValid() {
+        runner.assertValid();
+    }
+
+    @Test
+    void keyPairNeedsAKey() {
+        runner.removeProperty(PutSnowflake.PRIVATE_KEY);
+        assertProblem(runner, "Private Key", "Private Key or Private Key File is required");
+    }
+
+    @Test
+    void notBothKeyAndKeyFile(@TempDir final Path dir) throws IOException {
+        final Path file = Files.writeString(dir.resolve("rsa_key.p8"), PKCS8);
+        runner.setProperty(PutSnowflake.PRIVATE_KEY_FILE, file.toString());
+        assertProblem(runner, "Private Key", "not both");
+        runner.removeProperty(PutSnowflake.PRIVATE_KEY);
+        runner.assertValid();
+    }
+
+    @Test
+    void unreadableKeyFileIsNamed() {
+        runner.removeProperty(PutSnowflake.PRIVATE_KEY);
+        runner.setProperty(PutSnowflake.PRIVATE_KEY_FILE, "/nonexistent/rsa_key.p8");
+        assertProblem(runner, "Private Key File", "cannot read '/nonexistent/rsa_key.p8'");
+    }
+
+    @Test
+    void encryptedKeyNeedsItsPasswordAndPkcs1IsExplained() {
+        runner.setProperty(PutSnowflake.PRIVATE_KEY,
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFHDBOBgkqhkiG9w0BBQ0w\n-----END ENCRYPTED PRIVATE KEY-----\n");
+        assertProblem(runner, "Private Key Password", "the private key is encrypted");
+        runner.setProperty(PutSnowflake.PRIVATE_KEY_PASSWORD, "correct horse");
+        runner.assertValid();
+        runner.setProperty(PutSnowflake.PRIVATE_KEY, "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n");
+        assertProblem(runner, "Private Key", "openssl pkcs8 -topk8");
+    }
+
+    @Test
+    void problemsNeverEchoTheKey() {
+        runner.setProperty(PutSnowflake.PRIVATE_KEY, "MIIEvgIBADANBgkqhkiG9w0BAQEFAASC-not-a-pem");
+        assertFalse(ProcessorTestSupport.problems(runner).toString().contains("MIIEvgIBADAN"));
+        assertProblem(runner, "Private Key", "is not a PEM-encoded PKCS#8 private key");
+    }
+
+    @Test
+    void namedPipeNeedsItsName() {
+        runner.setProperty(PutSnowflake.DESTINATION_TYPE, "PIPE");
+        runner.assertNotValid();
+        runner.setProperty(PutSnowflake.PIPE, "EVENTS_PIPE");
+        runner.assertValid();
+    }
+
+    @Test
+    void badValuesAreExplained() {
+        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "my org/account");
+        runner.setProperty(PutSnowflake.URL_OVERRIDE, "not a url");
+        runner.setProperty(PutSnowflake.MAX_BATCH_SIZE, "64 MB");
+        runner.setProperty(PutSnowflake.CHANNEL_PREFIX, "bad prefix!");
+        assertProblem(runner, "Account Identifier", "is not a Snowflake account identifier");
+        assertProblem(runner, "Snowflake URL Override", "is not a URL");
+        assertProblem(runner, "Max Batch Size", "must be between 1 KB and 16 MB");
+        assertProblem(runner, "Channel Name Prefix", "may only hold letters");
+    }
+
+    @Test
+    void managedTokenNeedsNoKey() {
+        runner.setProperty(PutSnowflake.AUTHENTICATION_STRATEGY, "SNOWFLAKE_MANAGED_TOKEN");
+        runner.removeProperty(PutSnowflake.PRIVATE_KEY);
+        runner.removeProperty(PutSnowflake.USER);
+        runner.assertValid();
+    }
+
+    @Test
+    void secretsAreSensitive() {
+        assertTrue(PutSnowflake.PRIVATE_KEY.isSensitive());
+        assertTrue(PutSnowflake.PRIVATE_KEY_PASSWORD.isSensitive());
+    }
+
+    @Test
+    void javaDeclaresExactlyThePropertiesTheNativeRulesRead() {
+        final Set<String> declared = PutSnowflake.PROPERTIES.stream().map(PropertyDescriptor::getName).collect(Collectors.toSet());
+        assertEquals(Set.of(NativeBridge.propertyNames(NativeBridge.PUT_SNOWFLAKE)), declared);
+    }
+
+    @Test
+    void schedulingSaysTheClientIsMissingAndRoutesNothing() {
+        runner.enqueue("{\"id\":1}");
+        final Throwable failure = assertThrows(Throwable.class, () -> runner.run(1));
+        String all = "";
+        for (Throwable c = failure; c != null; c = c.getCause()) {
+            all += c.getMessage() + " | ";
+        }
+        assertTrue(all.contains("PutSnowflake cannot start"), all);
+        assertEquals(1, runner.getQueueSize().getObjectCount(), "the FlowFile stays queued");
+    }
+}
