@@ -370,10 +370,11 @@ class NiFiClient:
         return self.get(f"process-groups/{group_id}")
 
     def set_process_group_parameter_context(self, group_id: str, context_id: Optional[str]) -> dict:
+        """Bind a group to a parameter context, or unbind it with context_id=None."""
         rev = self._revision(f"process-groups/{group_id}")
         return self.put(f"process-groups/{group_id}", {
             "revision": rev,
-            "component": {"id": group_id, "parameterContext": {"id": context_id} if context_id else None}})
+            "component": {"id": group_id, "parameterContext": {"id": context_id}}})  # id None = unbind
 
     def set_process_group_state(self, group_id: str, state: str) -> dict:
         """Schedule all components of a group: state is "RUNNING" or "STOPPED"."""

@@ -114,6 +114,10 @@ def test_parameter_context_from_file_bound_to_new_process_group(client, tmp_path
         pg = client.create_process_group("harness-pg", parameter_context_id=ctx["id"])
         try:
             assert client.get_process_group(pg["id"])["component"]["parameterContext"]["id"] == ctx["id"]
+            client.set_process_group_parameter_context(pg["id"], None)
+            assert not client.get_process_group(pg["id"])["component"].get("parameterContext")
+            client.set_process_group_parameter_context(pg["id"], ctx["id"])
+            assert client.get_process_group(pg["id"])["component"]["parameterContext"]["id"] == ctx["id"]
             root_groups = client.process_group_flow(client.root_process_group_id())["processGroups"]
             assert pg["id"] in [g["id"] for g in root_groups]
 
