@@ -133,6 +133,30 @@ def test_parameter_context_from_file_bound_to_new_process_group(client, tmp_path
     assert client.find_parameter_context(name) is None
 
 
+def test_product_parameter_context_files_load_into_nifi(client):
+    """Every context file in the product's parameter-contexts/ folder is accepted by NiFi."""
+    import glob
+    def is_context(path):
+        with open(path) as f:
+            doc = json.load(f)
+        return isinstance(doc, dict) and "parameters" in doc  # skips e.g. processor-bindings.json
+
+    files = [f for f in sorted(glob.glob(os.path.join(REPO, "parameter-contexts", "**", "*.json"), recursive=True))
+             if is_context(f)]
+    for path in files:
+        doc = load_parameter_context_file(path)
+        ctx = client.create_parameter_context_from_file(path, name=f"{doc['name']} {time.time_ns()}")
+        try:
+            values = client.parameter_values(ctx["id"])
+            assert set(values) == {p["name"] for p in doc["parameters"]}, path
+            for p in doc["parameters"]:
+                if not p.get("sensitive"):
+                    assert values[p["name"]] == p.get("value"), (path, p["name"])
+        finally:
+            client.delete_parameter_context(ctx["id"])
+    print(f"{len(files)} product parameter-context files loaded")
+
+
 def test_bad_parameter_context_file_is_rejected(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"name": "x", "parameters": [{"name": "a", "value": 1}]}))
