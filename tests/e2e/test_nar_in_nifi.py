@@ -1,0 +1,184 @@
+"""The product's NAR in a real NiFi: loaded, documented, bound to the parameter contexts from
+parameter-contexts/, validated by the native rules, started and stopped.
+
+Needs the NAR built first (`./mvnw package`, which tests/run-all.sh does); a missing NAR fails
+the test rather than skipping it.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from nifi_client import read_log_errors
+from nifi_instance import NiFiInstance, free_port
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONTEXTS = os.path.join(REPO, "parameter-contexts")
+BUNDLE = {"group": "io.kinesnow", "artifact": "kinesnow-nar", "version": "0.1.0"}
+CONSUMER = "io.kinesnow.nifi.processors.ConsumeKinesis"
+SINK = "io.kinesnow.nifi.processors.PutSnowflake"
+NOT_BUILT_YET = "cannot start: its engine is not part of this build yet"
+
+
+def built_nar() -> str:
+    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
+    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
+    return nars[0]
+
+
+@pytest.fixture(scope="module")
+def nifi():
+    inst = NiFiInstance.start(port=free_port(), extensions=[built_nar()])
+    yield inst
+    inst.stop()
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("kinesnow-e2e"))
+
+
+@pytest.fixture(scope="module")
+def key_file(work_dir):
+    """A real unencrypted PKCS#8 RSA key, as a user would generate it for Snowflake."""
+    os.makedirs(os.path.join(work_dir, "snowflake"), exist_ok=True)
+    path = os.path.join(work_dir, "snowflake", "rsa_key.p8")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path],
+                   check=True, capture_output=True)
+    return path
+
+
+def local_context(name: str, work_dir: str) -> dict:
+    with open(os.path.join(CONTEXTS, "local", name), encoding="utf-8") as f:
+        text = f.read()
+    text = text.replace("${KINESNOW_WORK}", work_dir).replace("${SNOWFLAKE_URL}", "https://127.0.0.1:8443")
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def flow(nifi, work_dir, key_file):
+    """Both local contexts, a combined context inheriting them, a process group bound to it, and
+    both processors with every bound property referencing its parameter."""
+    c = nifi.client
+    ids = []
+    for file in ("kinesis-source.json", "snowflake-destination.json"):
+        doc = local_context(file, work_dir)
+        ids.append(c.create_parameter_context(doc["name"], doc["parameters"], doc["description"])["id"])
+    combined = c.post("parameter-contexts", {
+        "revision": {"version": 0},
+        "component": {"name": "Kinesis to Snowflake (local)", "parameters": [],
+                      "inheritedParameterContexts": [{"id": i, "component": {"id": i}} for i in ids]}})
+    group = c.create_process_group("Kinesis to Snowflake", parameter_context_id=combined["id"])
+    with open(os.path.join(CONTEXTS, "processor-bindings.json"), encoding="utf-8") as f:
+        bindings = json.load(f)
+    consumer = c.add_processor(group["id"], CONSUMER, bundle=BUNDLE, name="ConsumeKinesis",
+                               properties={k: "#{%s}" % v for k, v in bindings["ConsumeKinesis"].items()},
+                               bulletin_level="INFO", position=(0, 0))
+    sink = c.add_processor(group["id"], SINK, bundle=BUNDLE, name="PutSnowflake",
+                           properties={k: "#{%s}" % v for k, v in bindings["PutSnowflake"].items()},
+                           auto_terminate=["success", "failure", "invalid"], position=(0, 300))
+    c.connect(group["id"], consumer["id"], sink["id"], ["success"])
+    return {"source": ids[0], "destination": ids[1], "group": group["id"],
+            "consumer": consumer["id"], "sink": sink["id"]}
+
+
+def test_the_nar_is_loaded_with_both_processor_types(nifi):
+    types = {t["type"]: t for t in nifi.client.processor_types(type_filter="io.kinesnow")}
+    assert set(types) == {CONSUMER, SINK}
+    for t in types.values():
+        assert t["bundle"] == BUNDLE
+
+
+def test_both_processors_are_documented(nifi):
+    c = nifi.client
+    consumer = c.processor_definition(CONSUMER, BUNDLE)
+    assert "Amazon Kinesis" in consumer["capabilityDescription"]
+    props = consumer["propertyDescriptors"]
+    assert props["AWS Secret Access Key"]["sensitive"] is True
+    assert props["Consumer Type"]["defaultValue"] == "SHARED_THROUGHPUT"
+    sink = c.processor_definition(SINK, BUNDLE)
+    assert "Snowpipe Streaming" in sink["capabilityDescription"]
+    assert {r["name"] for r in sink["supportedRelationships"]} == {"success", "failure", "invalid"}
+    assert sink["propertyDescriptors"]["Private Key"]["sensitive"] is True
+    details = c.get("flow/additional-details/{group}/{artifact}/{version}/".format(**BUNDLE) + CONSUMER)
+    assert "How records and checkpoints travel" in details["additionalDetails"]
+
+
+def test_processors_are_valid_with_the_local_contexts(nifi, flow):
+    for pid in (flow["consumer"], flow["sink"]):
+        v = nifi.client.processor_validation(pid)
+        assert v == {"status": "VALID", "errors": []}, v
+
+
+def test_bad_parameter_values_show_the_native_messages(nifi, flow, key_file):
+    c = nifi.client
+    c.update_parameters(flow["source"], values={"AWS Kinesis Region": "Mars", "AWS Kinesis Application Name": "ab"})
+    c.update_parameters(flow["destination"], values={"Snowflake Private Key File": "/nonexistent/key.p8"})
+    try:
+        consumer = c.processor_validation(flow["consumer"])
+        assert consumer["status"] == "INVALID"
+        text = " ".join(consumer["errors"])
+        assert "'Mars' is not an AWS region code such as us-east-1" in text, text
+        assert "names the DynamoDB table and the fan-out consumer" in text, text
+        sink = c.processor_validation(flow["sink"])
+        assert sink["status"] == "INVALID"
+        assert "cannot read '/nonexistent/key.p8'" in " ".join(sink["errors"]), sink
+    finally:
+        source = local_context("kinesis-source.json", "")
+        values = {p["name"]: p["value"] for p in source["parameters"]}
+        c.update_parameters(flow["source"], values={k: values[k] for k in ("AWS Kinesis Region", "AWS Kinesis Application Name")})
+        c.update_parameters(flow["destination"], values={"Snowflake Private Key File": key_file})
+    assert c.processor_validation(flow["consumer"])["status"] == "VALID"
+    assert c.processor_validation(flow["sink"])["status"] == "VALID"
+
+
+def test_a_required_parameter_left_empty_makes_the_processor_invalid(nifi, flow):
+    c = nifi.client
+    c.update_parameters(flow["source"], values={"AWS Kinesis Stream Name": None})
+    try:
+        v = c.processor_validation(flow["consumer"])
+        assert v["status"] == "INVALID"
+        assert any("Stream Name" in e for e in v["errors"]), v
+    finally:
+        c.update_parameters(flow["source"], values={"AWS Kinesis Stream Name": "kinesnow-demo"})
+    assert c.processor_validation(flow["consumer"])["status"] == "VALID"
+
+
+def wait_for_bulletin(c, source_id, text, after=None, timeout=60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for b in c.bulletins(source_id=source_id, after=after):
+            if text in (b.get("message") or ""):
+                return b
+        time.sleep(0.5)
+    raise AssertionError(f"no bulletin containing {text!r}; have {[b.get('message') for b in c.bulletins(source_id=source_id)]}")
+
+
+@pytest.mark.parametrize("which,name", [("consumer", "ConsumeKinesis"), ("sink", "PutSnowflake")])
+def test_start_stop_round_trips_report_the_missing_engine(nifi, flow, which, name):
+    c = nifi.client
+    pid = flow[which]
+    for _ in range(2):
+        c.start_processor(pid)
+        bulletin = wait_for_bulletin(c, pid, f"{name} {NOT_BUILT_YET}")
+        assert bulletin["level"] in ("WARNING", "WARN", "ERROR")
+        c.stop_processor(pid)
+        assert c.processor_state(pid) == "STOPPED"
+    if which == "consumer":
+        # Emitted by the Rust core at INFO and forwarded through the log bridge (bulletin level INFO).
+        wait_for_bulletin(c, pid, "ConsumeKinesis for stream 'kinesnow-demo' (application 'kinesnow-demo-app', region us-east-1) opened")
+
+
+def test_nifi_log_has_no_error_from_our_bundle_except_the_announced_refusal(nifi, flow):
+    errors = read_log_errors(nifi.log_path, levels=("ERROR",))
+    ours = [e for e in errors if "kinesnow" in e["text"].lower()]
+    unexpected = [e["text"] for e in ours if NOT_BUILT_YET not in e["text"]]
+    assert unexpected == [], unexpected
+    with open(nifi.log_path, encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    for bad in ("UnsatisfiedLinkError", "FatalNativeException", "internal error in the native engine", "local-secret-key"):
+        assert bad not in log, bad

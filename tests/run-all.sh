@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs every test of the project, on a fresh machine too: builds what is missing (Rust core, NAR,
+# a NiFi assembled from Maven artifacts, the npm emulators) and starts and stops what it needs.
+# Prints each step's time and a summary; exits non-zero if any step failed.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+# shellcheck source=../build/java-home.sh
+source build/java-home.sh
+[ -f "$HOME/.cargo/env" ] && source "$HOME/.cargo/env"
+export PYTHONDONTWRITEBYTECODE=1
+
+failed=()
+summary=()
+step() {
+  local name="$1"; shift
+  echo
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  if "$@"; then
+    summary+=("ok    $(printf '%5ss' $((SECONDS - t0)))  $name")
+  else
+    summary+=("FAIL  $(printf '%5ss' $((SECONDS - t0)))  $name")
+    failed+=("$name")
+  fi
+}
+
+t_start=$SECONDS
+step "Rust unit tests (release profile, shared with the NAR build)" cargo test --release --workspace --exclude snowflake-standin
+step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
+step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
+step "NiFi harness (real NiFi)" python3 -m pytest -q tests/nifi
+step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
+if [ -x tests/snowflake-standin/run-tests.sh ]; then
+  step "Snowflake stand-in (Rust tests and the official SDK)" tests/snowflake-standin/run-tests.sh
+fi
+
+echo
+echo "=== Summary ($((SECONDS - t_start)) s)"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "All tests passed."
