@@ -1,0 +1,83 @@
+"""Conformance: Snowflake's official Snowpipe Streaming SDK (snowpipe-streaming
+1.9.1, PyPI) against the stand-in over TLS. The SDK is the oracle: what it
+accepts here is what Snowflake answers on the wire."""
+
+import pytest
+from snowflake.ingest.streaming import StreamingIngestClient
+
+from conftest import wait_until
+
+
+@pytest.fixture(scope="module")
+def tables(standin):
+    standin.sql("CREATE OR REPLACE TABLE DB.PUBLIC.T (id NUMBER NOT NULL, name VARCHAR, kinesisMetadata VARIANT)")
+    standin.sql("CREATE OR REPLACE TABLE DB.PUBLIC.EL (id NUMBER, src VARCHAR)")
+    standin.sql(
+        "CREATE OR REPLACE PIPE DB.PUBLIC.T_PIPE AS COPY INTO DB.PUBLIC.T FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')) MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE"
+    )
+
+
+def test_named_channel_commit_reopen_and_stale_token(standin, sdk_properties, tables):
+    client = StreamingIngestClient.from_table("cli", "DB", "PUBLIC", "T", properties=sdk_properties)
+    channel, status = client.open_channel("shard-0")
+    assert status.status_code == "SUCCESS"
+    assert status.latest_committed_offset_token is None
+
+    meta = {"stream": "s", "shardId": "shardId-0", "sequenceNumber": "49", "subSequenceNumber": 0}
+    channel.append_rows([{"id": 1, "name": "a", "kinesisMetadata": meta}, {"id": 2, "name": "b"}, {"ID": 3, "Name": "c"}], "1", "3")
+    channel.append_row({"id": 4, "name": "d"}, "4")
+    channel.wait_for_commit(lambda token: token is not None and int(token) >= 4, timeout_seconds=30)
+    assert channel.get_latest_committed_offset_token() == "4"
+    assert client.get_latest_committed_offset_tokens(["shard-0"]) == {"shard-0": "4"}
+
+    # The SDK sent zstd NDJSON with start/end offset tokens and its continuation token.
+    appends = [r for r in standin.requests("/rows") if r["status"] == 200]
+    assert appends and all(r["headers"].get("content-encoding") == "zstd" for r in appends)
+    assert any("startOffsetToken=1" in r["query"] and "endOffsetToken=3" in r["query"] for r in appends)
+
+    # A second client reopens the channel: it sees the committed token, and the
+    # first client's continuation token is now stale.
+    client2 = StreamingIngestClient.from_table("cli2", "DB", "PUBLIC", "T", properties=sdk_properties)
+    channel2, status2 = client2.open_channel("shard-0")
+    assert status2.latest_committed_offset_token == "4"
+
+    channel.append_row({"id": 99, "name": "from the stale client"}, "5")
+    stale = wait_until(lambda: [r for r in standin.requests("/rows") if r["status"] == 400], timeout=30)
+    assert stale, "the stale append reached the stand-in and got 400 STALE_CONTINUATION_TOKEN_SEQUENCER"
+    with pytest.raises(Exception):
+        # The SDK surfaces the stale token as a failed flush / invalidated channel.
+        channel.wait_for_flush(timeout_seconds=20)
+        channel.append_row({"id": 100}, "6")
+        channel.wait_for_flush(timeout_seconds=20)
+
+    channel2.append_rows([{"id": 5, "name": "e"}, {"id": 6, "name": "f"}], "5", "6")
+    channel2.wait_for_commit(lambda token: token is not None and int(token) >= 6, timeout_seconds=30)
+    assert channel2.get_latest_committed_offset_token() == "6"
+
+    rows = standin.query("SELECT id, name, kinesisMetadata FROM DB.PUBLIC.T ORDER BY id")
+    assert [r["id"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert rows[0]["kinesisMetadata"] == meta
+    assert rows[2]["name"] == "c"
+    client2.close(wait_for_flush=True, timeout_seconds=10)
+    client.close(wait_for_flush=False, timeout_seconds=5)
+
+
+def test_named_pipe(standin, sdk_properties, tables):
+    client = StreamingIngestClient("cli-pipe", "DB", "PUBLIC", "T_PIPE", properties=sdk_properties)
+    channel, _ = client.open_channel("pipe-0")
+    channel.append_row({"id": 1000, "name": "via named pipe"}, "1")
+    channel.wait_for_commit(lambda t: t == "1", timeout_seconds=30)
+    assert standin.query("SELECT name FROM DB.PUBLIC.T WHERE id = 1000") == [{"name": "via named pipe"}]
+    client.close(wait_for_flush=True, timeout_seconds=10)
+
+
+def test_elastic_channel(standin, sdk_properties, tables):
+    client = StreamingIngestClient.from_table("cli-el", "DB", "PUBLIC", "EL", properties=sdk_properties)
+    channel = client.get_elastic_channel()
+    future = channel.append_rows_with_wait([{"id": 10, "src": "elastic"}, {"id": 11, "src": "elastic"}, {"id": 12, "src": "elastic"}], "batch-1")
+    future.result(timeout=30)
+    rows = wait_until(lambda: standin.query("SELECT id, src FROM DB.PUBLIC.EL ORDER BY id") or None, timeout=30)
+    assert rows == [{"id": 10, "src": "elastic"}, {"id": 11, "src": "elastic"}, {"id": 12, "src": "elastic"}]
+    elastic = [r for r in standin.requests("/channels/ELASTIC/rows")]
+    assert elastic and all("continuationToken" not in (r["query"] or "") for r in elastic)
+    client.close(wait_for_flush=True, timeout_seconds=10)

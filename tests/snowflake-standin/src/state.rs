@@ -1,0 +1,351 @@
+//! Shared server state (settings, auth, catalog, channels, storage, faults) and
+//! the operations that change the catalog: DDL, table specs from JSON and the
+//! config file read at start. The catalog, users and channels are persisted in
+//! DuckDB when a state dir is given, so a restarted stand-in keeps them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Mutex, RwLock};
+
+use crate::auth::Authenticator;
+use crate::catalog::{Catalog, CatalogError, ColumnDef, ObjectName, PipeDef, TableDef};
+use crate::channels::{ChannelRecord, Channels};
+use crate::ddl::{self, normalize_ident, Statement};
+use crate::faults::Faults;
+use crate::schema::{self, IcebergVersion};
+use crate::storage::{Store, StorageError};
+
+/// Settings that tests may change at run time (`POST /admin/settings`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
+    /// Delay between an append being accepted and its rows being committed.
+    pub commit_lag_ms: u64,
+    /// Always-on per-channel append limit in requests/s (0 = off).
+    pub rate_limit_per_channel: u32,
+    /// Time an open takes (a second open meanwhile gets 409 in progress).
+    pub open_latency_ms: u64,
+    /// What `GET /v2/streaming/hostname` answers.
+    pub hostname: String,
+    /// Cap on the request body as sent (compressed) in bytes.
+    pub max_wire_bytes: usize,
+    /// Cap on the decoded request body in bytes.
+    pub max_body_bytes: usize,
+    /// Lifetime of scoped tokens minted by `/oauth/token`.
+    pub scoped_token_ttl_s: i64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            commit_lag_ms: 1000,
+            rate_limit_per_channel: 0,
+            open_latency_ms: 0,
+            hostname: "127.0.0.1".into(),
+            max_wire_bytes: 4 * 1024 * 1024,
+            max_body_bytes: 16 * 1024 * 1024,
+            scoped_token_ttl_s: 3600,
+        }
+    }
+}
+
+/// One request as seen by the stand-in (`GET /admin/requests`).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoggedRequest {
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    pub status: u16,
+    pub headers: serde_json::Map<String, serde_json::Value>,
+}
+
+pub struct AppState {
+    pub settings: RwLock<Settings>,
+    pub auth: Authenticator,
+    pub catalog: RwLock<Catalog>,
+    pub channels: Channels,
+    pub store: Store,
+    pub faults: Faults,
+    pub requests: Mutex<VecDeque<LoggedRequest>>,
+    pub telemetry_batches: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// A table as given in JSON (`POST /admin/tables`, config file).
+#[derive(Debug, Clone, Deserialize)]
+pub struct TableSpec {
+    pub database: String,
+    #[serde(default = "default_schema")]
+    pub schema: String,
+    pub name: String,
+    pub columns: Vec<ColumnSpec>,
+    #[serde(default)]
+    pub enable_schema_evolution: bool,
+    #[serde(default)]
+    pub error_logging: bool,
+    /// `null`, `"v2"` or `"v3"` (or 2 / 3).
+    #[serde(default)]
+    pub iceberg: Option<serde_json::Value>,
+    #[serde(default)]
+    pub or_replace: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ColumnSpec {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    #[serde(default = "yes")]
+    pub nullable: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PipeSpec {
+    pub database: String,
+    #[serde(default = "default_schema")]
+    pub schema: String,
+    pub name: String,
+    pub table: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UserSpec {
+    pub account: String,
+    pub user: String,
+    #[serde(default)]
+    pub public_key_pem: Option<String>,
+    #[serde(default)]
+    pub public_key_file: Option<String>,
+}
+
+/// The `--config` file (JSON).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub users: Vec<UserSpec>,
+    /// DDL statements run in order (see `ddl`).
+    #[serde(default)]
+    pub sql: Vec<String>,
+    #[serde(default)]
+    pub tables: Vec<TableSpec>,
+    #[serde(default)]
+    pub pipes: Vec<PipeSpec>,
+}
+
+fn default_schema() -> String {
+    "PUBLIC".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TableSpec {
+    pub fn to_def(&self) -> Result<TableDef, String> {
+        let iceberg = match &self.iceberg {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => None,
+            Some(v) => match v.to_string().trim_matches('"').to_lowercase().as_str() {
+                "v3" | "3" => Some(IcebergVersion::V3),
+                "v2" | "2" | "true" => Some(IcebergVersion::V2),
+                other => return Err(format!("iceberg must be null, \"v2\" or \"v3\", not {other}")),
+            },
+        };
+        let columns = self
+            .columns
+            .iter()
+            .map(|c| Ok(ColumnDef { name: normalize_ident(&c.name), ty: schema::parse_type(&c.ty).map_err(|e| format!("column {}: {e}", c.name))?, nullable: c.nullable }))
+            .collect::<Result<Vec<_>, String>>()?;
+        let def = TableDef {
+            name: ObjectName::new(&normalize_ident(&self.database), &normalize_ident(&self.schema), &normalize_ident(&self.name)),
+            columns,
+            enable_schema_evolution: self.enable_schema_evolution,
+            error_logging: self.error_logging,
+            iceberg,
+        };
+        def.validate()?;
+        Ok(def)
+    }
+}
+
+impl AppState {
+    pub fn new(settings: Settings, store: Store) -> Self {
+        AppState {
+            auth: Authenticator::new(settings.scoped_token_ttl_s),
+            settings: RwLock::new(settings),
+            catalog: RwLock::new(Catalog::default()),
+            channels: Channels::default(),
+            store,
+            faults: Faults::default(),
+            requests: Mutex::new(VecDeque::new()),
+            telemetry_batches: Default::default(),
+        }
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings.read().unwrap().clone()
+    }
+
+    /// Runs one DDL statement; returns a short description of what was done.
+    pub fn execute_ddl(&self, sql: &str, defaults: &(Option<String>, Option<String>)) -> Result<String, StateError> {
+        match ddl::parse(sql, defaults).map_err(StateError::Invalid)? {
+            Statement::CreateTable { table, or_replace, if_not_exists } => {
+                let exists = self.catalog.read().unwrap().table(&table.name).is_some();
+                if exists && if_not_exists {
+                    return Ok(format!("Table {} already exists, statement succeeded.", table.name));
+                }
+                if exists && !or_replace {
+                    return Err(CatalogError::AlreadyExists(table.name.to_string()).into());
+                }
+                self.create_table(table.clone(), or_replace)?;
+                Ok(format!("Table {} successfully created.", table.name))
+            }
+            Statement::CreatePipe { pipe, or_replace } => {
+                let exists = self.catalog.read().unwrap().pipes().any(|p| p.name.key() == pipe.name.key());
+                if exists && !or_replace {
+                    return Err(CatalogError::AlreadyExists(pipe.name.to_string()).into());
+                }
+                let name = pipe.name.to_string();
+                self.create_pipe(pipe)?;
+                Ok(format!("Pipe {name} successfully created."))
+            }
+            Statement::AlterTableSet { name, evolution, error_logging } => {
+                let table = {
+                    let mut cat = self.catalog.write().unwrap();
+                    let t = cat.table_mut(&name).ok_or_else(|| CatalogError::TableNotFound(name.to_string()))?;
+                    if let Some(e) = evolution {
+                        t.enable_schema_evolution = e;
+                    }
+                    if let Some(e) = error_logging {
+                        t.error_logging = e;
+                    }
+                    t.clone()
+                };
+                if table.error_logging {
+                    self.store.enable_error_table(&table.name)?;
+                }
+                self.persist_catalog()?;
+                Ok("Statement executed successfully.".into())
+            }
+            Statement::DropTable { name, if_exists } => {
+                let removed = self.catalog.write().unwrap().remove_table(&name);
+                if removed.is_none() && !if_exists {
+                    return Err(CatalogError::TableNotFound(name.to_string()).into());
+                }
+                self.store.drop_table(&name)?;
+                self.persist_catalog()?;
+                Ok(format!("{name} successfully dropped."))
+            }
+            Statement::DropPipe { name, if_exists } => {
+                let removed = self.catalog.write().unwrap().remove_pipe(&name);
+                if removed.is_none() && !if_exists {
+                    return Err(CatalogError::PipeNotFound(name.to_string()).into());
+                }
+                self.persist_catalog()?;
+                Ok(format!("{name} successfully dropped."))
+            }
+        }
+    }
+
+    pub fn create_table(&self, table: TableDef, replace: bool) -> Result<(), StateError> {
+        table.validate().map_err(StateError::Invalid)?;
+        self.store.create_table(&table, replace)?;
+        self.catalog.write().unwrap().put_table(table);
+        self.persist_catalog()
+    }
+
+    pub fn create_pipe(&self, pipe: PipeDef) -> Result<(), StateError> {
+        if self.catalog.read().unwrap().table(&pipe.table).is_none() {
+            return Err(CatalogError::TableNotFound(pipe.table.to_string()).into());
+        }
+        self.catalog.write().unwrap().put_pipe(pipe);
+        self.persist_catalog()
+    }
+
+    pub fn register_user(&self, spec: &UserSpec) -> Result<String, StateError> {
+        let pem = match (&spec.public_key_pem, &spec.public_key_file) {
+            (Some(p), _) => p.clone(),
+            (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| StateError::Invalid(format!("{f}: {e}")))?,
+            (None, None) => return Err(StateError::Invalid("public_key_pem or public_key_file is required".into())),
+        };
+        let fp = self.auth.register(&spec.account, &spec.user, &pem).map_err(|e| StateError::Invalid(e.to_string()))?;
+        let doc = serde_json::json!({"account": spec.account, "user": spec.user, "public_key_pem": pem});
+        self.store.save_meta("user", &format!("{}.{}:{fp}", spec.account.to_uppercase(), spec.user.to_uppercase()), &doc.to_string())?;
+        Ok(fp)
+    }
+
+    /// Applies a config file: users, then DDL, then JSON tables and pipes.
+    pub fn apply_config(&self, cfg: &ConfigFile) -> Result<(), StateError> {
+        for u in &cfg.users {
+            self.register_user(u)?;
+        }
+        for sql in &cfg.sql {
+            self.execute_ddl(sql, &(None, None))?;
+        }
+        for t in &cfg.tables {
+            self.create_table(t.to_def().map_err(StateError::Invalid)?, true)?;
+        }
+        for p in &cfg.pipes {
+            let db = normalize_ident(&p.database);
+            let sc = normalize_ident(&p.schema);
+            self.create_pipe(PipeDef { name: ObjectName::new(&db, &sc, &normalize_ident(&p.name)), table: ObjectName::new(&db, &sc, &normalize_ident(&p.table)) })?;
+        }
+        Ok(())
+    }
+
+    pub fn persist_catalog(&self) -> Result<(), StateError> {
+        let doc = serde_json::to_string(&*self.catalog.read().unwrap()).map_err(|e| StateError::Invalid(e.to_string()))?;
+        self.store.save_meta("catalog", "catalog", &doc)?;
+        Ok(())
+    }
+
+    pub fn persist_channel(&self, rec: &ChannelRecord) {
+        let key = rec.pipe.as_ref().map(|p| format!("{p}/{}", rec.name)).unwrap_or_default();
+        if let Ok(doc) = serde_json::to_string(rec) {
+            if let Err(e) = self.store.save_meta("channel", &key, &doc) {
+                tracing::warn!("cannot persist channel {key}: {e}");
+            }
+        }
+    }
+
+    /// Reloads catalog, users and channels persisted by an earlier run.
+    pub fn restore(&self) -> Result<(), StateError> {
+        if let Some((_, doc)) = self.store.load_meta("catalog")?.into_iter().next() {
+            let cat: Catalog = serde_json::from_str(&doc).map_err(|e| StateError::Invalid(e.to_string()))?;
+            for t in cat.tables() {
+                self.store.attach_existing(&t.name.database, &t.name.schema)?;
+            }
+            *self.catalog.write().unwrap() = cat;
+        }
+        for (_, doc) in self.store.load_meta("user")? {
+            if let Ok(u) = serde_json::from_str::<UserSpec>(&doc) {
+                let _ = self.auth.register(&u.account, &u.user, u.public_key_pem.as_deref().unwrap_or_default());
+            }
+        }
+        let recs = self.store.load_meta("channel")?.into_iter().filter_map(|(_, d)| serde_json::from_str(&d).ok()).collect();
+        self.channels.restore(recs);
+        Ok(())
+    }
+
+    pub fn load_config_file(&self, path: &Path) -> Result<(), StateError> {
+        let text = std::fs::read_to_string(path).map_err(|e| StateError::Invalid(format!("{}: {e}", path.display())))?;
+        let cfg: ConfigFile = serde_json::from_str(&text).map_err(|e| StateError::Invalid(format!("{}: {e}", path.display())))?;
+        self.apply_config(&cfg)
+    }
+
+    pub fn log_request(&self, entry: LoggedRequest) {
+        let mut log = self.requests.lock().unwrap();
+        if log.len() >= 2000 {
+            log.pop_front();
+        }
+        log.push_back(entry);
+    }
+}
