@@ -1,10 +1,15 @@
-//! A processor instance as the core sees it: its type, its parsed settings and, once built, its
+//! A processor instance as the core sees it: its type, its parsed settings and, once started, its
 //! engine. The FFI layer keeps components behind handles; nothing here knows about Java.
+
+use std::sync::{Arc, Mutex};
 
 use tracing::info;
 
 use crate::config::{ComponentType, ConfigProblems, ConsumeKinesisConfig, PropertyMap, PutSnowflakeConfig};
+use crate::consumer::output::Layout;
+use crate::consumer::{ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
+use crate::ffi::batch::{self, BatchError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
@@ -12,12 +17,21 @@ pub enum ComponentError {
     Config(#[from] ConfigProblems),
     #[error("{0} cannot start: its engine is not part of this build yet, so it does not read or write any data")]
     EngineUnavailable(&'static str),
+    #[error("{0}")]
+    Consumer(#[from] ConsumerError),
+    #[error("{0}")]
+    Batch(#[from] BatchError),
+    #[error("{0} is not started")]
+    NotStarted(&'static str),
 }
 
 impl Classify for ComponentError {
     fn class(&self) -> ErrorClass {
         match self {
             Self::Config(_) | Self::EngineUnavailable(_) => ErrorClass::Configuration,
+            Self::Consumer(e) => e.class(),
+            Self::Batch(_) => ErrorClass::Fatal,
+            Self::NotStarted(_) => ErrorClass::Retryable,
         }
     }
 }
@@ -28,9 +42,9 @@ pub enum Settings {
     PutSnowflake(PutSnowflakeConfig),
 }
 
-#[derive(Debug)]
 pub struct Component {
     settings: Settings,
+    consumer: Mutex<Option<Arc<ConsumerEngine>>>,
 }
 
 impl Component {
@@ -40,7 +54,7 @@ impl Component {
             ComponentType::ConsumeKinesis => Settings::ConsumeKinesis(ConsumeKinesisConfig::parse(props)?),
             ComponentType::PutSnowflake => Settings::PutSnowflake(PutSnowflakeConfig::parse(props)?),
         };
-        let component = Self { settings };
+        let component = Self { settings, consumer: Mutex::new(None) };
         info!("{} configured", component.describe());
         Ok(component)
     }
@@ -56,9 +70,57 @@ impl Component {
         &self.settings
     }
 
-    /// Starts the engine. No engine exists yet, so this says so instead of pretending to run.
-    pub fn start(&self) -> Result<(), ComponentError> {
-        Err(ComponentError::EngineUnavailable(self.kind().name()))
+    /// Starts the engine; `id` is the component's handle, used to route its log events.
+    pub fn start(&self, id: u64) -> Result<(), ComponentError> {
+        match &self.settings {
+            Settings::ConsumeKinesis(config) => {
+                let settings = EngineSettings::from_config(config, id);
+                let aws = config.aws();
+                let engine = crate::runtime::get().block_on(async move {
+                    let clients = crate::aws::clients(&aws).await;
+                    ConsumerEngine::start(settings, clients).await
+                })?;
+                *self.consumer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(engine));
+                Ok(())
+            }
+            Settings::PutSnowflake(_) => Err(ComponentError::EngineUnavailable(self.kind().name())),
+        }
+    }
+
+    /// The next batch of FlowFiles in the JNI layout, or `None` when nothing arrived in time.
+    pub fn poll(&self) -> Result<Option<Vec<u8>>, ComponentError> {
+        let (engine, config) = self.consumer()?;
+        let batch = crate::runtime::get().block_on(engine.poll(config.max_batch_size, config.max_batch_duration));
+        let Some(batch) = batch else { return Ok(None) };
+        let layout = Layout { stream: &config.stream_name, processing: config.processing_strategy, output: config.output_strategy };
+        let shards: Vec<_> = batch.shards.into_iter().map(|s| layout.shard(s)).collect();
+        Ok(Some(batch::encode(batch.id, &shards)?))
+    }
+
+    pub fn ack(&self, batch_id: i64) -> Result<(), ComponentError> {
+        let (engine, _) = self.consumer()?;
+        Ok(crate::runtime::get().block_on(engine.ack(batch_id))?)
+    }
+
+    pub fn nack(&self, batch_id: i64) -> Result<(), ComponentError> {
+        let (engine, _) = self.consumer()?;
+        Ok(engine.nack(batch_id)?)
+    }
+
+    /// Stops the engine, if any: final checkpoints are already written; leases are released.
+    pub fn stop(&self) {
+        let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(engine) = engine {
+            crate::runtime::get().block_on(engine.stop());
+        }
+    }
+
+    fn consumer(&self) -> Result<(Arc<ConsumerEngine>, &ConsumeKinesisConfig), ComponentError> {
+        let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match (&self.settings, engine) {
+            (Settings::ConsumeKinesis(config), Some(engine)) => Ok((engine, config)),
+            _ => Err(ComponentError::NotStarted(self.kind().name())),
+        }
     }
 
     /// One line naming what this component works on; never a secret.
@@ -79,18 +141,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn start_says_the_engine_is_missing() {
-        let props = PropertyMap::from_pairs([("Stream Name", "s"), ("Application Name", "app"), ("Region", "us-east-1")]);
-        let c = Component::open(ComponentType::ConsumeKinesis, &props).unwrap();
-        let err = c.start().unwrap_err();
+    fn put_snowflake_says_its_engine_is_missing() {
+        let props = PropertyMap::from_pairs([
+            ("Account Identifier", "a-b"),
+            ("Authentication Strategy", "SNOWFLAKE_MANAGED_TOKEN"),
+            ("Database", "D"),
+            ("Schema", "S"),
+            ("Table", "T"),
+        ]);
+        let c = Component::open(ComponentType::PutSnowflake, &props).unwrap();
+        let err = c.start(1).unwrap_err();
         assert_eq!(err.class(), ErrorClass::Configuration);
-        assert!(err.to_string().starts_with("ConsumeKinesis cannot start"));
-        assert!(c.describe().contains("stream 's'"));
+        assert!(err.to_string().starts_with("PutSnowflake cannot start"));
+        assert!(matches!(c.poll(), Err(ComponentError::NotStarted(_))));
     }
 
     #[test]
     fn open_reports_configuration_problems() {
-        let err = Component::open(ComponentType::PutSnowflake, &PropertyMap::default()).unwrap_err();
+        let Err(err) = Component::open(ComponentType::PutSnowflake, &PropertyMap::default()) else { panic!("must fail") };
         assert_eq!(err.class(), ErrorClass::Configuration);
         assert!(err.to_string().contains("Account Identifier: is required"));
     }

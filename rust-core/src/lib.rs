@@ -4,9 +4,12 @@
 //! batches across JNI and talks to the NiFi session. `unsafe` and `jni` types appear only under
 //! [`ffi`]; every other module is plain Rust, testable without a JVM.
 
+pub mod aws;
 pub mod component;
 pub mod config;
+pub mod consumer;
 pub mod error;
 pub mod ffi;
 pub mod kinesis;
+pub mod lease;
 pub mod runtime;

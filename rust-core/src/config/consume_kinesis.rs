@@ -12,6 +12,7 @@ pub const REGION: &str = "Region";
 pub const ACCESS_KEY_ID: &str = "AWS Access Key ID";
 pub const SECRET_ACCESS_KEY: &str = "AWS Secret Access Key";
 pub const ENDPOINT_OVERRIDE: &str = "Endpoint Override URL";
+pub const DYNAMODB_ENDPOINT_OVERRIDE: &str = "DynamoDB Endpoint Override URL";
 pub const CONSUMER_TYPE: &str = "Consumer Type";
 pub const INITIAL_POSITION: &str = "Initial Stream Position";
 pub const POSITION_TIMESTAMP: &str = "Stream Position Timestamp";
@@ -30,6 +31,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     ACCESS_KEY_ID,
     SECRET_ACCESS_KEY,
     ENDPOINT_OVERRIDE,
+    DYNAMODB_ENDPOINT_OVERRIDE,
     CONSUMER_TYPE,
     INITIAL_POSITION,
     POSITION_TIMESTAMP,
@@ -89,6 +91,7 @@ pub struct ConsumeKinesisConfig {
     pub region: String,
     pub credentials: AwsCredentials,
     pub endpoint_override: Option<url::Url>,
+    pub dynamodb_endpoint_override: Option<url::Url>,
     pub consumer_type: ConsumerType,
     pub initial_position: InitialPosition,
     pub max_records_per_request: u32,
@@ -102,6 +105,15 @@ pub struct ConsumeKinesisConfig {
 }
 
 impl ConsumeKinesisConfig {
+    pub fn aws(&self) -> crate::aws::AwsSettings {
+        crate::aws::AwsSettings {
+            region: self.region.clone(),
+            credentials: self.credentials.clone(),
+            endpoint_override: self.endpoint_override.clone(),
+            dynamodb_endpoint_override: self.dynamodb_endpoint_override.clone(),
+        }
+    }
+
     pub fn parse(props: &PropertyMap) -> Result<Self, ConfigProblems> {
         let mut r = Reader::new(props);
         let stream_name = r.required(STREAM_NAME);
@@ -112,6 +124,7 @@ impl ConsumeKinesisConfig {
         check_region(&mut r, &region);
         let credentials = credentials(&mut r);
         let endpoint_override = r.url(ENDPOINT_OVERRIDE);
+        let dynamodb_endpoint_override = r.url(DYNAMODB_ENDPOINT_OVERRIDE);
         let consumer_type = r.one_of(
             CONSUMER_TYPE,
             ConsumerType::SharedThroughput,
@@ -153,6 +166,7 @@ impl ConsumeKinesisConfig {
             region,
             credentials,
             endpoint_override,
+            dynamodb_endpoint_override,
             consumer_type,
             initial_position,
             max_records_per_request,

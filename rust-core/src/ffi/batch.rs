@@ -1,20 +1,25 @@
-//! The compact binary layout in which one batch of records crosses JNI in a single call.
+//! The compact binary layout in which one batch crosses JNI in a single call: the FlowFiles to
+//! write, grouped by shard, with what their attributes are made of. Java only copies content and
+//! sets attributes; every decision about content was made in Rust.
 //!
-//! Big-endian (Java's `ByteBuffer` default), grouped by shard so the Java side can write one
-//! FlowFile per shard without re-sorting:
+//! Big-endian (Java's `ByteBuffer` default):
 //!
 //! ```text
-//! batch  := magic:i32 ("KNB1") batchId:i64 shardCount:i32 shard*
-//! shard  := shardId:str16 millisBehind:i64 recordCount:i32 record*
-//! record := arrivalMs:i64 subSequence:i64 (-1 = not aggregated) sequence:str16 partitionKey:str16
-//!           dataLength:i32 data
-//! str16  := length:u16 utf8
+//! batch    := magic:i32 ("KNB2") batchId:i64 shardCount:i32 shard*
+//! shard    := shardId:str16 millisBehind:i64 flowFileCount:i32 flowFile*
+//! flowFile := route:u8 (0 success, 1 parse.failure) recordCount:i32
+//!             firstSequence:str16 firstSub:i64 lastSequence:str16 lastSub:i64   (sub -1 = not aggregated)
+//!             partitionKey:str16 arrivalMs:i64 error:str16 contentLength:i32 content
+//! str16    := length:u16 utf8
 //! ```
 //! The decoder is `io.kinesnow.nifi.nativebridge.RecordBatch`.
 
+use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
+use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4231; // "KNB1"
+pub const MAGIC: i32 = 0x4B4E_4232; // "KNB2"
+const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BatchError {
@@ -23,19 +28,26 @@ pub enum BatchError {
 }
 
 /// Exact encoded size, so the buffer is allocated once.
-pub fn encoded_len(shards: &[ShardRecords]) -> usize {
+pub fn encoded_len(shards: &[ShardFlowFiles]) -> usize {
     4 + 8 + 4
         + shards
             .iter()
-            .map(|s| 2 + s.shard_id.len() + 8 + 4 + s.records.iter().map(record_len).sum::<usize>())
+            .map(|s| 2 + s.shard_id.len() + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
             .sum::<usize>()
 }
 
-fn record_len(r: &KinesisRecord) -> usize {
-    8 + 8 + 2 + r.sequence_number.len() + 2 + r.partition_key.len() + 4 + r.data.len()
+fn flow_file_len(f: &FlowFileOut) -> usize {
+    1 + 4
+        + (2 + f.first_sequence.len() + 8)
+        + (2 + f.last_sequence.len() + 8)
+        + (2 + f.partition_key.len())
+        + 8
+        + (2 + error_text(&f.error).len())
+        + 4
+        + f.content.len()
 }
 
-pub fn encode(batch_id: i64, shards: &[ShardRecords]) -> Result<Vec<u8>, BatchError> {
+pub fn encode(batch_id: i64, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, BatchError> {
     let mut out = Vec::with_capacity(encoded_len(shards));
     out.extend_from_slice(&MAGIC.to_be_bytes());
     out.extend_from_slice(&batch_id.to_be_bytes());
@@ -43,18 +55,38 @@ pub fn encode(batch_id: i64, shards: &[ShardRecords]) -> Result<Vec<u8>, BatchEr
     for shard in shards {
         put_str16(&mut out, "shard id", &shard.shard_id)?;
         out.extend_from_slice(&shard.millis_behind.to_be_bytes());
-        out.extend_from_slice(&len_i32("record count", shard.records.len())?.to_be_bytes());
-        for r in &shard.records {
-            out.extend_from_slice(&r.approximate_arrival_ms.to_be_bytes());
-            let sub = r.sub_sequence_number.map_or(-1, |s| s as i64);
-            out.extend_from_slice(&sub.to_be_bytes());
-            put_str16(&mut out, "sequence number", &r.sequence_number)?;
-            put_str16(&mut out, "partition key", &r.partition_key)?;
-            out.extend_from_slice(&len_i32("record data", r.data.len())?.to_be_bytes());
-            out.extend_from_slice(&r.data);
+        out.extend_from_slice(&len_i32("FlowFile count", shard.flow_files.len())?.to_be_bytes());
+        for f in &shard.flow_files {
+            out.push(f.route as u8);
+            out.extend_from_slice(&f.record_count.to_be_bytes());
+            put_str16(&mut out, "sequence number", &f.first_sequence)?;
+            out.extend_from_slice(&sub(f.first_sub).to_be_bytes());
+            put_str16(&mut out, "sequence number", &f.last_sequence)?;
+            out.extend_from_slice(&sub(f.last_sub).to_be_bytes());
+            put_str16(&mut out, "partition key", &f.partition_key)?;
+            out.extend_from_slice(&f.arrival_ms.to_be_bytes());
+            put_str16(&mut out, "error", error_text(&f.error))?;
+            out.extend_from_slice(&len_i32("FlowFile content", f.content.len())?.to_be_bytes());
+            out.extend_from_slice(&f.content);
         }
     }
     Ok(out)
+}
+
+fn sub(s: Option<u64>) -> i64 {
+    s.map_or(-1, |v| v as i64)
+}
+
+/// Error messages are cut at a character boundary to stay short.
+fn error_text(e: &str) -> &str {
+    if e.len() <= MAX_ERROR_BYTES {
+        return e;
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !e.is_char_boundary(end) {
+        end -= 1;
+    }
+    &e[..end]
 }
 
 fn put_str16(out: &mut Vec<u8>, what: &'static str, s: &str) -> Result<(), BatchError> {
@@ -69,8 +101,8 @@ fn len_i32(what: &'static str, len: usize) -> Result<i32, BatchError> {
 }
 
 /// Deterministic records for the hand-off benchmark and the cross-language codec test: payload
-/// byte `i` of record `n` is `(n + i) % 251`.
-pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) -> Vec<ShardRecords> {
+/// byte `i` of record `n` is `(n + i) % 251`; odd records carry a sub-sequence number.
+pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes: usize) -> Vec<ShardRecords> {
     (0..shards)
         .map(|s| ShardRecords {
             shard_id: format!("shardId-{s:012}"),
@@ -88,34 +120,52 @@ pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) 
         .collect()
 }
 
+/// The synthetic records as FlowFiles, one per record.
+pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) -> Vec<ShardFlowFiles> {
+    let layout = Layout { stream: "synthetic", processing: ProcessingStrategy::FlowFile, output: OutputStrategy::UseValue };
+    synthetic_records(shards, records_per_shard, payload_bytes).into_iter().map(|s| layout.shard(s)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consumer::output::Route;
 
     #[test]
     fn layout_is_as_documented() {
-        let shards = vec![ShardRecords {
+        let shards = vec![ShardFlowFiles {
             shard_id: "s1".into(),
             millis_behind: 5,
-            records: vec![KinesisRecord {
-                sequence_number: "9".into(),
-                sub_sequence_number: None,
+            flow_files: vec![FlowFileOut {
+                route: Route::ParseFailure,
+                record_count: 1,
+                first_sequence: "9".into(),
+                first_sub: None,
+                last_sequence: "9".into(),
+                last_sub: Some(2),
                 partition_key: "k".into(),
-                approximate_arrival_ms: 258,
-                data: vec![0xAB],
+                arrival_ms: 258,
+                error: "e".into(),
+                content: vec![0xAB],
             }],
         }];
         let bytes = encode(7, &shards).unwrap();
         let mut expected = vec![];
-        expected.extend_from_slice(b"KNB1");
+        expected.extend_from_slice(b"KNB2");
         expected.extend_from_slice(&7i64.to_be_bytes());
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.extend_from_slice(&[0, 2, b's', b'1']);
         expected.extend_from_slice(&5i64.to_be_bytes());
         expected.extend_from_slice(&1i32.to_be_bytes());
-        expected.extend_from_slice(&258i64.to_be_bytes());
+        expected.push(1);
+        expected.extend_from_slice(&1i32.to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'9']);
         expected.extend_from_slice(&(-1i64).to_be_bytes());
-        expected.extend_from_slice(&[0, 1, b'9', 0, 1, b'k']);
+        expected.extend_from_slice(&[0, 1, b'9']);
+        expected.extend_from_slice(&2i64.to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'k']);
+        expected.extend_from_slice(&258i64.to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'e']);
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.push(0xAB);
         assert_eq!(bytes, expected);
@@ -129,12 +179,10 @@ mod tests {
     }
 
     #[test]
-    fn rejects_an_overlong_partition_key() {
+    fn rejects_an_overlong_partition_key_and_cuts_long_errors() {
         let mut shards = synthetic(1, 1, 1);
-        shards[0].records[0].partition_key = "x".repeat(70_000);
-        assert_eq!(
-            encode(1, &shards).unwrap_err(),
-            BatchError::TooLong { what: "partition key", len: 70_000, max: 65_535 }
-        );
+        shards[0].flow_files[0].partition_key = "x".repeat(70_000);
+        assert_eq!(encode(1, &shards).unwrap_err(), BatchError::TooLong { what: "partition key", len: 70_000, max: 65_535 });
+        assert_eq!(error_text(&"é".repeat(5000)).len(), 4096);
     }
 }

@@ -104,10 +104,55 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_start<'l>
     guard::call(&mut env, |_env| {
         let id = handle(component);
         let c = COMPONENTS.get(id)?;
-        c.start().map_err(|e| {
+        c.start(id).map_err(|e| {
             tracing::warn!(component = id, "{e}");
             BridgeError::core(&e)
         })
+    })
+}
+
+/// The next batch of FlowFiles (see `RecordBatch`), or null when none arrived within the
+/// processor's Max Batch Duration.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) -> jbyteArray {
+    guard::call(&mut env, |env| {
+        let c = COMPONENTS.get(handle(component))?;
+        match c.poll().map_err(|e| BridgeError::core(&e))? {
+            Some(bytes) => Ok(env.byte_array_from_slice(&bytes)?.into_raw()),
+            None => Ok(std::ptr::null_mut()),
+        }
+    })
+}
+
+/// NiFi committed the batch: write its checkpoints.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_ack<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    batch_id: jlong,
+) {
+    guard::call(&mut env, |_env| {
+        let c = COMPONENTS.get(handle(component))?;
+        c.ack(batch_id).map_err(|e| BridgeError::core(&e))
+    })
+}
+
+/// NiFi did not commit the batch: rewind its shards to their last checkpoint.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_nack<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    batch_id: jlong,
+) {
+    guard::call(&mut env, |_env| {
+        let c = COMPONENTS.get(handle(component))?;
+        c.nack(batch_id).map_err(|e| BridgeError::core(&e))
     })
 }
 
@@ -120,6 +165,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>
     guard::call(&mut env, |_env| {
         let id = handle(component);
         let closed = COMPONENTS.remove(id)?;
+        closed.stop();
         tracing::info!(component = id, "{} closed", closed.describe());
         log_bridge::unregister(id);
         Ok(())

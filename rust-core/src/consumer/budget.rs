@@ -1,0 +1,107 @@
+//! The memory budget of one consumer: every record held by the engine (fetched, buffered, or
+//! handed to NiFi but not yet committed) holds bytes of it. When it is empty, fetching waits, so
+//! memory is bounded by Max Buffer Size whatever the number of shards or NiFi's back-pressure.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Largest GetRecords response Kinesis sends; reserved before each call.
+pub const MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct MemoryBudget {
+    semaphore: Arc<Semaphore>,
+    total: u64,
+}
+
+/// Bytes held; given back when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl MemoryBudget {
+    pub fn new(total: u64) -> Self {
+        let total = total.clamp(1, u32::MAX as u64);
+        Self { semaphore: Arc::new(Semaphore::new(total as usize)), total }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn available(&self) -> u64 {
+        self.semaphore.available_permits() as u64
+    }
+
+    /// Waits for `bytes` (clamped to the whole budget, so a single huge record still passes).
+    pub async fn reserve(&self, bytes: u64) -> Reservation {
+        let n = bytes.clamp(0, self.total) as u32;
+        let permit = self.semaphore.clone().acquire_many_owned(n).await.expect("the budget semaphore is never closed");
+        Reservation { permit: Some(permit) }
+    }
+}
+
+impl Reservation {
+    pub fn bytes(&self) -> u64 {
+        self.permit.as_ref().map_or(0, |p| p.num_permits() as u64)
+    }
+
+    /// Splits off `bytes` (at most what is held) into a new reservation.
+    pub fn split(&mut self, bytes: u64) -> Reservation {
+        let held = self.bytes();
+        let n = bytes.min(held) as usize;
+        if n == 0 {
+            return Reservation { permit: None };
+        }
+        if n as u64 == held {
+            return Reservation { permit: self.permit.take() };
+        }
+        let part = self.permit.as_mut().and_then(|p| p.split(n));
+        Reservation { permit: part }
+    }
+
+    pub fn empty() -> Reservation {
+        Reservation { permit: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn reservations_give_bytes_back_when_dropped() {
+        let budget = MemoryBudget::new(1000);
+        let a = budget.reserve(600).await;
+        assert_eq!(budget.available(), 400);
+        drop(a);
+        assert_eq!(budget.available(), 1000);
+    }
+
+    #[tokio::test]
+    async fn reserving_waits_while_the_budget_is_spent() {
+        let budget = MemoryBudget::new(1000);
+        let held = budget.reserve(900).await;
+        let waiting = tokio::time::timeout(Duration::from_millis(50), budget.reserve(200)).await;
+        assert!(waiting.is_err(), "must wait while only 100 bytes are free");
+        drop(held);
+        let got = tokio::time::timeout(Duration::from_millis(50), budget.reserve(200)).await;
+        assert!(got.is_ok());
+    }
+
+    #[tokio::test]
+    async fn oversize_requests_are_clamped_and_splits_add_up() {
+        let budget = MemoryBudget::new(1000);
+        let mut all = budget.reserve(5000).await;
+        assert_eq!(all.bytes(), 1000);
+        let part = all.split(300);
+        assert_eq!((part.bytes(), all.bytes()), (300, 700));
+        drop(all);
+        assert_eq!(budget.available(), 700);
+        drop(part);
+        assert_eq!(budget.available(), 1000);
+    }
+}

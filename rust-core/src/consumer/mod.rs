@@ -1,0 +1,38 @@
+//! The Kinesis consumer engine of one ConsumeKinesis processor: leases its shards, runs a polling
+//! reader per shard into bounded buffers, hands batches to NiFi, and writes each shard's checkpoint
+//! only when NiFi acknowledges that the batch holding its records is committed.
+
+pub mod budget;
+pub mod engine;
+pub mod output;
+mod reader;
+mod state;
+
+pub use engine::{Batch, ConsumerEngine, EngineSettings};
+
+use crate::error::{Classify, ErrorClass};
+use crate::kinesis::KinesisError;
+use crate::lease::LeaseError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    #[error(transparent)]
+    Kinesis(#[from] KinesisError),
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error("batch {0} is unknown or already settled")]
+    UnknownBatch(i64),
+    #[error("the consumer is stopped")]
+    Stopped,
+}
+
+impl Classify for ConsumerError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            Self::Kinesis(e) => e.class(),
+            Self::Lease(e) => e.class(),
+            Self::UnknownBatch(_) => ErrorClass::Fatal,
+            Self::Stopped => ErrorClass::Retryable,
+        }
+    }
+}

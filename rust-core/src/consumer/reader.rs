@@ -1,0 +1,236 @@
+//! The polling reader of one shard: GetShardIterator from the committed position, then GetRecords
+//! under the shard's limiter, de-aggregation, and hand-off into the shard's buffer within the memory
+//! budget. It ends when the shard ends, its lease is lost, or the engine stops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_kinesis::primitives::DateTime;
+use aws_sdk_kinesis::types::ShardIteratorType;
+use tracing::{info, warn};
+
+use super::engine::Shared;
+use super::state::Buffered;
+use crate::config::consume_kinesis::InitialPosition;
+use crate::kinesis::deaggregate::{deaggregate_into, Outcome};
+use crate::kinesis::limiter::{Backoff, ShardLimiter};
+use crate::kinesis::position::Position;
+use crate::kinesis::record::KinesisRecord;
+use crate::kinesis::KinesisError;
+
+/// Where the next iterator starts.
+#[derive(Debug, Clone)]
+enum Start {
+    Initial,
+    /// Resume at a checkpoint: read from its record again and drop what it covers.
+    Committed(Position),
+    /// After an expired iterator: continue after the last record handed to the buffer.
+    After(String),
+}
+
+/// Wait after an empty read of a shard that is caught up.
+const IDLE_DELAY: Duration = Duration::from_millis(250);
+
+pub async fn run(shared: Arc<Shared>, shard_id: String) {
+    let mut stopping = shared.stopping.subscribe();
+    let mut limiter = ShardLimiter::default();
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    let Some((mut generation, committed)) = shared.reader_start(&shard_id) else { return };
+    let mut start = committed.map_or(Start::Initial, Start::Committed);
+    let mut iterator: Option<String> = None;
+    loop {
+        if *stopping.borrow() {
+            return;
+        }
+        match shared.reader_generation(&shard_id) {
+            None => return, // lease lost or shard dropped
+            Some((g, committed)) if g != generation => {
+                generation = g;
+                start = committed.map_or(Start::Initial, Start::Committed);
+                iterator = None;
+            }
+            Some(_) => {}
+        }
+        let it = match iterator.take() {
+            Some(it) => it,
+            None => match shard_iterator(&shared, &shard_id, &start).await {
+                Ok(it) => it,
+                Err(e) => {
+                    pause_after(&shared, &shard_id, &e, &mut limiter, &mut backoff);
+                    limiter.ready().await;
+                    continue;
+                }
+            },
+        };
+        // A fetch slot bounds the responses held while waiting for budget: memory stays within
+        // Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
+        let slot = tokio::select! {
+            s = shared.fetch_slots.clone().acquire_owned() => s.expect("fetch slots are never closed"),
+            _ = stopping.changed() => return,
+        };
+        limiter.ready().await;
+        let response = shared
+            .kinesis
+            .get_records()
+            .shard_iterator(&it)
+            .limit(shared.settings.max_records_per_request as i32)
+            .send()
+            .await;
+        let out = match response {
+            Ok(out) => out,
+            Err(e) => {
+                let error = KinesisError::from_sdk(
+                    &shared.settings.stream,
+                    Some(&shard_id),
+                    format!("{}", DisplayErrorContext(&e)),
+                    e.code().map(str::to_owned),
+                );
+                if matches!(error, KinesisError::ExpiredIterator { .. }) {
+                    info!(component = shared.settings.component, "iterator of shard {shard_id} expired; renewing it");
+                } else {
+                    pause_after(&shared, &shard_id, &error, &mut limiter, &mut backoff);
+                    iterator = Some(it).filter(|_| !matches!(error, KinesisError::InvalidArgument { .. }));
+                }
+                continue;
+            }
+        };
+        backoff.reset();
+        tracing::debug!(
+            component = shared.settings.component,
+            "shard {shard_id}: GetRecords returned {} record(s), behind {:?} ms, next iterator: {}",
+            out.records().len(),
+            out.millis_behind_latest(),
+            out.next_shard_iterator().is_some()
+        );
+        let fetched_bytes: u64 = out.records().iter().map(|r| r.data().as_ref().len() as u64).sum();
+        limiter.record_call(fetched_bytes);
+        let mut records = Vec::with_capacity(out.records().len());
+        let mut invalid_aggregates = 0u64;
+        for r in out.records() {
+            let record = KinesisRecord {
+                sequence_number: r.sequence_number().to_owned(),
+                sub_sequence_number: None,
+                partition_key: r.partition_key().unwrap_or_default().to_owned(),
+                approximate_arrival_ms: r.approximate_arrival_timestamp().and_then(|t| t.to_millis().ok()).unwrap_or(0),
+                data: r.data().as_ref().to_vec(),
+            };
+            if let Outcome::Invalid(_) = deaggregate_into(record, &mut records) {
+                invalid_aggregates += 1;
+            }
+        }
+        if invalid_aggregates > 0 {
+            warn!(
+                component = shared.settings.component,
+                "{invalid_aggregates} record(s) of shard {shard_id} looked like KPL aggregates but were not valid; passed through whole"
+            );
+        }
+        if let Start::Committed(position) = &start {
+            records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
+        }
+        let last_sequence = out.records().last().map(|r| r.sequence_number().to_owned());
+        let next = out.next_shard_iterator().map(str::to_owned);
+        let millis_behind = out.millis_behind_latest().unwrap_or(-1);
+        let caught_up = out.records().is_empty() && millis_behind == 0;
+        let needed: u64 = records.iter().map(|r| record_cost(r)).sum();
+        let mut reservation = tokio::select! {
+            r = shared.budget.reserve(needed) => r,
+            _ = stopping.changed() => return,
+        };
+        drop(slot);
+        let buffered: Vec<Buffered> = records
+            .into_iter()
+            .map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record })
+            .collect();
+        if !shared.push(&shard_id, generation, buffered, millis_behind, next.is_none()) {
+            continue; // rewound or lost while fetching: the generation check above restarts or ends
+        }
+        if let Some(seq) = last_sequence {
+            start = Start::After(seq);
+        }
+        match next {
+            None => {
+                info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
+                shared.on_reader_finished(&shard_id).await;
+                return;
+            }
+            Some(n) => iterator = Some(n),
+        }
+        if caught_up {
+            limiter.delay(IDLE_DELAY);
+        }
+    }
+}
+
+/// Bytes a buffered record holds of the budget: its data plus its bookkeeping.
+fn record_cost(record: &KinesisRecord) -> u64 {
+    (record.data.len() + record.sequence_number.len() + record.partition_key.len() + 64) as u64
+}
+
+async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Result<String, KinesisError> {
+    let request = shared.kinesis.get_shard_iterator().stream_name(&shared.settings.stream).shard_id(shard_id);
+    let request = match start {
+        Start::Committed(p) => {
+            request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(&p.sequence_number)
+        }
+        Start::After(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq),
+        Start::Initial => match shared.settings.initial_position {
+            InitialPosition::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            InitialPosition::Latest => request.shard_iterator_type(ShardIteratorType::Latest),
+            InitialPosition::AtTimestamp(t) => {
+                request.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from(t))
+            }
+        },
+    };
+    match request.send().await {
+        Ok(out) => out.shard_iterator().map(str::to_owned).ok_or_else(|| KinesisError::Service {
+            stream: shared.settings.stream.clone(),
+            message: format!("GetShardIterator for shard {shard_id} returned no iterator"),
+        }),
+        Err(e) => {
+            let error = KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), format!("{}", DisplayErrorContext(&e)), e.code().map(str::to_owned));
+            match (&error, start) {
+                // The checkpoint lies before the stream's retention: the records in between are gone.
+                (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_)) => {
+                    warn!(
+                        component = shared.settings.component,
+                        "the position of shard {shard_id} is no longer in stream '{}' (trimmed by retention): records were \
+                         lost; continuing from TRIM_HORIZON",
+                        shared.settings.stream
+                    );
+                    let out = shared
+                        .kinesis
+                        .get_shard_iterator()
+                        .stream_name(&shared.settings.stream)
+                        .shard_id(shard_id)
+                        .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                        .send()
+                        .await
+                        .map_err(|e| KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), format!("{}", DisplayErrorContext(&e)), e.code().map(str::to_owned)))?;
+                    Ok(out.shard_iterator().unwrap_or_default().to_owned())
+                }
+                _ => Err(error),
+            }
+        }
+    }
+}
+
+/// Backs off after an error, with a warning bulletin for errors the user must act on.
+fn pause_after(shared: &Shared, shard_id: &str, error: &KinesisError, limiter: &mut ShardLimiter, backoff: &mut Backoff) {
+    let delay = match error {
+        KinesisError::Throttled { .. } => backoff.next_delay().max(Duration::from_secs(1)),
+        KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. } => {
+            let delay = backoff.next_delay().max(Duration::from_secs(5));
+            warn!(component = shared.settings.component, "{error}; retrying shard {shard_id} in {} s", delay.as_secs());
+            delay
+        }
+        _ => {
+            let delay = backoff.next_delay();
+            if backoff.attempts() >= 3 {
+                warn!(component = shared.settings.component, "{error}; retrying shard {shard_id} in {} ms", delay.as_millis());
+            }
+            delay
+        }
+    };
+    limiter.delay(delay);
+}

@@ -1,0 +1,82 @@
+//! What the engine knows about each shard it leases: the lease, buffered records, batches handed to
+//! NiFi and not yet settled, and the committed position.
+
+use std::collections::VecDeque;
+
+use super::budget::Reservation;
+use crate::kinesis::position::Position;
+use crate::kinesis::record::KinesisRecord;
+use crate::lease::Lease;
+
+/// A record waiting in a shard's buffer, holding its bytes of the memory budget.
+pub struct Buffered {
+    pub record: KinesisRecord,
+    pub reservation: Reservation,
+}
+
+/// A batch's share of one shard, awaiting NiFi's verdict.
+pub struct InFlight {
+    pub batch_id: i64,
+    /// The last record of the shard in that batch; `None` when the batch only carries the end.
+    pub last: Option<Position>,
+    /// The batch carried the shard's end: acknowledging it finishes the shard.
+    pub shard_end: bool,
+    pub acked: bool,
+    /// Held, not read: dropping them gives the batch's bytes back to the budget.
+    #[allow(dead_code)]
+    pub reservations: Vec<Reservation>,
+}
+
+pub struct ShardState {
+    pub lease: Lease,
+    pub buffer: VecDeque<Buffered>,
+    pub buffered_bytes: u64,
+    pub millis_behind: i64,
+    /// Bumped on a rewind: a reader of an older generation discards what it fetched.
+    pub generation: u64,
+    /// The last position checkpointed (everything up to it is committed in NiFi).
+    pub committed: Option<Position>,
+    /// The reader reached the end of a closed shard; the end is handed to NiFi after the last record.
+    pub reader_finished: bool,
+    pub end_handed_out: bool,
+    pub finished: bool,
+    pub in_flight: VecDeque<InFlight>,
+}
+
+impl ShardState {
+    pub fn new(lease: Lease, committed: Option<Position>) -> Self {
+        Self {
+            lease,
+            buffer: VecDeque::new(),
+            buffered_bytes: 0,
+            millis_behind: -1,
+            generation: 0,
+            committed,
+            reader_finished: false,
+            end_handed_out: false,
+            finished: false,
+            in_flight: VecDeque::new(),
+        }
+    }
+
+    /// Drops what is buffered and in flight and starts a new generation from the committed position.
+    pub fn rewind(&mut self) {
+        self.buffer.clear();
+        self.buffered_bytes = 0;
+        self.in_flight.clear();
+        self.reader_finished = false;
+        self.end_handed_out = false;
+        self.generation += 1;
+    }
+
+    /// Pops the acknowledged batches at the front; returns the position (and end) to checkpoint.
+    pub fn settle_front(&mut self) -> Option<(Option<Position>, bool)> {
+        let mut result = None;
+        while self.in_flight.front().is_some_and(|f| f.acked) {
+            let done = self.in_flight.pop_front().expect("front exists");
+            let last = done.last.or_else(|| self.committed.clone());
+            result = Some((last, done.shard_end));
+        }
+        result
+    }
+}

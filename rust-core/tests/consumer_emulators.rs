@@ -1,0 +1,212 @@
+//! The consumer engine against real kinesis-local and dynalite: every record once and in shard
+//! order, checkpoints only after ack, rewind on nack, resume after restart, fenced checkpoints.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_kinesis::primitives::Blob;
+use kinesnow_core::aws::{clients, AwsClients, AwsSettings};
+use kinesnow_core::config::consume_kinesis::{AwsCredentials, InitialPosition};
+use kinesnow_core::config::Secret;
+use kinesnow_core::consumer::{ConsumerEngine, EngineSettings};
+use kinesnow_core::lease::{Checkpoint, LeaseStore};
+use support::Emulators;
+
+/// KINESNOW_TEST_LOG=1 prints the engine's events.
+fn log() {
+    if std::env::var("KINESNOW_TEST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_test_writer().try_init();
+    }
+}
+
+fn aws(e: &Emulators) -> AwsSettings {
+    AwsSettings {
+        region: "us-east-1".into(),
+        credentials: AwsCredentials::Static { access_key_id: Secret::new("local"), secret_access_key: Secret::new("local") },
+        endpoint_override: Some(e.kinesis.parse().unwrap()),
+        dynamodb_endpoint_override: Some(e.dynamodb.parse().unwrap()),
+    }
+}
+
+fn settings(stream: &str, app: &str) -> EngineSettings {
+    EngineSettings {
+        stream: stream.into(),
+        application: app.into(),
+        initial_position: InitialPosition::TrimHorizon,
+        max_records_per_request: 100,
+        max_buffer_size: 4 * 1024 * 1024,
+        lease_duration: Duration::from_secs(10),
+        shard_refresh: Duration::from_secs(30),
+        component: 0,
+    }
+}
+
+async fn create_stream(c: &AwsClients, stream: &str, shards: i32) {
+    c.kinesis.create_stream().stream_name(stream).shard_count(shards).send().await.unwrap();
+    for _ in 0..100 {
+        let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
+        if d.stream_description_summary().unwrap().stream_status().as_str() == "ACTIVE" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("stream {stream} never became ACTIVE");
+}
+
+/// Puts `n` records with partition keys spread over the shards; returns (shard, data) in put order.
+async fn put(c: &AwsClients, stream: &str, from: usize, n: usize) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for i in from..from + n {
+        let data = format!("{{\"n\":{i}}}");
+        let r = c
+            .kinesis
+            .put_record()
+            .stream_name(stream)
+            .partition_key(format!("key-{}", i % 7))
+            .data(Blob::new(data.clone()))
+            .send()
+            .await
+            .unwrap();
+        out.push((r.shard_id().to_owned(), data));
+    }
+    out
+}
+
+/// Polls and acks until `n` records arrived (or the time is up); returns data per shard in order.
+async fn drain(engine: &ConsumerEngine, n: usize, ack: bool) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
+    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut batches = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while got.values().map(Vec::len).sum::<usize>() < n && tokio::time::Instant::now() < deadline {
+        if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(500)).await {
+            for s in &batch.shards {
+                got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+            }
+            batches.push(batch.id);
+            if ack {
+                engine.ack(batch.id).await.unwrap();
+            }
+        }
+    }
+    (got, batches)
+}
+
+fn by_shard(put: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (shard, data) in put {
+        m.entry(shard.clone()).or_default().push(data.clone());
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_record_once_in_shard_order_and_resume_after_restart() {
+    log();
+    let emulators = Emulators::start("resume");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "orders", 3).await;
+    let first = put(&c, "orders", 0, 120).await;
+
+    let engine = ConsumerEngine::start(settings("orders", "orders-app"), clients(&aws(&emulators)).await).await.unwrap();
+    assert_eq!(engine.leased_shards().len(), 3);
+    let (got, _) = drain(&engine, first.len(), true).await;
+    assert_eq!(got, by_shard(&first), "every record, once, in shard order");
+    engine.stop().await;
+
+    // Checkpoints hold each shard's last record, and no lease is left behind.
+    let store = LeaseStore::new(c.dynamodb.clone(), "orders-app", "orders", Duration::from_secs(10));
+    let rows = store.rows().await.unwrap();
+    assert_eq!(rows.len(), 3);
+    for (_, checkpoint, owner) in &rows {
+        assert!(matches!(checkpoint, Checkpoint::At(_)), "{checkpoint:?}");
+        assert_eq!(owner, &None, "stop releases the lease");
+    }
+
+    // A restarted engine delivers only what came after the checkpoints.
+    let second = put(&c, "orders", 120, 30).await;
+    let engine = ConsumerEngine::start(settings("orders", "orders-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let (got, _) = drain(&engine, second.len(), true).await;
+    assert_eq!(got, by_shard(&second));
+    assert!(engine.poll(1024 * 1024, Duration::from_millis(1500)).await.is_none(), "nothing more");
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unacknowledged_and_nacked_batches_are_delivered_again() {
+    log();
+    let emulators = Emulators::start("nack");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "clicks", 1).await;
+    let put1 = put(&c, "clicks", 0, 40).await;
+
+    let engine = ConsumerEngine::start(settings("clicks", "clicks-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let (got, batches) = drain(&engine, 40, false).await;
+    assert_eq!(got, by_shard(&put1));
+    // NiFi's commit failed: everything comes again, in order.
+    for id in &batches {
+        engine.nack(*id).unwrap();
+    }
+    let (again, _) = drain(&engine, 40, true).await;
+    assert_eq!(again, by_shard(&put1));
+    // Acked now; then a batch is taken but never settled (NiFi dies before committing).
+    let put2 = put(&c, "clicks", 40, 10).await;
+    let (pending, _) = drain(&engine, 10, false).await;
+    assert_eq!(pending, by_shard(&put2));
+    drop(engine); // no stop: like a killed node, the lease stays until it expires
+
+    let mut s = settings("clicks", "clicks-app");
+    s.lease_duration = Duration::from_secs(2);
+    tokio::time::sleep(Duration::from_secs(11)).await; // the dead node's 10 s lease expires
+    let engine = ConsumerEngine::start(s, clients(&aws(&emulators)).await).await.unwrap();
+    let (replayed, _) = drain(&engine, 10, true).await;
+    assert_eq!(replayed, by_shard(&put2), "exactly the uncommitted records come again");
+    assert!(engine.poll(1024 * 1024, Duration::from_millis(1500)).await.is_none());
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_lease_cannot_checkpoint() {
+    log();
+    let emulators = Emulators::start("fence");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "fenced", 1).await;
+    put(&c, "fenced", 0, 5).await;
+    let mut s = settings("fenced", "fenced-app");
+    s.lease_duration = Duration::from_secs(1);
+    let engine = ConsumerEngine::start(s, clients(&aws(&emulators)).await).await.unwrap();
+    let (_, batches) = drain(&engine, 5, false).await;
+
+    // Another node takes the lease (counter bumps) while our batch is in flight.
+    let other = LeaseStore::new(c.dynamodb.clone(), "fenced-app", "fenced", Duration::from_secs(60));
+    let shard = engine.leased_shards()[0].clone();
+    let mut stolen = None;
+    for _ in 0..50 {
+        // Our keeper renews every 333 ms; wait for a moment the lease looks expired.
+        c.dynamodb
+            .update_item()
+            .table_name("fenced-app")
+            .key("streamName", aws_sdk_dynamodb::types::AttributeValue::S("fenced".into()))
+            .key("shardId", aws_sdk_dynamodb::types::AttributeValue::S(shard.clone()))
+            .update_expression("SET leaseExpiry = :zero")
+            .expression_attribute_values(":zero", aws_sdk_dynamodb::types::AttributeValue::N("0".into()))
+            .send()
+            .await
+            .unwrap();
+        if let Some(l) = other.acquire(&shard, "other-node").await.unwrap() {
+            stolen = Some(l);
+            break;
+        }
+    }
+    let stolen = stolen.expect("the other node took the lease");
+    for id in batches {
+        engine.ack(id).await.unwrap();
+    }
+    let rows: HashMap<String, (Checkpoint, Option<String>)> =
+        other.rows().await.unwrap().into_iter().map(|(s, c, o)| (s, (c, o))).collect();
+    assert_eq!(rows[&shard], (Checkpoint::None, Some("other-node".to_owned())), "the late checkpoint was refused");
+    assert!(engine.leased_shards().is_empty(), "the fenced shard is dropped at once");
+    assert!(stolen.counter >= 2);
+    engine.stop().await;
+}
