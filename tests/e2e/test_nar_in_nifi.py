@@ -15,6 +15,7 @@ import pytest
 
 from nifi_client import read_log_errors
 from nifi_instance import NiFiInstance, free_port
+from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTEXTS = os.path.join(REPO, "parameter-contexts")
@@ -59,8 +60,32 @@ def local_context(name: str, work_dir: str) -> dict:
     return json.loads(text)
 
 
+STREAM = "kinesnow-demo"
+
+
+def put_records(first: int, count: int) -> None:
+    """Puts JSON records {"n": i} spread over the stream's shards."""
+    import base64
+    records = [{"PartitionKey": f"key-{i % 11}", "Data": base64.b64encode(json.dumps({"n": i}).encode()).decode()}
+               for i in range(first, first + count)]
+    for start in range(0, len(records), 100):
+        kinesis_call("PutRecords", {"StreamName": STREAM, "Records": records[start:start + 100]})
+
+
 @pytest.fixture(scope="module")
-def flow(nifi, work_dir, key_file):
+def stream(local_services):
+    kinesis_call("CreateStream", {"StreamName": STREAM, "ShardCount": 2})
+    for _ in range(100):
+        if kinesis_call("DescribeStreamSummary", {"StreamName": STREAM})["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+            break
+        time.sleep(0.1)
+    put_records(0, 50)
+    yield STREAM
+    kinesis_call("DeleteStream", {"StreamName": STREAM})
+
+
+@pytest.fixture(scope="module")
+def flow(nifi, work_dir, key_file, stream):
     """Both local contexts, a combined context inheriting them, a process group bound to it, and
     both processors with every bound property referencing its parameter."""
     c = nifi.client
@@ -81,9 +106,10 @@ def flow(nifi, work_dir, key_file):
     sink = c.add_processor(group["id"], SINK, bundle=BUNDLE, name="PutSnowflake",
                            properties={k: "#{%s}" % v for k, v in bindings["PutSnowflake"].items()},
                            auto_terminate=["success", "failure", "invalid"], position=(0, 300))
-    c.connect(group["id"], consumer["id"], sink["id"], ["success"])
+    queue = c.connect(group["id"], consumer["id"], sink["id"], ["success"])
+    c.set_auto_terminated(consumer["id"], ["parse.failure"])
     return {"source": ids[0], "destination": ids[1], "group": group["id"],
-            "consumer": consumer["id"], "sink": sink["id"]}
+            "consumer": consumer["id"], "sink": sink["id"], "queue": queue["id"]}
 
 
 def test_the_nar_is_loaded_with_both_processor_types(nifi):
@@ -158,19 +184,47 @@ def wait_for_bulletin(c, source_id, text, after=None, timeout=60.0) -> dict:
     raise AssertionError(f"no bulletin containing {text!r}; have {[b.get('message') for b in c.bulletins(source_id=source_id)]}")
 
 
-@pytest.mark.parametrize("which,name", [("consumer", "ConsumeKinesis"), ("sink", "PutSnowflake")])
-def test_start_stop_round_trips_report_the_missing_engine(nifi, flow, which, name):
+def wait_for_queue(c, queue_id, count, timeout=90.0) -> int:
+    deadline = time.monotonic() + timeout
+    n = -1
+    while time.monotonic() < deadline:
+        n = c.connection_queue_count(queue_id)
+        if n >= count:
+            return n
+        time.sleep(0.5)
+    raise AssertionError(f"queue holds {n} FlowFiles, expected {count}")
+
+
+def test_consumer_start_stop_round_trips_deliver_every_record_once(nifi, flow):
+    """Records reach the queue in front of (stopped) PutSnowflake; stopping and starting twice
+    neither loses nor repeats one, because checkpoints follow NiFi's commits."""
     c = nifi.client
-    pid = flow[which]
+    pid = flow["consumer"]
+    c.start_processor(pid)
+    assert wait_for_queue(c, flow["queue"], 50) == 50
+    c.stop_processor(pid)
+    put_records(50, 20)
     for _ in range(2):
         c.start_processor(pid)
-        bulletin = wait_for_bulletin(c, pid, f"{name} {NOT_BUILT_YET}")
+        assert wait_for_queue(c, flow["queue"], 70) == 70
+        time.sleep(3)  # anything repeated would arrive now
+        c.stop_processor(pid)
+        assert c.processor_state(pid) == "STOPPED"
+        assert c.connection_queue_count(flow["queue"]) == 70
+    # Emitted by the Rust core at INFO and forwarded through the log bridge (bulletin level INFO).
+    wait_for_bulletin(c, pid, "ConsumeKinesis for stream 'kinesnow-demo' (application 'kinesnow-demo-app', region us-east-1) opened")
+
+
+def test_put_snowflake_start_stop_round_trips_report_the_missing_client(nifi, flow):
+    c = nifi.client
+    pid = flow["sink"]
+    for _ in range(2):
+        c.start_processor(pid)
+        bulletin = wait_for_bulletin(c, pid, f"PutSnowflake {NOT_BUILT_YET}")
         assert bulletin["level"] in ("WARNING", "WARN", "ERROR")
         c.stop_processor(pid)
         assert c.processor_state(pid) == "STOPPED"
-    if which == "consumer":
-        # Emitted by the Rust core at INFO and forwarded through the log bridge (bulletin level INFO).
-        wait_for_bulletin(c, pid, "ConsumeKinesis for stream 'kinesnow-demo' (application 'kinesnow-demo-app', region us-east-1) opened")
+    assert c.connection_queue_count(flow["queue"]) == 70, "nothing was taken from the queue"
 
 
 def test_nifi_log_has_no_error_from_our_bundle_except_the_announced_refusal(nifi, flow):

@@ -33,6 +33,18 @@ public final class NativeBridge {
     /** Starts the component's engine. */
     public static native void start(long handle);
 
+    /**
+     * The next batch of FlowFiles in the {@link RecordBatch} layout, or null when nothing arrived within the
+     * processor's Max Batch Duration. ConsumeKinesis only.
+     */
+    public static native byte[] poll(long handle);
+
+    /** NiFi committed the batch: the engine writes its checkpoints. */
+    public static native void ack(long handle, long batchId);
+
+    /** NiFi did not commit the batch: its shards rewind to their last checkpoint. */
+    public static native void nack(long handle, long batchId);
+
     /** Stops and frees the component; the handle is invalid afterwards. */
     public static native void close(long handle);
 

@@ -1,5 +1,7 @@
 package io.kinesnow.nifi.nativebridge;
 
+import java.io.IOException;
+import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -7,11 +9,15 @@ import java.util.Collections;
 import java.util.List;
 
 /**
- * Reads one batch of Kinesis records in the layout the native library writes (see rust-core's
- * {@code ffi/batch.rs}): records grouped by shard, each record's data left in place as a slice of the array.
+ * Reads one batch in the layout the native library writes (see rust-core's {@code ffi/batch.rs}): the FlowFiles to
+ * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4231; // "KNB1"
+    static final int MAGIC = 0x4B4E4232; // "KNB2"
+
+    /** {@link FlowFileData#route()} values. */
+    public static final int ROUTE_SUCCESS = 0;
+    public static final int ROUTE_PARSE_FAILURE = 1;
 
     private final long batchId;
     private final List<Shard> shards;
@@ -29,33 +35,39 @@ public final class RecordBatch {
         return shards;
     }
 
-    public int recordCount() {
-        return shards.stream().mapToInt(s -> s.records().size()).sum();
+    public int flowFileCount() {
+        return shards.stream().mapToInt(s -> s.flowFiles().size()).sum();
     }
 
-    /** One record; {@link #data()} shares the batch's array. */
-    public record Record(long approximateArrivalMillis, long subSequenceNumber, String sequenceNumber,
-                         String partitionKey, byte[] buffer, int dataOffset, int dataLength) {
-        /** True when the record came out of a KPL aggregate (it then has a sub-sequence number). */
-        public boolean aggregated() {
-            return subSequenceNumber >= 0;
+    public long recordCount() {
+        return shards.stream().flatMap(s -> s.flowFiles().stream()).mapToLong(FlowFileData::recordCount).sum();
+    }
+
+    /**
+     * One FlowFile to write. Sub-sequence numbers are -1 for records that were not KPL aggregated; {@code error} is
+     * empty unless the route is parse failure.
+     */
+    public record FlowFileData(int route, int recordCount, String firstSequence, long firstSubSequence,
+                               String lastSequence, long lastSubSequence, String partitionKey,
+                               long approximateArrivalMillis, String error, byte[] buffer, int offset, int length) {
+        public void writeTo(final OutputStream out) throws IOException {
+            out.write(buffer, offset, length);
         }
 
-        public byte[] data() {
-            final byte[] copy = new byte[dataLength];
-            System.arraycopy(buffer, dataOffset, copy, 0, dataLength);
+        public byte[] content() {
+            final byte[] copy = new byte[length];
+            System.arraycopy(buffer, offset, copy, 0, length);
             return copy;
         }
     }
 
-    public record Shard(String shardId, long millisBehind, List<Record> records) {
+    public record Shard(String shardId, long millisBehind, List<FlowFileData> flowFiles) {
     }
 
     public static RecordBatch decode(final byte[] bytes) {
         final ByteBuffer in = ByteBuffer.wrap(bytes);
-        final int magic = in.getInt();
-        if (magic != MAGIC) {
-            throw new FatalNativeException("Not a record batch: magic " + Integer.toHexString(magic));
+        if (bytes.length < 16 || in.getInt() != MAGIC) {
+            throw new FatalNativeException("Not a record batch (wrong magic or too short)");
         }
         final long batchId = in.getLong();
         final int shardCount = in.getInt();
@@ -63,19 +75,25 @@ public final class RecordBatch {
         for (int s = 0; s < shardCount; s++) {
             final String shardId = str16(in);
             final long millisBehind = in.getLong();
-            final int recordCount = in.getInt();
-            final List<Record> records = new ArrayList<>(recordCount);
-            for (int r = 0; r < recordCount; r++) {
-                final long arrival = in.getLong();
-                final long subSequence = in.getLong();
-                final String sequence = str16(in);
+            final int count = in.getInt();
+            final List<FlowFileData> flowFiles = new ArrayList<>(count);
+            for (int f = 0; f < count; f++) {
+                final int route = in.get();
+                final int recordCount = in.getInt();
+                final String firstSequence = str16(in);
+                final long firstSub = in.getLong();
+                final String lastSequence = str16(in);
+                final long lastSub = in.getLong();
                 final String partitionKey = str16(in);
+                final long arrival = in.getLong();
+                final String error = str16(in);
                 final int length = in.getInt();
                 final int offset = in.position();
                 in.position(offset + length);
-                records.add(new Record(arrival, subSequence, sequence, partitionKey, bytes, offset, length));
+                flowFiles.add(new FlowFileData(route, recordCount, firstSequence, firstSub, lastSequence, lastSub,
+                        partitionKey, arrival, error, bytes, offset, length));
             }
-            shards.add(new Shard(shardId, millisBehind, Collections.unmodifiableList(records)));
+            shards.add(new Shard(shardId, millisBehind, Collections.unmodifiableList(flowFiles)));
         }
         if (in.hasRemaining()) {
             throw new FatalNativeException("Record batch has " + in.remaining() + " trailing bytes");

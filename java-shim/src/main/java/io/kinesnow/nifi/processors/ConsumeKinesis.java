@@ -1,6 +1,8 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeException;
+import io.kinesnow.nifi.nativebridge.RecordBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
 import org.apache.nifi.annotation.behavior.WritesAttributes;
@@ -13,13 +15,17 @@ import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationContext;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.components.Validator;
+import org.apache.nifi.flowfile.FlowFile;
+import org.apache.nifi.flowfile.attributes.CoreAttributes;
 import org.apache.nifi.processor.AbstractProcessor;
 import org.apache.nifi.processor.ProcessContext;
 import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.processor.Relationship;
 
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 @Tags({"amazon", "aws", "kinesis", "consume", "stream", "snowflake", "kinesnow"})
@@ -39,7 +45,8 @@ import java.util.Set;
     @WritesAttribute(attribute = "aws.kinesis.approximate.arrival.timestamp.ms", description = "Approximate arrival time of the (first) record, epoch milliseconds"),
     @WritesAttribute(attribute = "kinesis.millis.behind", description = "How far the shard's reader was behind the tip of the stream, in milliseconds"),
     @WritesAttribute(attribute = "mime.type", description = "application/json for wrapped or metadata-injected output"),
-    @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile")
+    @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile"),
+    @WritesAttribute(attribute = "record.error.message", description = "Why a record went to parse.failure")
 })
 public class ConsumeKinesis extends AbstractProcessor {
 
@@ -91,6 +98,11 @@ public class ConsumeKinesis extends AbstractProcessor {
             .description("An http(s) URL used instead of AWS's endpoints for Kinesis, DynamoDB and Enhanced Fan-Out, "
                     + "for VPC endpoints or local emulators.")
             .required(false).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor DYNAMODB_ENDPOINT_OVERRIDE = new PropertyDescriptor.Builder()
+            .name("DynamoDB Endpoint Override URL")
+            .description("An http(s) URL for DynamoDB alone, when it differs from the Endpoint Override URL "
+                    + "(for example two local emulators on different ports). Empty: the Endpoint Override URL applies.")
+            .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor CONSUMER_TYPE = new PropertyDescriptor.Builder()
             .name("Consumer Type").description("How records are read from the shards.")
             .required(true).allowableValues(SHARED_THROUGHPUT, ENHANCED_FAN_OUT).defaultValue(SHARED_THROUGHPUT.getValue()).build();
@@ -130,12 +142,16 @@ public class ConsumeKinesis extends AbstractProcessor {
             .required(true).defaultValue("50").addValidator(Validator.VALID).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID,
-            SECRET_ACCESS_KEY, ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
+            SECRET_ACCESS_KEY, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
             OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD);
 
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles holding the records read from the stream.").build();
+    public static final Relationship REL_PARSE_FAILURE = new Relationship.Builder()
+            .name("parse.failure")
+            .description("Records that are not JSON (or not a JSON object) while the Output Strategy needs one; each "
+                    + "record whole, with record.error.message.").build();
 
     private final NativeComponent engine = new NativeComponent(NativeBridge.CONSUME_KINESIS);
 
@@ -146,7 +162,7 @@ public class ConsumeKinesis extends AbstractProcessor {
 
     @Override
     public Set<Relationship> getRelationships() {
-        return Set.of(REL_SUCCESS);
+        return Set.of(REL_SUCCESS, REL_PARSE_FAILURE);
     }
 
     @Override
@@ -166,8 +182,77 @@ public class ConsumeKinesis extends AbstractProcessor {
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSession session) {
-        // The consumer engine arrives with its own change; until then onScheduled refuses to start, so NiFi never
-        // triggers this processor and no FlowFile is ever made up here.
-        context.yield();
+        final long handle = engine.handle();
+        final byte[] bytes = NativeBridge.poll(handle);
+        if (bytes == null) {
+            return; // the engine already waited up to Max Batch Duration
+        }
+        final RecordBatch batch = RecordBatch.decode(bytes);
+        final String stream = context.getProperty(STREAM_NAME).getValue();
+        final boolean json = !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
+        long consumed = 0;
+        long failed = 0;
+        for (final RecordBatch.Shard shard : batch.shards()) {
+            for (final RecordBatch.FlowFileData data : shard.flowFiles()) {
+                FlowFile flowFile = session.create();
+                flowFile = session.write(flowFile, data::writeTo);
+                flowFile = session.putAllAttributes(flowFile, attributes(stream, shard, data, json));
+                session.getProvenanceReporter().receive(flowFile, "kinesis://" + stream + "/" + shard.shardId());
+                if (data.route() == RecordBatch.ROUTE_SUCCESS) {
+                    consumed += data.recordCount();
+                    session.transfer(flowFile, REL_SUCCESS);
+                } else {
+                    failed += data.recordCount();
+                    session.transfer(flowFile, REL_PARSE_FAILURE);
+                }
+            }
+        }
+        session.adjustCounter("Records Consumed", consumed, false);
+        if (failed > 0) {
+            session.adjustCounter("Records Parse Failure", failed, false);
+        }
+        final long batchId = batch.batchId();
+        session.commitAsync(() -> settle(handle, batchId, true), failure -> settle(handle, batchId, false));
+    }
+
+    /** Tells the engine whether NiFi committed the batch; only then are checkpoints written. */
+    private void settle(final long handle, final long batchId, final boolean committed) {
+        try {
+            if (committed) {
+                NativeBridge.ack(handle, batchId);
+            } else {
+                NativeBridge.nack(handle, batchId);
+            }
+        } catch (final NativeException e) {
+            getLogger().warn("Batch {} of the Kinesis consumer could not be settled: {}", batchId, e.getMessage());
+        }
+    }
+
+    private static Map<String, String> attributes(final String stream, final RecordBatch.Shard shard,
+                                                  final RecordBatch.FlowFileData data, final boolean json) {
+        final Map<String, String> attributes = new HashMap<>();
+        attributes.put("aws.kinesis.stream.name", stream);
+        attributes.put("aws.kinesis.shard.id", shard.shardId());
+        attributes.put("aws.kinesis.partition.key", data.partitionKey());
+        attributes.put("aws.kinesis.first.sequence.number", data.firstSequence());
+        attributes.put("aws.kinesis.last.sequence.number", data.lastSequence());
+        if (data.firstSubSequence() >= 0) {
+            attributes.put("aws.kinesis.first.subsequence.number", Long.toString(data.firstSubSequence()));
+        }
+        if (data.lastSubSequence() >= 0) {
+            attributes.put("aws.kinesis.last.subsequence.number", Long.toString(data.lastSubSequence()));
+        }
+        attributes.put("aws.kinesis.approximate.arrival.timestamp.ms", Long.toString(data.approximateArrivalMillis()));
+        if (shard.millisBehind() >= 0) {
+            attributes.put("kinesis.millis.behind", Long.toString(shard.millisBehind()));
+        }
+        attributes.put("record.count", Integer.toString(data.recordCount()));
+        if (json && data.route() == RecordBatch.ROUTE_SUCCESS) {
+            attributes.put(CoreAttributes.MIME_TYPE.key(), "application/json");
+        }
+        if (!data.error().isEmpty()) {
+            attributes.put("record.error.message", data.error());
+        }
+        return attributes;
     }
 }

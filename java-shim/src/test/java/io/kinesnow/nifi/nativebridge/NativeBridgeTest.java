@@ -85,25 +85,31 @@ class NativeBridgeTest {
     }
 
     @Test
-    void aBatchMadeInRustDecodesInJava() {
+    void aBatchMadeInRustDecodesInJava() throws Exception {
         final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatch(3, 50, 64));
         assertEquals(3, batch.shards().size());
+        assertEquals(150, batch.flowFileCount());
         assertEquals(150, batch.recordCount());
         final RecordBatch.Shard shard = batch.shards().get(2);
         assertEquals("shardId-000000000002", shard.shardId());
         assertEquals(20, shard.millisBehind());
-        final RecordBatch.Record r = shard.records().get(7);
-        assertEquals("key-7", r.partitionKey());
-        assertEquals(7, r.subSequenceNumber());
-        assertTrue(r.aggregated());
-        assertFalse(shard.records().get(6).aggregated());
-        assertEquals(1_764_000_000_007L, r.approximateArrivalMillis());
-        final byte[] data = r.data();
+        final RecordBatch.FlowFileData f = shard.flowFiles().get(7);
+        assertEquals(RecordBatch.ROUTE_SUCCESS, f.route());
+        assertEquals("key-7", f.partitionKey());
+        assertEquals(7, f.firstSubSequence());
+        assertEquals(7, f.lastSubSequence());
+        assertEquals(-1, shard.flowFiles().get(6).firstSubSequence());
+        assertEquals(1_764_000_000_007L, f.approximateArrivalMillis());
+        assertEquals("", f.error());
+        final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        f.writeTo(out);
+        final byte[] data = out.toByteArray();
+        assertArrayEquals(data, f.content());
         assertEquals(64, data.length);
         for (int i = 0; i < data.length; i++) {
             assertEquals((byte) ((7 + i) % 251), data[i]);
         }
-        assertTrue(r.sequenceNumber().startsWith("4963"), r.sequenceNumber());
+        assertTrue(f.firstSequence().startsWith("4963"), f.firstSequence());
     }
 
     @Test

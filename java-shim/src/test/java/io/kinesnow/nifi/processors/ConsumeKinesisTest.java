@@ -16,6 +16,7 @@ import static io.kinesnow.nifi.processors.ProcessorTestSupport.assertProblem;
 import static io.kinesnow.nifi.processors.ProcessorTestSupport.eventually;
 import static io.kinesnow.nifi.processors.ProcessorTestSupport.problems;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -110,16 +111,21 @@ class ConsumeKinesisTest {
     }
 
     @Test
-    void schedulingSaysTheEngineIsMissingReadsNothingAndClosesItsHandle() {
+    void schedulingAgainstAnUnreachableEndpointFailsClearlyAndClosesItsHandle() {
+        // Port 1 on loopback refuses connections: no traffic leaves the machine.
+        runner.setProperty(ConsumeKinesis.ENDPOINT_OVERRIDE, "http://127.0.0.1:1");
+        runner.setProperty(ConsumeKinesis.ACCESS_KEY_ID, "AKIAIOSFODNN7EXAMPLE");
+        runner.setProperty(ConsumeKinesis.SECRET_ACCESS_KEY, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
         final int before = NativeBridge.openComponents();
         final Throwable failure = assertThrows(Throwable.class, () -> runner.run(1));
-        assertTrue(causeMessages(failure).contains("ConsumeKinesis cannot start: its engine is not part of this build yet"),
-                causeMessages(failure));
+        final String all = causeMessages(failure);
+        assertTrue(all.contains("DynamoDB call on table 'orders-to-snowflake' failed"), all);
+        assertFalse(all.contains("wJalrXUtnFEMI"), "the secret must not appear in errors");
         runner.assertTransferCount(ConsumeKinesis.REL_SUCCESS, 0);
         assertEquals(before, NativeBridge.openComponents());
         // The native engine's own events reach the processor's log (and so become bulletins in NiFi).
         eventually(() -> messages(runner.getLogger().getInfoMessages()), "ConsumeKinesis for stream 'orders'");
-        eventually(() -> messages(runner.getLogger().getWarnMessages()), "ConsumeKinesis cannot start");
+        eventually(() -> messages(runner.getLogger().getWarnMessages()), "DynamoDB call on table 'orders-to-snowflake' failed");
     }
 
     private static List<String> messages(final List<LogMessage> logs) {

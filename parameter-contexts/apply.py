@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Applies the parameter contexts and the Kinesis -> Snowflake flow to a NiFi through its REST API.
+
+    parameter-contexts/apply.py --nifi http://127.0.0.1:8080/nifi-api --variant local \
+        --set KINESNOW_WORK=/path --set SNOWFLAKE_URL=https://127.0.0.1:8443
+
+Creates the source and destination contexts (from template/ or local/), a context inheriting both,
+a process group bound to it, ConsumeKinesis -> PutSnowflake with every property bound to its
+parameter (processor-bindings.json), and prints the ids as JSON. ${NAME} in context values is
+replaced by --set NAME=value.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "lib"))
+from nifi_client import NiFiClient  # noqa: E402
+
+CONSUMER = "io.kinesnow.nifi.processors.ConsumeKinesis"
+SINK = "io.kinesnow.nifi.processors.PutSnowflake"
+
+
+def load_context(variant: str, name: str, substitutions: dict) -> dict:
+    with open(os.path.join(HERE, variant, name), encoding="utf-8") as f:
+        text = f.read()
+    for key, value in substitutions.items():
+        text = text.replace("${%s}" % key, value)
+    return json.loads(text)
+
+
+def apply(client: NiFiClient, variant: str, substitutions: dict, group_name: str) -> dict:
+    ids = []
+    for file in ("kinesis-source.json", "snowflake-destination.json"):
+        doc = load_context(variant, file, substitutions)
+        ids.append(client.create_parameter_context(doc["name"], doc["parameters"], doc["description"])["id"])
+    combined = client.post("parameter-contexts", {
+        "revision": {"version": 0},
+        "component": {"name": f"{group_name} ({variant})", "parameters": [],
+                      "inheritedParameterContexts": [{"id": i, "component": {"id": i}} for i in ids]}})
+    group = client.create_process_group(group_name, parameter_context_id=combined["id"])
+    with open(os.path.join(HERE, "processor-bindings.json"), encoding="utf-8") as f:
+        bindings = json.load(f)
+    consumer = client.add_processor(group["id"], CONSUMER, name="ConsumeKinesis",
+                                    properties={k: "#{%s}" % v for k, v in bindings["ConsumeKinesis"].items()},
+                                    position=(0, 0))
+    sink = client.add_processor(group["id"], SINK, name="PutSnowflake",
+                                properties={k: "#{%s}" % v for k, v in bindings["PutSnowflake"].items()},
+                                auto_terminate=["success"], position=(0, 300))
+    records = client.connect(group["id"], consumer["id"], sink["id"], ["success"])
+    # Records NiFi must not lose but no processor takes wait in visible queues in front of funnels.
+    unparsed = funnel(client, group["id"], (400, 0))
+    rejected = funnel(client, group["id"], (400, 300))
+    parse_failure = client.connect(group["id"], consumer["id"], unparsed, ["parse.failure"], destination_type="FUNNEL")
+    failed = client.connect(group["id"], sink["id"], rejected, ["failure", "invalid"], destination_type="FUNNEL")
+    return {"source_context": ids[0], "destination_context": ids[1], "context": combined["id"],
+            "group": group["id"], "consumer": consumer["id"], "sink": sink["id"], "records_queue": records["id"],
+            "parse_failure_queue": parse_failure["id"], "failure_queue": failed["id"]}
+
+
+def funnel(client: NiFiClient, group_id: str, position: tuple) -> str:
+    entity = client.post(f"process-groups/{group_id}/funnels", {
+        "revision": {"version": 0}, "component": {"position": {"x": position[0], "y": position[1]}}})
+    return entity["id"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nifi", default="http://127.0.0.1:8080/nifi-api")
+    parser.add_argument("--variant", choices=["local", "template"], default="local")
+    parser.add_argument("--group", default="Kinesis to Snowflake")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    substitutions = dict(s.split("=", 1) for s in args.set)
+    print(json.dumps(apply(NiFiClient(args.nifi), args.variant, substitutions, args.group), indent=2))
+
+
+if __name__ == "__main__":
+    main()
