@@ -122,12 +122,13 @@ def test_the_nar_is_loaded_with_both_processor_types(nifi):
 def test_both_processors_are_documented(nifi):
     c = nifi.client
     consumer = c.processor_definition(CONSUMER, BUNDLE)
-    assert "Amazon Kinesis" in consumer["capabilityDescription"]
+    assert "Amazon Kinesis" in consumer["typeDescription"]
     props = consumer["propertyDescriptors"]
     assert props["AWS Secret Access Key"]["sensitive"] is True
     assert props["Consumer Type"]["defaultValue"] == "SHARED_THROUGHPUT"
+    assert {r["name"] for r in consumer["supportedRelationships"]} == {"success", "parse.failure"}
     sink = c.processor_definition(SINK, BUNDLE)
-    assert "Snowpipe Streaming" in sink["capabilityDescription"]
+    assert "Snowpipe Streaming" in sink["typeDescription"]
     assert {r["name"] for r in sink["supportedRelationships"]} == {"success", "failure", "invalid"}
     assert sink["propertyDescriptors"]["Private Key"]["sensitive"] is True
     details = c.get("flow/additional-details/{group}/{artifact}/{version}/".format(**BUNDLE) + CONSUMER)
@@ -164,7 +165,7 @@ def test_bad_parameter_values_show_the_native_messages(nifi, flow, key_file):
 
 def test_a_required_parameter_left_empty_makes_the_processor_invalid(nifi, flow):
     c = nifi.client
-    c.update_parameters(flow["source"], values={"AWS Kinesis Stream Name": None})
+    c.update_parameters(flow["source"], values={"AWS Kinesis Stream Name": ""})
     try:
         v = c.processor_validation(flow["consumer"])
         assert v["status"] == "INVALID"
