@@ -39,6 +39,7 @@ fn settings(stream: &str, app: &str) -> EngineSettings {
         max_buffer_size: 4 * 1024 * 1024,
         lease_duration: Duration::from_secs(10),
         shard_refresh: Duration::from_secs(30),
+        lag_warning_percent: 50,
         component: 0,
     }
 }

@@ -32,6 +32,8 @@ pub struct EngineSettings {
     pub max_buffer_size: u64,
     pub lease_duration: Duration,
     pub shard_refresh: Duration,
+    /// Warn when a shard lags by more than this share of the stream's retention period.
+    pub lag_warning_percent: u8,
     /// The component handle, so log events reach the processor's bulletins.
     pub component: u64,
 }
@@ -46,6 +48,7 @@ impl EngineSettings {
             max_buffer_size: c.max_buffer_size,
             lease_duration: Duration::from_secs(10),
             shard_refresh: Duration::from_secs(30),
+            lag_warning_percent: c.lag_warning_threshold_percent,
             component,
         }
     }
@@ -65,6 +68,8 @@ pub struct Shared {
     pub store: LeaseStore,
     pub owner: String,
     pub budget: MemoryBudget,
+    /// Lag beyond which records risk expiring unread (a share of the retention period).
+    pub lag_warning_ms: Option<i64>,
     /// GetRecords responses that may be held at once (each at most 10 MiB).
     pub fetch_slots: Arc<tokio::sync::Semaphore>,
     shards: Mutex<BTreeMap<String, ShardState>>,
@@ -86,8 +91,12 @@ impl ConsumerEngine {
     pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
         table::ensure_table(&clients.dynamodb, &settings.application, Duration::from_secs(60)).await?;
         let store = LeaseStore::new(clients.dynamodb, &settings.application, &settings.stream, settings.lease_duration);
+        let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
+            .await?
+            .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
+            lag_warning_ms,
             owner: format!("kinesnow-{}", uuid_like()),
             budget: MemoryBudget::new(settings.max_buffer_size),
             fetch_slots: Arc::new(tokio::sync::Semaphore::new(
@@ -394,6 +403,15 @@ impl Shared {
             Ok(())
         })
     }
+}
+
+/// The stream's retention period in milliseconds (checks that the stream exists, too).
+async fn retention_ms(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Option<i64>, ConsumerError> {
+    use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata};
+    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
+        crate::kinesis::KinesisError::from_sdk(stream, None, format!("{}", DisplayErrorContext(&e)), e.code().map(str::to_owned))
+    })?;
+    Ok(out.stream_description_summary().map(|d| i64::from(d.retention_period_hours()) * 3_600_000))
 }
 
 /// Shards not finished whose parents are all finished or no longer in the stream.

@@ -39,6 +39,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
     let Some((mut generation, committed)) = shared.reader_start(&shard_id) else { return };
     let mut start = committed.map_or(Start::Initial, Start::Committed);
     let mut iterator: Option<String> = None;
+    let mut lag_warned: Option<tokio::time::Instant> = None;
     loop {
         if *stopping.borrow() {
             return;
@@ -131,6 +132,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
         let last_sequence = out.records().last().map(|r| r.sequence_number().to_owned());
         let next = out.next_shard_iterator().map(str::to_owned);
         let millis_behind = out.millis_behind_latest().unwrap_or(-1);
+        warn_if_lagging(&shared, &shard_id, millis_behind, &mut lag_warned);
         let caught_up = out.records().is_empty() && millis_behind == 0;
         let needed: u64 = records.iter().map(|r| record_cost(r)).sum();
         let mut reservation = tokio::select! {
@@ -160,6 +162,23 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
             limiter.delay(IDLE_DELAY);
         }
     }
+}
+
+/// Warns (at most once a minute per shard) when the shard's oldest unread records are close to
+/// expiring from the stream.
+fn warn_if_lagging(shared: &Shared, shard_id: &str, millis_behind: i64, last: &mut Option<tokio::time::Instant>) {
+    let Some(limit) = shared.lag_warning_ms else { return };
+    if millis_behind <= limit || last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+        return;
+    }
+    *last = Some(tokio::time::Instant::now());
+    warn!(
+        component = shared.settings.component,
+        "shard {shard_id} of stream '{}' is {} s behind, more than {}% of the retention period: records may expire unread",
+        shared.settings.stream,
+        millis_behind / 1000,
+        shared.settings.lag_warning_percent
+    );
 }
 
 /// Bytes a buffered record holds of the budget: its data plus its bookkeeping.
