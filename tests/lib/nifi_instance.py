@@ -49,6 +49,14 @@ def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def _read_env(path: str) -> dict:
     env = {}
     with open(path, encoding="utf-8") as f:
@@ -82,14 +90,18 @@ class NiFiInstance:
 
     @classmethod
     def start(cls, port: Optional[int] = None, instance_dir: Optional[str] = None,
-              extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g") -> "NiFiInstance":
-        """Run `nifi.sh start` (fresh instance directory) and wait until the API answers."""
+              extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g",
+              keep: bool = False) -> "NiFiInstance":
+        """Run `nifi.sh start` (fresh instance directory, or with `keep` the existing one as it is:
+        flow, repositories, NARs) and wait until the API answers."""
         port = port or free_port()
         instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
         cmd = [NIFI_SH, "start", "--port", str(port), "--instance-dir", instance_dir,
                "--timeout", str(timeout), "--heap", heap]
         extensions = list(extensions)
-        if extensions:
+        if keep:
+            cmd.append("--keep")
+        elif extensions:
             cmd += ["--extensions", *extensions]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 600)
@@ -110,6 +122,15 @@ class NiFiInstance:
                               capture_output=True, text=True, timeout=grace + 120)
         if proc.returncode != 0:
             raise RuntimeError(f"nifi.sh stop failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+    def kill(self) -> None:
+        """SIGKILL the NiFi JVM, as a crash would, and wait until it and its port are gone."""
+        import signal
+        os.kill(self.pid, signal.SIGKILL)
+        while os.path.exists(f"/proc/{self.pid}") and not _is_zombie(self.pid):
+            time.sleep(0.1)
+        while port_is_open(self.port):
+            time.sleep(0.1)
 
     def rss_kib(self) -> int:
         """Resident set size of the NiFi JVM in KiB (from /proc)."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts, stops and reports on a throw-away NiFi instance built from the cached assembly.
 #
-#   nifi.sh start  [--port P] [--instance-dir D] [--extensions NAR_OR_DIR ...] [--timeout S]
+#   nifi.sh start  [--port P] [--instance-dir D] [--extensions NAR_OR_DIR ...] [--timeout S] [--keep]
+#                  (--keep: restart an existing instance directory as it is: flow, repositories, NARs)
 #                  [--heap SIZE] [--mgmt-port M]
 #   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
 #   nifi.sh status [--port P | --instance-dir D]
@@ -27,7 +28,7 @@ die() { echo "nifi.sh: $*" >&2; exit 1; }
 say() { echo "nifi.sh: $*" >&2; }
 
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=30
+port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=30; keep=0
 extensions=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
         --heap) heap="$2"; shift 2 ;;
         --mgmt-port) mgmt_port="$2"; shift 2 ;;
         --grace) grace="$2"; shift 2 ;;
+        --keep) keep=1; shift ;;
         --extensions)
             shift
             while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
@@ -121,36 +123,41 @@ do_start() {
     local home; home="$("$here/assemble.sh")"
     local version; version="$(tr -d '[:space:]' < "$here/nifi-version")"
 
-    # Fresh instance directory. Refuse to wipe a directory this script did not create.
-    if [ -e "$instance" ]; then
-        if [ -f "$marker" ] || [ -z "$(ls -A "$instance")" ]; then
-            rm -rf "$instance"
-        else
-            die "$instance exists and is not a nifi.sh instance directory; not wiping it"
-        fi
-    fi
-    mkdir -p "$instance"/{logs,extensions,work,state}
-    touch "$marker"
-    cp -r "$home/conf" "$instance/conf"
-
     local props="$instance/conf/nifi.properties"
-    set_prop "$props" nifi.web.http.host 127.0.0.1
-    set_prop "$props" nifi.web.http.port "$port"
-    set_prop "$props" nifi.nar.library.directory "$home/lib"
-    set_prop "$props" nifi.nar.library.autoload.directory "$instance/extensions"
-    set_prop "$props" nifi.sensitive.props.key "$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
-
-    local n=0 src f
-    for src in "${extensions[@]}"; do
-        if [ -d "$src" ]; then
-            for f in "$src"/*.nar; do [ -f "$f" ] && cp "$f" "$instance/extensions/" && n=$((n + 1)); done
-        elif [ -f "$src" ]; then
-            cp "$src" "$instance/extensions/"; n=$((n + 1))
-        else
-            die "--extensions: $src is neither a file nor a directory"
+    if [ "$keep" = 1 ]; then
+        # Restart after a stop or crash: same flow, repositories and extensions.
+        [ -f "$marker" ] || die "--keep: $instance is not an existing nifi.sh instance directory"
+    else
+        # Fresh instance directory. Refuse to wipe a directory this script did not create.
+        if [ -e "$instance" ]; then
+            if [ -f "$marker" ] || [ -z "$(ls -A "$instance")" ]; then
+                rm -rf "$instance"
+            else
+                die "$instance exists and is not a nifi.sh instance directory; not wiping it"
+            fi
         fi
-    done
-    [ "${#extensions[@]}" -eq 0 ] || [ "$n" -gt 0 ] || die "--extensions given but no .nar found in: ${extensions[*]}"
+        mkdir -p "$instance"/{logs,extensions,work,state}
+        touch "$marker"
+        cp -r "$home/conf" "$instance/conf"
+
+        set_prop "$props" nifi.web.http.host 127.0.0.1
+        set_prop "$props" nifi.web.http.port "$port"
+        set_prop "$props" nifi.nar.library.directory "$home/lib"
+        set_prop "$props" nifi.nar.library.autoload.directory "$instance/extensions"
+        set_prop "$props" nifi.sensitive.props.key "$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+
+        local n=0 src f
+        for src in "${extensions[@]}"; do
+            if [ -d "$src" ]; then
+                for f in "$src"/*.nar; do [ -f "$f" ] && cp "$f" "$instance/extensions/" && n=$((n + 1)); done
+            elif [ -f "$src" ]; then
+                cp "$src" "$instance/extensions/"; n=$((n + 1))
+            else
+                die "--extensions: $src is neither a file nor a directory"
+            fi
+        done
+        [ "${#extensions[@]}" -eq 0 ] || [ "$n" -gt 0 ] || die "--extensions given but no .nar found in: ${extensions[*]}"
+    fi
 
     [ -n "$mgmt_port" ] || mgmt_port="$(free_port)"
     local cp="" jar
