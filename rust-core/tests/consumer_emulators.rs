@@ -211,3 +211,42 @@ async fn a_node_that_lost_its_lease_cannot_checkpoint() {
     assert!(stolen.counter >= 2);
     engine.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kpl_aggregates_resume_exactly_at_the_committed_sub_record() {
+    log();
+    let emulators = Emulators::start("kpl");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "kpl", 1).await;
+    // Two aggregates of 30 user records each, with a plain record between them.
+    let mut expected = Vec::new();
+    for a in 0..2 {
+        let users: Vec<(String, String)> = (0..30).map(|i| (format!("pk-{}", i % 4), format!("agg{a}-{i}"))).collect();
+        let blob = kinesnow_core::kinesis::deaggregate::aggregate(&users);
+        c.kinesis.put_record().stream_name("kpl").partition_key("agg").data(Blob::new(blob)).send().await.unwrap();
+        expected.extend(users.into_iter().map(|(_, d)| d));
+        if a == 0 {
+            c.kinesis.put_record().stream_name("kpl").partition_key("plain").data(Blob::new("plain")).send().await.unwrap();
+            expected.push("plain".into());
+        }
+    }
+
+    // Small batches split the first aggregate; only the first batch is committed.
+    let engine = ConsumerEngine::start(settings("kpl", "kpl-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let first = engine.poll(10 * 120, Duration::from_secs(10)).await.expect("a batch");
+    let records = &first.shards[0].records;
+    assert!(records.len() >= 2 && records.len() < 30, "the batch ends inside the first aggregate: {}", records.len());
+    assert_eq!(records[0].sub_sequence_number, Some(0));
+    assert_eq!(records[1].sub_sequence_number, Some(1));
+    assert_eq!(records[1].partition_key, "pk-1");
+    let committed = records.len();
+    engine.ack(first.id).await.unwrap();
+    engine.stop().await;
+
+    // A new engine starts inside the aggregate, right after the committed sub-record.
+    let engine = ConsumerEngine::start(settings("kpl", "kpl-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let (got, _) = drain(&engine, expected.len() - committed, true).await;
+    let rest: Vec<String> = got.into_values().flatten().collect();
+    assert_eq!(rest, expected[committed..].to_vec());
+    engine.stop().await;
+}

@@ -47,22 +47,26 @@ impl Layout<'_> {
     pub fn shard(&self, shard: ShardRecords) -> ShardFlowFiles {
         let mut flow_files = Vec::new();
         let mut lines: Option<FlowFileOut> = None;
-        for record in &shard.records {
-            match self.content(&shard.shard_id, record) {
+        for mut record in shard.records {
+            match self.content(&shard.shard_id, &mut record) {
                 Ok(content) => match self.processing {
-                    ProcessingStrategy::FlowFile => flow_files.push(single(record, Route::Success, content, String::new())),
-                    ProcessingStrategy::LineDelimited => append_line(&mut lines, record, content),
+                    ProcessingStrategy::FlowFile => flow_files.push(single(&record, Route::Success, content, String::new())),
+                    ProcessingStrategy::LineDelimited => append_line(&mut lines, &record, content),
                 },
-                Err(reason) => flow_files.push(single(record, Route::ParseFailure, record.data.clone(), reason)),
+                Err(reason) => {
+                    let data = std::mem::take(&mut record.data);
+                    flow_files.push(single(&record, Route::ParseFailure, data, reason))
+                }
             }
         }
         flow_files.extend(lines);
         ShardFlowFiles { shard_id: shard.shard_id, millis_behind: shard.millis_behind, flow_files }
     }
 
-    fn content(&self, shard_id: &str, record: &KinesisRecord) -> Result<Vec<u8>, String> {
+    /// The FlowFile content of one record; the record's data is moved, not copied, when used as is.
+    fn content(&self, shard_id: &str, record: &mut KinesisRecord) -> Result<Vec<u8>, String> {
         match self.output {
-            OutputStrategy::UseValue => Ok(record.data.clone()),
+            OutputStrategy::UseValue => Ok(std::mem::take(&mut record.data)),
             OutputStrategy::UseWrapper => {
                 let value = parse_json(&record.data)?;
                 let mut wrapper = Map::new();
