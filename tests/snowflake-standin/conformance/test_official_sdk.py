@@ -3,7 +3,7 @@
 accepts here is what Snowflake answers on the wire."""
 
 import pytest
-from snowflake.ingest.streaming import StreamingIngestClient
+from snowflake.ingest.streaming import StreamingIngestClient, StreamingIngestError
 
 from conftest import wait_until
 
@@ -33,7 +33,9 @@ def test_named_channel_commit_reopen_and_stale_token(standin, sdk_properties, ta
     # The SDK sent zstd NDJSON with start/end offset tokens and its continuation token.
     appends = [r for r in standin.requests("/rows") if r["status"] == 200]
     assert appends and all(r["headers"].get("content-encoding") == "zstd" for r in appends)
-    assert any("startOffsetToken=1" in r["query"] and "endOffsetToken=3" in r["query"] for r in appends)
+    # (The SDK batches appends, so both calls may travel in one request.)
+    assert all("startOffsetToken=" in r["query"] and "continuationToken=" in r["query"] for r in appends)
+    assert "endOffsetToken=4" in appends[-1]["query"]
 
     # A second client reopens the channel: it sees the committed token, and the
     # first client's continuation token is now stale.
@@ -41,23 +43,27 @@ def test_named_channel_commit_reopen_and_stale_token(standin, sdk_properties, ta
     channel2, status2 = client2.open_channel("shard-0")
     assert status2.latest_committed_offset_token == "4"
 
+    # append_row only queues; the SDK's background insert gets 400
+    # STALE_CONTINUATION_TOKEN_SEQUENCER (non-retryable) and invalidates the channel,
+    # which wait_for_flush and every later append report.
     channel.append_row({"id": 99, "name": "from the stale client"}, "5")
-    stale = wait_until(lambda: [r for r in standin.requests("/rows") if r["status"] == 400], timeout=30)
-    assert stale, "the stale append reached the stand-in and got 400 STALE_CONTINUATION_TOKEN_SEQUENCER"
-    with pytest.raises(Exception):
-        # The SDK surfaces the stale token as a failed flush / invalidated channel.
+    with pytest.raises(StreamingIngestError) as flushed:
         channel.wait_for_flush(timeout_seconds=20)
+    assert "STALE_CONTINUATION_TOKEN_SEQUENCER" in str(flushed.value)
+    with pytest.raises(StreamingIngestError) as appended:
         channel.append_row({"id": 100}, "6")
-        channel.wait_for_flush(timeout_seconds=20)
+    assert "invalid state" in str(appended.value)
+    stale = [r for r in standin.requests("/rows") if r["status"] == 400]
+    assert len(stale) == 1 and "endOffsetToken=5" in stale[0]["query"]
 
     channel2.append_rows([{"id": 5, "name": "e"}, {"id": 6, "name": "f"}], "5", "6")
     channel2.wait_for_commit(lambda token: token is not None and int(token) >= 6, timeout_seconds=30)
     assert channel2.get_latest_committed_offset_token() == "6"
 
     rows = standin.query("SELECT id, name, kinesisMetadata FROM DB.PUBLIC.T ORDER BY id")
-    assert [r["id"] for r in rows] == [1, 2, 3, 4, 5, 6]
-    assert rows[0]["kinesisMetadata"] == meta
-    assert rows[2]["name"] == "c"
+    assert [r["ID"] for r in rows] == [1, 2, 3, 4, 5, 6]  # unquoted names come back upper-case, as in Snowflake
+    assert rows[0]["KINESISMETADATA"] == meta
+    assert rows[2]["NAME"] == "c"
     client2.close(wait_for_flush=True, timeout_seconds=10)
     client.close(wait_for_flush=False, timeout_seconds=5)
 
@@ -67,7 +73,7 @@ def test_named_pipe(standin, sdk_properties, tables):
     channel, _ = client.open_channel("pipe-0")
     channel.append_row({"id": 1000, "name": "via named pipe"}, "1")
     channel.wait_for_commit(lambda t: t == "1", timeout_seconds=30)
-    assert standin.query("SELECT name FROM DB.PUBLIC.T WHERE id = 1000") == [{"name": "via named pipe"}]
+    assert standin.query("SELECT name FROM DB.PUBLIC.T WHERE id = 1000") == [{"NAME": "via named pipe"}]
     client.close(wait_for_flush=True, timeout_seconds=10)
 
 
@@ -77,7 +83,7 @@ def test_elastic_channel(standin, sdk_properties, tables):
     future = channel.append_rows_with_wait([{"id": 10, "src": "elastic"}, {"id": 11, "src": "elastic"}, {"id": 12, "src": "elastic"}], "batch-1")
     future.result(timeout=30)
     rows = wait_until(lambda: standin.query("SELECT id, src FROM DB.PUBLIC.EL ORDER BY id") or None, timeout=30)
-    assert rows == [{"id": 10, "src": "elastic"}, {"id": 11, "src": "elastic"}, {"id": 12, "src": "elastic"}]
+    assert rows == [{"ID": 10, "SRC": "elastic"}, {"ID": 11, "SRC": "elastic"}, {"ID": 12, "SRC": "elastic"}]
     elastic = [r for r in standin.requests("/channels/ELASTIC/rows")]
     assert elastic and all("continuationToken" not in (r["query"] or "") for r in elastic)
     client.close(wait_for_flush=True, timeout_seconds=10)

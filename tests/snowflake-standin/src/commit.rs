@@ -111,7 +111,10 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
 
 /// Converts one JSON object into the table's cells (MATCH_BY_COLUMN_NAME,
 /// case-insensitive). Unknown keys are ignored (evolution already added them).
-fn convert_row(table: &TableDef, lookup: &HashMap<String, usize>, map: &Map<String, Value>) -> Result<Vec<Option<String>>, (&'static str, String, Option<String>)> {
+/// Why a row was rejected: (Snowflake error code, message, column).
+type RowError = (&'static str, String, Option<String>);
+
+fn convert_row(table: &TableDef, lookup: &HashMap<String, usize>, map: &Map<String, Value>) -> Result<Vec<Option<String>>, RowError> {
     let mut cells: Vec<Option<String>> = vec![None; table.columns.len()];
     for (key, value) in map {
         let Some(&idx) = lookup.get(&key.to_uppercase()) else { continue };

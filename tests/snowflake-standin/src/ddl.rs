@@ -58,6 +58,19 @@ pub fn split_identifier(text: &str) -> Result<(String, &str), String> {
     }
 }
 
+/// Like `split_identifier`, but a bare word keeps its case.
+pub fn split_identifier_keep_case(text: &str) -> Result<(String, &str), String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('"') {
+        return split_identifier(trimmed);
+    }
+    let end = trimmed.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).unwrap_or(trimmed.len());
+    if end == 0 {
+        return Err(format!("expected a field name at '{}'", trimmed.chars().take(30).collect::<String>()));
+    }
+    Ok((trimmed[..end].to_string(), &trimmed[end..]))
+}
+
 /// Parses `a.b.c` (1 to 3 parts), filling missing database/schema from defaults.
 fn split_object_name<'a>(text: &'a str, defaults: &(Option<String>, Option<String>)) -> Result<(ObjectName, &'a str), String> {
     let mut parts = vec![];

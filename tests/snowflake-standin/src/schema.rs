@@ -149,7 +149,8 @@ fn parse_fields(text: &str) -> Result<Vec<(String, SfType)>, TypeError> {
         .iter()
         .map(|f| {
             let f = f.trim();
-            let (name, rest) = crate::ddl::split_identifier(f).map_err(TypeError)?;
+            // Structured field names are case-sensitive: kept as written (quotes removed).
+            let (name, rest) = crate::ddl::split_identifier_keep_case(f).map_err(TypeError)?;
             let ty = rest.trim().trim_end_matches("NOT NULL").trim_end_matches("not null");
             Ok((name, parse_type(ty)?))
         })
@@ -470,7 +471,7 @@ fn convert_timestamp(value: &Value, keep_zone: bool) -> Option<String> {
         return Some(format!("{date} 00:00:00"));
     }
     let rest = rest.strip_prefix('T').or_else(|| rest.strip_prefix(' '))?;
-    let zone_at = rest.find(|c| c == 'Z' || c == 'z' || c == '+' || c == '-').unwrap_or(rest.len());
+    let zone_at = rest.find(['Z', 'z', '+', '-']).unwrap_or(rest.len());
     let (time, zone) = rest.split_at(zone_at);
     let time = parse_time(time.trim())?;
     let zone = match zone.trim() {

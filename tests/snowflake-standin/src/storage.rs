@@ -136,37 +136,47 @@ impl Store {
     }
 
     /// Inserts converted rows (one text cell per column of `columns`, `None` = NULL)
-    /// and error records in one transaction.
+    /// and error records. Rows are appended to a VARCHAR staging table in the
+    /// in-memory catalog first; the cast into the table and the error rows are
+    /// then written in one transaction (DuckDB lets a transaction write to one
+    /// attached database only, and reading the stage is fine).
     pub fn insert(&self, table: &TableDef, rows: &[Vec<Option<String>>], errors: &[ErrorRecord]) -> Result<()> {
         let conn = self.conn.lock().unwrap();
+        let stage = format!("_stage_{}", table.columns.len());
+        if !rows.is_empty() {
+            Self::stage_rows(&conn, &stage, table.columns.len(), rows)?;
+        }
         conn.execute_batch("BEGIN TRANSACTION")?;
-        let result = Self::insert_in_tx(&conn, table, rows, errors);
-        match result {
+        let result = Self::insert_in_tx(&conn, table, &stage, !rows.is_empty(), errors);
+        match &result {
             Ok(()) => conn.execute_batch("COMMIT")?,
             Err(_) => {
                 let _ = conn.execute_batch("ROLLBACK");
             }
         }
+        if !rows.is_empty() {
+            conn.execute_batch(&format!("DELETE FROM memory.main.{stage}"))?;
+        }
         result
     }
 
-    fn insert_in_tx(conn: &Connection, table: &TableDef, rows: &[Vec<Option<String>>], errors: &[ErrorRecord]) -> Result<()> {
-        if !rows.is_empty() {
-            let n = table.columns.len();
-            let stage = format!("_stage_{n}");
-            let stage_cols: Vec<String> = (0..n).map(|i| format!("c{i} VARCHAR")).collect();
-            conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS memory.main.{stage} ({})", stage_cols.join(", ")))?;
-            {
-                let mut app = conn.appender(&stage)?;
-                for row in rows {
-                    app.append_row(appender_params_from_iter(row.iter()))?;
-                }
-                app.flush()?;
-            }
+    fn stage_rows(conn: &Connection, stage: &str, n: usize, rows: &[Vec<Option<String>>]) -> Result<()> {
+        let stage_cols: Vec<String> = (0..n).map(|i| format!("c{i} VARCHAR")).collect();
+        conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS memory.main.{stage} ({}); DELETE FROM memory.main.{stage};", stage_cols.join(", ")))?;
+        let mut app = conn.appender(stage)?;
+        for row in rows {
+            app.append_row(appender_params_from_iter(row.iter()))?;
+        }
+        app.flush()?;
+        Ok(())
+    }
+
+    fn insert_in_tx(conn: &Connection, table: &TableDef, stage: &str, has_rows: bool, errors: &[ErrorRecord]) -> Result<()> {
+        if has_rows {
             let names: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
             let exprs: Vec<String> = table.columns.iter().enumerate().map(|(i, c)| c.ty.staging_expr(&format!("c{i}"))).collect();
             conn.execute_batch(&format!(
-                "INSERT INTO {} ({}) SELECT {} FROM memory.main.{stage}; DELETE FROM memory.main.{stage};",
+                "INSERT INTO {} ({}) SELECT {} FROM memory.main.{stage}",
                 table.name.quoted(),
                 names.join(", "),
                 exprs.join(", ")
@@ -174,11 +184,12 @@ impl Store {
         }
         if table.error_logging && !errors.is_empty() {
             let mut stmt = conn.prepare(&format!(
-                "INSERT INTO {} VALUES (CAST(current_timestamp AS TIMESTAMP), ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO {} VALUES (make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
                 table.name.error_table().quoted()
             ))?;
+            let now_us = crate::channels::now_ms() * 1000;
             for e in errors {
-                stmt.execute(duckdb::params![e.pipe, e.channel, e.offset_token, e.row_index, e.error_code, e.message, e.column, e.record])?;
+                stmt.execute(duckdb::params![now_us, e.pipe, e.channel, e.offset_token, e.row_index, e.error_code, e.message, e.column, e.record])?;
             }
         }
         Ok(())

@@ -64,7 +64,7 @@ async fn auth_rejects_expired_foreign_and_malformed_tokens() {
     bad.push('x');
     let r = e
         .http
-        .post(format!("{}:pipe-info", format!("{}{}", e.base, Env::pipe_path("T"))))
+        .post(format!("{}{}:pipe-info", e.base, Env::pipe_path("T")))
         .header("Accept", "application/json")
         .header("Authorization", format!("Bearer {bad}"))
         .header("X-Snowflake-Authorization-Token-Type", "OAUTH")
@@ -153,7 +153,7 @@ async fn open_append_commit_lag_and_status() {
     assert_eq!(st["rows_parsed"], 3);
     assert_eq!(st["rows_error_count"], 0);
     let rows = e.query("SELECT id, name, score FROM DB.PUBLIC.T ORDER BY id").await;
-    assert_eq!(rows, vec![json!({"id": 1, "name": "a", "score": null}), json!({"id": 2, "name": "b", "score": 1.5}), json!({"id": 3, "name": null, "score": null})]);
+    assert_eq!(rows, vec![json!({"ID": 1, "NAME": "a", "SCORE": null}), json!({"ID": 2, "NAME": "b", "SCORE": 1.5}), json!({"ID": 3, "NAME": null, "SCORE": null})]);
 
     // startOffsetToken/endOffsetToken (as the SDK sends them).
     let q = format!("startOffsetToken=4&endOffsetToken=5&continuationToken={next}&requestId=r1&retryCount=0");
@@ -203,7 +203,7 @@ async fn reopen_makes_tokens_stale_and_discards_uncommitted_rows() {
     assert_eq!(e.append("T", "c", &t2, "4", &[json!({"id": 4})]).await.status, 200);
     e.wait_committed("T", "c", "4").await;
     let ids: Vec<Value> = e.query("SELECT id FROM DB.PUBLIC.T ORDER BY id").await;
-    assert_eq!(ids, vec![json!({"id": 1}), json!({"id": 4})]);
+    assert_eq!(ids, vec![json!({"ID": 1}), json!({"ID": 4})]);
 }
 
 #[tokio::test]
@@ -279,7 +279,7 @@ async fn named_pipe_writes_to_its_table() {
     let r = e.http.post(url).header("Accept", "application/json").header("Authorization", format!("Bearer {}", e.scoped)).body("{\"id\":7}").send().await.unwrap();
     assert_eq!(r.status(), 200);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(e.query("SELECT id FROM DB.PUBLIC.T").await, vec![json!({"id": 7})]);
+    assert_eq!(e.query("SELECT id FROM DB.PUBLIC.T").await, vec![json!({"ID": 7})]);
 }
 
 // ---------------------------------------------------------------- payloads
@@ -362,8 +362,8 @@ async fn schema_evolution_adds_columns_and_drops_not_null() {
     assert!(!cols.iter().any(|(n, _, _)| n == "N"), "null values add no column");
     assert!(cols.iter().find(|(n, _, _)| n == "MUST").unwrap().2, "NOT NULL dropped");
     let rows = e.query("SELECT id, must, s, i, f, b, o, a FROM DB.PUBLIC.EV ORDER BY id").await;
-    assert_eq!(rows[0], json!({"id": 1, "must": "m", "s": "text", "i": 5, "f": 2.5, "b": true, "o": {"k": [1, 2]}, "a": [1, "x"]}));
-    assert_eq!(rows[1]["must"], Value::Null);
+    assert_eq!(rows[0], json!({"ID": 1, "MUST": "m", "S": "text", "I": 5, "F": 2.5, "B": true, "O": {"k": [1, 2]}, "A": [1, "x"]}));
+    assert_eq!(rows[1]["MUST"], Value::Null);
 }
 
 #[tokio::test]
@@ -381,7 +381,7 @@ async fn conversion_failures_go_to_the_error_table() {
     assert_eq!(st["last_error_offset_upper_bound"], "10");
     assert!(st["last_error_message"].as_str().unwrap().contains("cannot be converted"), "{st}");
     assert!(st["last_error_timestamp_ms"].is_number());
-    assert_eq!(e.query("SELECT id, CAST(d AS VARCHAR) AS d FROM DB.PUBLIC.E").await, vec![json!({"id": 1, "d": "2024-10-15"})]);
+    assert_eq!(e.query("SELECT id, CAST(d AS VARCHAR) AS d FROM DB.PUBLIC.E").await, vec![json!({"ID": 1.0, "d": "2024-10-15"})]);
     let errs = e.query("SELECT ROW_INDEX, ERROR_CODE, COLUMN_NAME, RECORD_CONTENT, OFFSET_TOKEN FROM ERROR_TABLE(DB.PUBLIC.E) ORDER BY ROW_INDEX").await;
     assert_eq!(errs.len(), 6);
     assert_eq!(errs[0]["RECORD_CONTENT"], r#"{"id":"abc"}"#);
@@ -416,7 +416,7 @@ async fn iceberg_rules() {
     let st = e.wait_committed("ICE", "c", "1").await;
     assert_eq!((st["rows_inserted"].as_i64(), st["rows_error_count"].as_i64()), (Some(2), Some(2)), "{st}");
     let got = e.query("SELECT id, CAST(date_added AS VARCHAR) AS d, kinesisMetadata AS m FROM DB.PUBLIC.ICE ORDER BY id").await;
-    assert_eq!(got[0], json!({"id": 1, "d": "2024-10-15", "m": {"stream": "s", "shardId": "shardId-0", "subSequenceNumber": 0}}));
+    assert_eq!(got[0], json!({"ID": 1, "d": "2024-10-15", "m": {"stream": "s", "shardId": "shardId-0", "subSequenceNumber": 0}}));
     assert_eq!(got[1]["m"]["shardId"], Value::Null);
     let cols = e.admin("GET", "/admin/tables", json!(null)).await["tables"][0]["columns"].clone();
     let names: Vec<&str> = cols.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -487,15 +487,13 @@ async fn stale_token_fault_invalidates_the_channel() {
 async fn withheld_commits_and_row_errors() {
     let e = env_with_t(50).await;
     let t = e.open_ok("T", "c").await;
-    e.fault(json!({"kind": "withhold_commits", "count": -1, "channel": "c"})).await;
+    let withhold = e.admin("POST", "/admin/faults", json!({"kind": "withhold_commits", "count": -1, "channel": "c"})).await;
     e.fault(json!({"kind": "row_errors", "count": 2})).await;
     assert_eq!(e.append("T", "c", &t, "1", &[json!({"id": 1}), json!({"id": 2}), json!({"id": 3})]).await.status, 200);
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(e.status("T", "c").await["last_committed_offset_token"], Value::Null);
     assert_eq!(e.open("T", "c", true).await.status, 409);
-    e.admin("DELETE", "/admin/faults", json!(null)).await;
-    // row_errors was cleared too; re-add it.
-    e.fault(json!({"kind": "row_errors", "count": 2})).await;
+    e.admin("DELETE", &format!("/admin/faults/{}", withhold["id"]), json!(null)).await;
     let st = e.wait_committed("T", "c", "1").await;
     assert_eq!((st["rows_inserted"].as_i64(), st["rows_error_count"].as_i64()), (Some(1), Some(2)));
 }
@@ -540,7 +538,7 @@ async fn admin_tables_json_and_query_guard() {
     e.append("J", "c", &t, "1", &[json!({"id": "1.25", "ts": "2024-01-02T03:04:05.123Z"}), json!({"id": 2, "ts": 1700000000000i64})]).await;
     e.wait_committed("J", "c", "1").await;
     let rows = e.query("SELECT id, CAST(ts AS VARCHAR) AS ts FROM DB.PUBLIC.J ORDER BY id").await;
-    assert_eq!(rows, vec![json!({"id": 1.25, "ts": "2024-01-02 03:04:05.123"}), json!({"id": 2.0, "ts": "2023-11-14 22:13:20"})]);
+    assert_eq!(rows, vec![json!({"ID": 1.25, "ts": "2024-01-02 03:04:05.123"}), json!({"ID": 2.0, "ts": "2023-11-14 22:13:20"})]);
     let r = e.http.post(format!("{}/admin/query", e.base)).json(&json!({"sql": "DROP TABLE DB.PUBLIC.J"})).send().await.unwrap();
     assert_eq!(r.status(), 400);
     let log = e.admin("GET", "/admin/requests?path_contains=/rows", json!(null)).await;
@@ -584,7 +582,7 @@ async fn state_dir_persists_tables_rows_and_channels() {
     let mut e = Env { base: run.url.clone(), http: reqwest::Client::new(), jwt: user_jwt(), scoped: String::new(), run };
     e.scoped = e.oauth(&e.jwt.clone()).await.text;
     assert_eq!(e.status("T", "c").await["last_committed_offset_token"], "5");
-    assert_eq!(e.query("SELECT id FROM DB.PUBLIC.T").await, vec![json!({"id": 5})]);
+    assert_eq!(e.query("SELECT id FROM DB.PUBLIC.T").await, vec![json!({"ID": 5})]);
     e.run.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
