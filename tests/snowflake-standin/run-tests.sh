@@ -8,9 +8,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${KINESNOW_CACHE:-$HOME/.cache/kinesnow}/target-standin}"
 
-echo "== build (release, target dir $CARGO_TARGET_DIR)"
-cargo build --release -p snowflake-standin --bins
-echo "== cargo test -p snowflake-standin"
+# One cargo invocation builds the binary too (integration tests need it); a separate
+# `cargo build` would resolve features without dev-dependencies and compile DuckDB twice.
+echo "== cargo test -p snowflake-standin (release, target dir $CARGO_TARGET_DIR)"
 cargo test --release -p snowflake-standin
 echo "== conformance: official snowpipe-streaming SDK"
 venv="$("$here/conformance/setup-venv.sh" | tail -n 1)"
