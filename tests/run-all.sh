@@ -31,8 +31,8 @@ step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
 step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
 step "NiFi harness (real NiFi)" python3 -m pytest -q tests/nifi
 step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
-# The Snowflake stand-in's suite (tests/snowflake-standin/run-tests.sh) joins this list once it passes
-# end to end; until then it is run on its own (see issue 7's note).
+# The Snowflake stand-in's suite (tests/snowflake-standin/run-tests.sh) passes but is run on its own:
+# its cold DuckDB build does not yet fit CI's time budget (see issue 7's note).
 
 echo
 echo "=== Summary ($((SECONDS - t_start)) s)"
