@@ -229,11 +229,7 @@ impl Shared {
         self.readers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The generation and committed position a new reader starts from.
-    pub(super) fn reader_start(&self, shard_id: &str) -> Option<(u64, Option<Position>)> {
-        self.reader_generation(shard_id)
-    }
-
+    /// The shard's generation and committed position; `None` once the shard is finished or lost.
     pub(super) fn reader_generation(&self, shard_id: &str) -> Option<(u64, Option<Position>)> {
         self.lock_shards().get(shard_id).filter(|s| !s.finished).map(|s| (s.generation, s.committed.clone()))
     }
@@ -291,7 +287,7 @@ impl Shared {
                 continue;
             }
             let last = records.last().map(|r| Position::new(r.sequence_number.clone(), r.sub_sequence_number));
-            state.in_flight.push_back(InFlight { batch_id: id, last, shard_end: false, acked: false, reservations });
+            state.in_flight.push_back(InFlight { batch_id: id, last, acked: false, reservations });
             out.push(ShardRecords { shard_id: shard_id.clone(), millis_behind: state.millis_behind, records });
         }
         drop(shards);
@@ -308,7 +304,7 @@ impl Shared {
             entry.acked = true;
             (state.lease.clone(), state.settle_front())
         };
-        let Some((Some(position), _)) = settled else { return };
+        let Some(position) = settled else { return };
         match self.store.checkpoint(&lease, &position, false).await {
             Ok(()) => {
                 let finished = {

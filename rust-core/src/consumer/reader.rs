@@ -36,7 +36,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
     let mut stopping = shared.stopping.subscribe();
     let mut limiter = ShardLimiter::default();
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
-    let Some((mut generation, committed)) = shared.reader_start(&shard_id) else { return };
+    let Some((mut generation, committed)) = shared.reader_generation(&shard_id) else { return };
     let mut start = committed.map_or(Start::Initial, Start::Committed);
     let mut iterator: Option<String> = None;
     let mut lag_warned: Option<tokio::time::Instant> = None;

@@ -17,10 +17,8 @@ pub struct Buffered {
 /// A batch's share of one shard, awaiting NiFi's verdict.
 pub struct InFlight {
     pub batch_id: i64,
-    /// The last record of the shard in that batch; `None` when the batch only carries the end.
+    /// The last record of the shard in that batch.
     pub last: Option<Position>,
-    /// The batch carried the shard's end: acknowledging it finishes the shard.
-    pub shard_end: bool,
     pub acked: bool,
     /// Held, not read: dropping them gives the batch's bytes back to the budget.
     #[allow(dead_code)]
@@ -36,9 +34,8 @@ pub struct ShardState {
     pub generation: u64,
     /// The last position checkpointed (everything up to it is committed in NiFi).
     pub committed: Option<Position>,
-    /// The reader reached the end of a closed shard; the end is handed to NiFi after the last record.
+    /// The reader reached the end of a closed shard; it is finished once all its records are committed.
     pub reader_finished: bool,
-    pub end_handed_out: bool,
     pub finished: bool,
     pub in_flight: VecDeque<InFlight>,
 }
@@ -53,7 +50,6 @@ impl ShardState {
             generation: 0,
             committed,
             reader_finished: false,
-            end_handed_out: false,
             finished: false,
             in_flight: VecDeque::new(),
         }
@@ -65,17 +61,15 @@ impl ShardState {
         self.buffered_bytes = 0;
         self.in_flight.clear();
         self.reader_finished = false;
-        self.end_handed_out = false;
         self.generation += 1;
     }
 
-    /// Pops the acknowledged batches at the front; returns the position (and end) to checkpoint.
-    pub fn settle_front(&mut self) -> Option<(Option<Position>, bool)> {
+    /// Pops the acknowledged batches at the front; returns the position to checkpoint, if any.
+    pub fn settle_front(&mut self) -> Option<Position> {
         let mut result = None;
         while self.in_flight.front().is_some_and(|f| f.acked) {
             let done = self.in_flight.pop_front().expect("front exists");
-            let last = done.last.or_else(|| self.committed.clone());
-            result = Some((last, done.shard_end));
+            result = done.last.or(result);
         }
         result
     }
