@@ -4,5 +4,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${KINESNOW_CACHE:-$HOME/.cache/kinesnow}/target-standin}"
-cargo run --release -q -p snowflake-standin --example bench -- --out "$here/BENCH.md" "$@"
+source "$here/env.sh"
+cargo run "${STANDIN_CARGO_FLAGS[@]}" -q --example bench -- --out "$here/BENCH.md" "$@"
