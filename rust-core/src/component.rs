@@ -10,17 +10,21 @@ use crate::consumer::output::Layout;
 use crate::consumer::{ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
 use crate::ffi::batch::{self, BatchError};
+use crate::ffi::sink_io::{self, SinkIoError};
+use crate::snowflake::{SinkEngine, SinkError, SinkSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
     #[error("{0}")]
     Config(#[from] ConfigProblems),
-    #[error("{0} cannot start: its engine is not part of this build yet, so it does not read or write any data")]
-    EngineUnavailable(&'static str),
     #[error("{0}")]
     Consumer(#[from] ConsumerError),
     #[error("{0}")]
     Batch(#[from] BatchError),
+    #[error("{0}")]
+    Sink(#[from] SinkError),
+    #[error("{0}")]
+    SinkIo(#[from] SinkIoError),
     #[error("{0} is not started")]
     NotStarted(&'static str),
 }
@@ -28,9 +32,10 @@ pub enum ComponentError {
 impl Classify for ComponentError {
     fn class(&self) -> ErrorClass {
         match self {
-            Self::Config(_) | Self::EngineUnavailable(_) => ErrorClass::Configuration,
+            Self::Config(_) => ErrorClass::Configuration,
             Self::Consumer(e) => e.class(),
-            Self::Batch(_) => ErrorClass::Fatal,
+            Self::Sink(SinkError::Api(e)) => e.class(),
+            Self::Batch(_) | Self::SinkIo(_) => ErrorClass::Fatal,
             Self::NotStarted(_) => ErrorClass::Retryable,
         }
     }
@@ -45,6 +50,7 @@ pub enum Settings {
 pub struct Component {
     settings: Settings,
     consumer: Mutex<Option<Arc<ConsumerEngine>>>,
+    sink: Mutex<Option<Arc<SinkEngine>>>,
 }
 
 impl Component {
@@ -54,7 +60,7 @@ impl Component {
             ComponentType::ConsumeKinesis => Settings::ConsumeKinesis(ConsumeKinesisConfig::parse(props)?),
             ComponentType::PutSnowflake => Settings::PutSnowflake(PutSnowflakeConfig::parse(props)?),
         };
-        let component = Self { settings, consumer: Mutex::new(None) };
+        let component = Self { settings, consumer: Mutex::new(None), sink: Mutex::new(None) };
         info!("{} configured", component.describe());
         Ok(component)
     }
@@ -83,8 +89,39 @@ impl Component {
                 *self.consumer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(engine));
                 Ok(())
             }
-            Settings::PutSnowflake(_) => Err(ComponentError::EngineUnavailable(self.kind().name())),
+            Settings::PutSnowflake(config) => {
+                let settings = SinkSettings::from_config(config, id);
+                let _runtime = crate::runtime::get().enter();
+                let engine = SinkEngine::start(config, settings)?;
+                *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(engine));
+                Ok(())
+            }
         }
+    }
+
+    /// PutSnowflake: hands FlowFiles (the JNI layout of `sink_io`) to the engine.
+    pub fn submit(&self, flow_files: &[u8]) -> Result<(), ComponentError> {
+        let engine = self.sink()?;
+        let flow_files = sink_io::decode_flow_files(flow_files)?;
+        let _runtime = crate::runtime::get().enter();
+        engine.submit(flow_files);
+        Ok(())
+    }
+
+    /// PutSnowflake: the outcomes known so far (JNI layout), waiting up to `wait` for one; `None` if none.
+    pub fn outcomes(&self, wait: std::time::Duration) -> Result<Option<Vec<u8>>, ComponentError> {
+        let engine = self.sink()?;
+        let outcomes = crate::runtime::get().block_on(engine.outcomes(wait, 10_000));
+        Ok((!outcomes.is_empty()).then(|| sink_io::encode_outcomes(&outcomes)))
+    }
+
+    /// PutSnowflake: bytes of FlowFile content the engine can still take.
+    pub fn capacity(&self) -> Result<u64, ComponentError> {
+        Ok(self.sink()?.capacity())
+    }
+
+    fn sink(&self) -> Result<Arc<SinkEngine>, ComponentError> {
+        self.sink.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or(ComponentError::NotStarted(self.kind().name()))
     }
 
     /// The next batch of FlowFiles in the JNI layout, or `None` when nothing arrived in time.
@@ -112,6 +149,9 @@ impl Component {
         let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(engine) = engine {
             crate::runtime::get().block_on(engine.stop());
+        }
+        if let Some(sink) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            sink.stop();
         }
     }
 
@@ -141,19 +181,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn put_snowflake_says_its_engine_is_missing() {
+    fn put_snowflake_starts_without_contacting_snowflake_and_stops() {
+        let dir = std::env::temp_dir().join(format!("kinesnow-token-{}", std::process::id()));
+        std::fs::write(&dir, "token").unwrap();
         let props = PropertyMap::from_pairs([
             ("Account Identifier", "a-b"),
             ("Authentication Strategy", "SNOWFLAKE_MANAGED_TOKEN"),
+            ("Session Token File", dir.to_str().unwrap()),
             ("Database", "D"),
             ("Schema", "S"),
             ("Table", "T"),
         ]);
         let c = Component::open(ComponentType::PutSnowflake, &props).unwrap();
-        let err = c.start(1).unwrap_err();
-        assert_eq!(err.class(), ErrorClass::Configuration);
-        assert!(err.to_string().starts_with("PutSnowflake cannot start"));
-        assert!(matches!(c.poll(), Err(ComponentError::NotStarted(_))));
+        assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
+        c.start(1).unwrap();
+        assert_eq!(c.capacity().unwrap(), 64 * 1024 * 1024);
+        assert_eq!(c.outcomes(std::time::Duration::ZERO).unwrap(), None);
+        c.stop();
+        assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
+        std::fs::remove_file(dir).unwrap();
     }
 
     #[test]

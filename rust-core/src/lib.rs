@@ -13,3 +13,4 @@ pub mod ffi;
 pub mod kinesis;
 pub mod lease;
 pub mod runtime;
+pub mod snowflake;

@@ -25,6 +25,7 @@ pub const CHANNEL_PREFIX: &str = "Channel Name Prefix";
 pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
 pub const MAX_LATENCY: &str = "Max Latency";
 pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
+pub const MAX_IN_FLIGHT_SIZE: &str = "Max In-Flight Size";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     ACCOUNT_IDENTIFIER,
@@ -47,6 +48,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     MAX_BATCH_SIZE,
     MAX_LATENCY,
     COMMIT_TIMEOUT,
+    MAX_IN_FLIGHT_SIZE,
 ];
 
 /// Where Openflow's Snowflake deployments mount the session token.
@@ -88,6 +90,8 @@ pub struct PutSnowflakeConfig {
     pub max_batch_size: u64,
     pub max_latency: Duration,
     pub commit_timeout: Duration,
+    /// All rows held until Snowflake commits them, over every channel.
+    pub max_in_flight_size: u64,
 }
 
 impl PutSnowflakeConfig {
@@ -96,6 +100,12 @@ impl PutSnowflakeConfig {
         let account = r.required(ACCOUNT_IDENTIFIER);
         check_account(&mut r, &account);
         let url_override = r.url(URL_OVERRIDE);
+        if let Some(u) = &url_override {
+            let loopback = matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+            if u.scheme() == "http" && !loopback {
+                r.problem(URL_OVERRIDE, "plain http is allowed only for a server on this machine (127.0.0.1); use https");
+            }
+        }
         let role = r.optional(ROLE);
         let authentication = authentication(&mut r);
         let database = r.required(DATABASE);
@@ -123,8 +133,12 @@ impl PutSnowflakeConfig {
             r.problem(CHANNEL_PREFIX, format!("'{channel_prefix}' may only hold letters, digits, '_' and '-'"));
         }
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
-        let max_latency = r.duration_in(MAX_LATENCY, Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
+        let max_latency = r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
         let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
+        let max_in_flight_size = r.data_size_in(MAX_IN_FLIGHT_SIZE, 64 * MIB, MIB, 4096 * MIB);
+        if max_in_flight_size < max_batch_size {
+            r.problem(MAX_IN_FLIGHT_SIZE, "must be at least Max Batch Size");
+        }
         r.finish(Self {
             account,
             url_override,
@@ -140,6 +154,7 @@ impl PutSnowflakeConfig {
             max_batch_size,
             max_latency,
             commit_timeout,
+            max_in_flight_size,
         })
     }
 }

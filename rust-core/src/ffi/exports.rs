@@ -1,7 +1,7 @@
 //! The functions `io.kinesnow.nifi.nativebridge.NativeBridge` declares as `native`.
 //! Each body runs inside [`guard::call`]; none of them may panic into the JVM.
 
-use jni::objects::{JClass, JObject, JObjectArray, JString};
+use jni::objects::{JByteArray, JClass, JObject, JObjectArray, JString};
 use jni::sys::{jbyteArray, jint, jlong, jobjectArray, jstring};
 use jni::JNIEnv;
 use once_cell::sync::Lazy;
@@ -153,6 +153,54 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_nack<'l>(
     guard::call(&mut env, |_env| {
         let c = COMPONENTS.get(handle(component))?;
         c.nack(batch_id).map_err(|e| BridgeError::core(&e))
+    })
+}
+
+/// PutSnowflake: queues FlowFiles (layout in `sink_io`) on their channels; returns at once.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_submit<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    flow_files: JByteArray<'l>,
+) {
+    guard::call(&mut env, |env| {
+        let c = COMPONENTS.get(handle(component))?;
+        let bytes = env.convert_byte_array(&flow_files)?;
+        c.submit(&bytes).map_err(|e| BridgeError::core(&e))
+    })
+}
+
+/// PutSnowflake: outcomes of submitted FlowFiles (layout in `sink_io`), waiting up to
+/// `waitMillis` for the first; null when none is known yet.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_outcomes<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    wait_millis: jlong,
+) -> jbyteArray {
+    guard::call(&mut env, |env| {
+        let c = COMPONENTS.get(handle(component))?;
+        let wait = std::time::Duration::from_millis(wait_millis.clamp(0, 10_000) as u64);
+        match c.outcomes(wait).map_err(|e| BridgeError::core(&e))? {
+            Some(bytes) => Ok(env.byte_array_from_slice(&bytes)?.into_raw()),
+            None => Ok(std::ptr::null_mut()),
+        }
+    })
+}
+
+/// PutSnowflake: bytes of content the engine can still take before its in-flight budget is full.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_capacity<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) -> jlong {
+    guard::call(&mut env, |_env| {
+        let c = COMPONENTS.get(handle(component))?;
+        let capacity = c.capacity().map_err(|e| BridgeError::core(&e))?;
+        Ok(capacity.min(i64::MAX as u64) as jlong)
     })
 }
 

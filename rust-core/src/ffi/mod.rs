@@ -9,6 +9,7 @@ pub mod batch;
 pub mod guard;
 pub mod handles;
 pub mod log_bridge;
+pub mod sink_io;
 
 mod exports;
 mod java;

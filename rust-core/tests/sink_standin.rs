@@ -1,0 +1,316 @@
+//! PutSnowflake's engine against the Snowflake stand-in (real HTTP, real DuckDB): exactly-once per
+//! shard under replays, reopened channels, withheld commits, throttling, expired tokens and pipe
+//! failover; row errors to invalid; configuration errors to failure; schema evolution; Iceberg.
+
+mod standin_support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use kinesnow_core::config::{PropertyMap, PutSnowflakeConfig};
+use kinesnow_core::snowflake::{FlowFileIn, Outcome, Route, SinkEngine, SinkSettings};
+use serde_json::{json, Value};
+use standin_support::{query_param, Standin, ACCOUNT, KEY, USER};
+
+const TABLE: &str = "DB.PUBLIC.EVENTS";
+
+fn config(standin: &Standin, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
+    let mut pairs: Vec<(&str, &str)> = vec![
+        ("Account Identifier", ACCOUNT),
+        ("Snowflake URL Override", &standin.url),
+        ("User", USER),
+        ("Private Key", KEY),
+        ("Database", "DB"),
+        ("Schema", "PUBLIC"),
+        ("Table", "EVENTS"),
+        ("Max Latency", "20 ms"),
+        ("Commit Timeout", "20 sec"),
+    ];
+    pairs.extend_from_slice(extra);
+    PutSnowflakeConfig::parse(&PropertyMap::from_pairs(pairs)).expect("valid settings")
+}
+
+struct Sink {
+    rt: tokio::runtime::Runtime,
+    engine: Option<SinkEngine>,
+}
+
+impl Sink {
+    fn start(config: &PutSnowflakeConfig) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let mut settings = SinkSettings::from_config(config, 0);
+        settings.status_interval = Duration::from_millis(100);
+        let engine = rt.block_on(async { SinkEngine::start(config, settings) }).unwrap();
+        Self { rt, engine: Some(engine) }
+    }
+
+    fn engine(&self) -> &SinkEngine {
+        self.engine.as_ref().unwrap()
+    }
+
+    fn submit(&self, flow_files: Vec<FlowFileIn>) {
+        let _guard = self.rt.enter();
+        self.engine().submit(flow_files);
+    }
+
+    /// Outcomes for exactly `n` FlowFiles, or a panic naming what is missing after `timeout`.
+    fn outcomes(&self, n: usize, timeout: Duration) -> HashMap<i64, Outcome> {
+        let deadline = Instant::now() + timeout;
+        let mut got = HashMap::new();
+        while got.len() < n {
+            assert!(Instant::now() < deadline, "only {} of {n} outcomes after {timeout:?}: {got:?}", got.len());
+            for o in self.rt.block_on(self.engine().outcomes(Duration::from_millis(200), 10_000)) {
+                assert!(got.insert(o.flow_file_id, o).is_none(), "two outcomes for one FlowFile");
+            }
+        }
+        got
+    }
+
+    /// Stops the engine as NiFi's @OnStopped does; outcomes not yet read are lost, like rolled-back sessions.
+    fn stop(mut self) {
+        self.engine.take().unwrap().stop();
+    }
+}
+
+/// One FlowFile per record, as ConsumeKinesis writes with the FLOW_FILE strategy.
+fn record(id: i64, shard: &str, seq: u64, body: Value) -> FlowFileIn {
+    let attributes = [
+        ("aws.kinesis.stream.name", "orders".to_string()),
+        ("aws.kinesis.shard.id", shard.to_string()),
+        ("aws.kinesis.partition.key", format!("pk-{seq}")),
+        ("aws.kinesis.last.sequence.number", format!("4959{seq:012}")),
+        ("aws.kinesis.approximate.arrival.timestamp.ms", "1700000000000".to_string()),
+        ("record.count", "1".to_string()),
+    ];
+    FlowFileIn {
+        id,
+        attributes: attributes.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        content: body.to_string().into_bytes(),
+    }
+}
+
+/// `shards` × `per_shard` records with ids 1.. and a unique `n` column.
+fn records(shards: usize, per_shard: u64, first_id: i64) -> Vec<FlowFileIn> {
+    let mut out = Vec::new();
+    let mut id = first_id;
+    for seq in 1..=per_shard {
+        for s in 0..shards {
+            let shard = format!("shardId-00000000000{s}");
+            out.push(record(id, &shard, seq, json!({"n": id, "shard": shard, "seq": seq})));
+            id += 1;
+        }
+    }
+    out
+}
+
+fn create_events(standin: &Standin, extra: &str) {
+    standin.sql(&format!("CREATE OR REPLACE TABLE {TABLE} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT){extra}"));
+}
+
+fn assert_exactly_once(standin: &Standin, expected: u64) {
+    let rows = standin.query(&format!("SELECT COUNT(*) AS C, COUNT(DISTINCT N) AS D FROM {TABLE}"));
+    assert_eq!(rows[0]["D"].as_u64().unwrap(), expected, "every record arrived");
+    assert_eq!(rows[0]["C"].as_u64().unwrap(), expected, "no record arrived twice");
+}
+
+fn routes(outcomes: &HashMap<i64, Outcome>, route: Route) -> usize {
+    outcomes.values().filter(|o| o.route == route).count()
+}
+
+#[test]
+fn every_record_lands_once_and_a_replay_is_skipped_by_offset_token() {
+    let standin = Standin::start("replay", 200);
+    create_events(&standin, "");
+    let config = config(&standin, &[]);
+    let sink = Sink::start(&config);
+    sink.submit(records(3, 40, 1));
+    let outcomes = sink.outcomes(120, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 120, "{outcomes:?}");
+    assert_exactly_once(&standin, 120);
+    let first = &outcomes[&1];
+    assert_eq!(first.channel, "kinesnow_orders_shardId-000000000000");
+    assert_eq!(first.offset_token, "495900000000000100000000000000000000");
+    let metadata = &standin.query(&format!("SELECT KINESISMETADATA AS M FROM {TABLE} WHERE N = 1"))[0]["M"];
+    assert_eq!(metadata["shardedSequenceNumber"], "495900000000000100000000000000000000");
+    assert_eq!(metadata["partitionKey"], "pk-1");
+    sink.stop();
+
+    // NiFi restarted before it recorded those outcomes: the same FlowFiles come again, plus new ones.
+    let sink = Sink::start(&config);
+    let mut again = records(3, 40, 1);
+    again.extend(records(3, 50, 1).into_iter().skip(120));
+    sink.submit(again);
+    let outcomes = sink.outcomes(150, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 150);
+    assert_eq!(outcomes[&1].rows_skipped, 1, "a replayed record is skipped, not sent");
+    assert_eq!(outcomes[&121].rows_sent, 1);
+    assert_exactly_once(&standin, 150);
+}
+
+#[test]
+fn faults_never_lose_or_double_a_record() {
+    let standin = Standin::start("faults", 200);
+    create_events(&standin, "");
+    let config = config(&standin, &[("Max Batch Size", "2 KB")]);
+    let sink = Sink::start(&config);
+    sink.submit(records(2, 10, 1));
+    sink.outcomes(20, Duration::from_secs(30));
+
+    let mut next = 21;
+    let mut expected = 20;
+    for fault in [
+        json!({"kind": "stale_token", "count": 1}),
+        json!({"kind": "backpressure429", "count": 8}),
+        json!({"kind": "retry_request", "count": 3, "bare_string": true}),
+        json!({"kind": "expired_token", "count": 1}),
+        json!({"kind": "pipe_failover", "count": 1}),
+        json!({"kind": "backpressure503", "count": 3, "on": "status"}),
+    ] {
+        standin.fault(fault.clone());
+        // Ids continue; sequence numbers keep growing per shard (above the first batch's 1..=10).
+        let batch: Vec<_> = (0..60)
+            .map(|i| {
+                let n = next + i as i64;
+                let shard = if i % 2 == 0 { "shardId-000000000000" } else { "shardId-000000000001" };
+                record(n, shard, n as u64 * 10, json!({"n": n, "shard": shard, "seq": n}))
+            })
+            .collect();
+        sink.submit(batch);
+        let outcomes = sink.outcomes(60, Duration::from_secs(60));
+        assert_eq!(routes(&outcomes, Route::Success), 60, "after {fault}: {outcomes:?}");
+        next += 60;
+        expected += 60;
+        assert_exactly_once(&standin, expected);
+        standin.clear_faults();
+    }
+    let retried: Vec<_> = standin.requests("/rows").iter().filter_map(|r| query_param(r, "retryCount")).filter(|c| c != "0").collect();
+    assert!(!retried.is_empty(), "some appends were retried with the same requestId");
+}
+
+#[test]
+fn withheld_commits_time_out_and_are_sent_again_exactly_once() {
+    let standin = Standin::start("withheld", 100);
+    create_events(&standin, "");
+    let config = config(&standin, &[("Commit Timeout", "2 sec")]);
+    let sink = Sink::start(&config);
+    standin.fault(json!({"kind": "withhold_commits", "count": -1}));
+    sink.submit(records(2, 20, 1));
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty(), "nothing succeeds before Snowflake commits");
+    standin.clear_faults();
+    let outcomes = sink.outcomes(40, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 40);
+    assert_exactly_once(&standin, 40);
+    let opens = standin.requests("/channels/kinesnow_orders_shardId-000000000000").iter().filter(|r| r["method"] == "PUT").count();
+    assert!(opens >= 2, "the channel was reopened after the commit timeout ({opens} opens)");
+}
+
+#[test]
+fn rejected_rows_go_to_invalid_and_bad_content_is_never_sent() {
+    let standin = Standin::start("invalid", 100);
+    create_events(&standin, " ERROR_LOGGING = TRUE");
+    let sink = Sink::start(&config(&standin, &[]));
+    // Converting 'not a number' into N NUMBER fails in Snowflake, which still answers 200.
+    sink.submit(vec![
+        record(1, "shardId-000000000000", 1, json!({"n": 1})),
+        FlowFileIn { id: 2, attributes: HashMap::new(), content: b"[1,2]".to_vec() },
+    ]);
+    let first = sink.outcomes(2, Duration::from_secs(20));
+    assert_eq!(first[&1].route, Route::Success);
+    assert_eq!(first[&2].route, Route::Invalid);
+    assert!(first[&2].message.starts_with("not sent: array element 1 is a JSON number"), "{}", first[&2].message);
+    sink.submit(vec![record(3, "shardId-000000000000", 2, json!({"n": "not a number"}))]);
+    let second = sink.outcomes(1, Duration::from_secs(20));
+    assert_eq!(second[&3].route, Route::Invalid, "{:?}", second[&3]);
+    assert!(second[&3].message.contains("Snowflake rejected 1 row(s)"), "{}", second[&3].message);
+    assert_eq!(standin.count(TABLE), 1);
+    assert_eq!(standin.count(&format!("ERROR_TABLE({TABLE})")), 1);
+}
+
+#[test]
+fn a_missing_table_sends_flow_files_to_failure_naming_it() {
+    let standin = Standin::start("missing", 100);
+    let sink = Sink::start(&config(&standin, &[]));
+    sink.submit(records(1, 3, 1));
+    let outcomes = sink.outcomes(3, Duration::from_secs(20));
+    assert_eq!(routes(&outcomes, Route::Failure), 3);
+    let message = &outcomes[&1].message;
+    assert!(message.contains("EVENTS"), "{message}");
+    assert!(message.contains("404"), "{message}");
+}
+
+#[test]
+fn a_wrong_key_is_refused_with_a_message_and_without_the_key() {
+    let standin = Standin::start("wrongkey", 100);
+    create_events(&standin, "");
+    let foreign = include_str!("../../tests/snowflake-standin/tests/fixtures/foreign.p8");
+    let sink = Sink::start(&config(&standin, &[("Private Key", foreign)]));
+    sink.submit(records(1, 1, 1));
+    let outcomes = sink.outcomes(1, Duration::from_secs(20));
+    let o = &outcomes[&1];
+    assert_eq!(o.route, Route::Failure);
+    assert!(o.message.contains("refused the credentials"), "{}", o.message);
+    assert!(!o.message.contains("PRIVATE KEY") && !o.message.contains("eyJ"), "no key or token in {}", o.message);
+}
+
+#[test]
+fn schema_evolution_adds_columns_only_when_the_table_allows_it() {
+    for (evolution, expect_column) in [(true, true), (false, false)] {
+        let standin = Standin::start(if evolution { "evolve" } else { "noevolve" }, 100);
+        let clause = if evolution { " ENABLE_SCHEMA_EVOLUTION = TRUE" } else { "" };
+        create_events(&standin, clause);
+        let sink = Sink::start(&config(&standin, &[("Schema Evolution Enabled", if evolution { "true" } else { "false" })]));
+        sink.submit(vec![record(1, "shardId-000000000000", 1, json!({"n": 1, "colour": "red"}))]);
+        assert_eq!(sink.outcomes(1, Duration::from_secs(20))[&1].route, Route::Success);
+        let tables = standin.admin("GET", "/admin/tables", Value::Null);
+        let columns: Vec<String> = tables["tables"][0]["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(columns.contains(&"COLOUR".to_owned()), expect_column, "evolution {evolution}: {columns:?}");
+        assert_eq!(standin.count(TABLE), 1);
+    }
+}
+
+#[test]
+fn iceberg_metadata_is_structured_and_complete_even_for_lines_without_it() {
+    let standin = Standin::start("iceberg", 100);
+    standin.sql(&format!(
+        "CREATE OR REPLACE ICEBERG TABLE {TABLE} (N NUMBER, D DATE, KINESISMETADATA OBJECT(stream STRING, shardId STRING, approximateArrival BIGINT, partitionKey STRING, sequenceNumber STRING, subSequenceNumber INTEGER, shardedSequenceNumber STRING))"
+    ));
+    let sink = Sink::start(&config(&standin, &[("Iceberg Enabled", "true")]));
+    // A LINE_DELIMITED FlowFile of USE_VALUE records: the lines carry no metadata of their own.
+    let mut lines = record(1, "shardId-000000000000", 7, Value::Null);
+    lines.content = b"{\"n\":1,\"d\":\"2024-10-15\"}\n{\"n\":2,\"d\":\"2024-10-16\"}\n".to_vec();
+    lines.attributes.insert("record.count".into(), "2".into());
+    sink.submit(vec![lines, record(2, "shardId-000000000001", 1, json!({"n": 3, "d": "2024-10-17"}))]);
+    let outcomes = sink.outcomes(2, Duration::from_secs(20));
+    assert!(outcomes.values().all(|o| o.route == Route::Success), "{outcomes:?}");
+    assert_eq!(outcomes[&1].offset_token, "495900000000000700000000000000000000");
+    let rows = standin.query(&format!("SELECT N, CAST(D AS VARCHAR) AS D, KINESISMETADATA AS M FROM {TABLE} ORDER BY N"));
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["D"], "2024-10-15");
+    assert_eq!(rows[0]["M"]["shardId"], "shardId-000000000000");
+    assert_eq!(rows[0]["M"]["sequenceNumber"], Value::Null);
+    assert_eq!(rows[2]["M"]["partitionKey"], "pk-1");
+}
+
+#[test]
+fn a_flow_file_split_over_appends_resumes_from_its_committed_part() {
+    let standin = Standin::start("parts", 100);
+    create_events(&standin, "");
+    let config = config(&standin, &[("Max Batch Size", "1 KB")]);
+    // 60 lines of ~40 bytes: three appends or more; the second is refused as stale once.
+    let mut ff = record(1, "shardId-000000000000", 9, Value::Null);
+    ff.content = (1..=60).map(|n| format!("{{\"n\":{n},\"shard\":\"s0\",\"seq\":{n}}}\n")).collect::<String>().into_bytes();
+    standin.fault(json!({"kind": "stale_token", "count": 1}));
+    let sink = Sink::start(&config);
+    sink.submit(vec![ff.clone()]);
+    let outcomes = sink.outcomes(1, Duration::from_secs(30));
+    assert_eq!(outcomes[&1].route, Route::Success);
+    assert_exactly_once(&standin, 60);
+    let tokens: Vec<String> = standin.requests("/rows").iter().filter_map(|r| query_param(r, "offsetToken")).collect();
+    assert!(tokens.iter().any(|t| t.contains(':')), "parts carry <token>:<rows done>: {tokens:?}");
+    sink.stop();
+    let sink = Sink::start(&config);
+    sink.submit(vec![ff]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(20))[&1].rows_skipped, 60);
+    assert_exactly_once(&standin, 60);
+}
