@@ -48,6 +48,18 @@ public final class NativeBridge {
     /** Stops and frees the component; the handle is invalid afterwards. */
     public static native void close(long handle);
 
+    /** PutSnowflake: hands FlowFiles (encoded by {@link SinkBatch#encode}) to their channels; returns at once. */
+    public static native void submit(long handle, byte[] flowFiles);
+
+    /**
+     * PutSnowflake: outcomes of submitted FlowFiles (decoded by {@link SinkBatch#decodeOutcomes}), waiting up to
+     * {@code waitMillis} for the first; null when none is known yet.
+     */
+    public static native byte[] outcomes(long handle, long waitMillis);
+
+    /** PutSnowflake: bytes of FlowFile content the engine can take before its in-flight budget is full. */
+    public static native long capacity(long handle);
+
     /** How many components are open in this JVM. */
     public static native int openComponents();
 

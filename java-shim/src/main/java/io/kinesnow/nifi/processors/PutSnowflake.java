@@ -1,7 +1,10 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.SinkBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.TriggerSerially;
+import org.apache.nifi.annotation.behavior.TriggerWhenEmpty;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
 import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
@@ -13,27 +16,42 @@ import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationContext;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.components.Validator;
-import org.apache.nifi.processor.AbstractProcessor;
+import org.apache.nifi.flowfile.FlowFile;
+import org.apache.nifi.processor.AbstractSessionFactoryProcessor;
+import org.apache.nifi.processor.FlowFileFilter;
 import org.apache.nifi.processor.ProcessContext;
 import org.apache.nifi.processor.ProcessSession;
+import org.apache.nifi.processor.ProcessSessionFactory;
 import org.apache.nifi.processor.Relationship;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 @Tags({"snowflake", "snowpipe", "streaming", "ingest", "kinesis", "kinesnow"})
 @InputRequirement(InputRequirement.Requirement.INPUT_REQUIRED)
+@TriggerSerially
+@TriggerWhenEmpty
 @CapabilityDescription("Streams JSON records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
         + "high-performance REST API, with its client written in Rust. Each source shard gets its own channel and its records' "
         + "shardedSequenceNumber is the offset token, so every record lands exactly once across restarts and replays. A "
         + "FlowFile goes to success only after Snowflake reports its rows committed.")
 @WritesAttributes({
     @WritesAttribute(attribute = "snowflake.channel", description = "The Snowpipe Streaming channel the rows went through"),
-    @WritesAttribute(attribute = "snowflake.offset.token", description = "The last offset token committed for the FlowFile"),
+    @WritesAttribute(attribute = "snowflake.offset.token", description = "The offset token of the FlowFile's last row"),
+    @WritesAttribute(attribute = "snowflake.rows.sent", description = "Rows of the FlowFile sent by this processor"),
+    @WritesAttribute(attribute = "snowflake.rows.skipped",
+            description = "Rows of the FlowFile skipped because Snowflake had already committed them (a replay)"),
     @WritesAttribute(attribute = "snowflake.error.message", description = "Why the FlowFile went to failure or invalid")
 })
-public class PutSnowflake extends AbstractProcessor {
+public class PutSnowflake extends AbstractSessionFactoryProcessor {
 
     static final AllowableValue KEY_PAIR = new AllowableValue("KEY_PAIR", "Key Pair",
             "Authenticate as User with an RSA key pair (JWT signed with the private key).");
@@ -102,16 +120,21 @@ public class PutSnowflake extends AbstractProcessor {
             .required(true).defaultValue("8 MB").addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_LATENCY = new PropertyDescriptor.Builder()
             .name("Max Latency").description("The longest rows wait in the processor before they are sent.")
-            .required(true).defaultValue("1 sec").addValidator(Validator.VALID).build();
+            .required(true).defaultValue("250 ms").addValidator(Validator.VALID).build();
     static final PropertyDescriptor COMMIT_TIMEOUT = new PropertyDescriptor.Builder()
             .name("Commit Timeout")
             .description("How long to wait for Snowflake to report rows committed before the FlowFile is penalized and retried.")
             .required(true).defaultValue("90 sec").addValidator(Validator.VALID).build();
+    static final PropertyDescriptor MAX_IN_FLIGHT_SIZE = new PropertyDescriptor.Builder()
+            .name("Max In-Flight Size")
+            .description("The most FlowFile content held by the processor, over all channels, until Snowflake reports it "
+                    + "committed. Bounds the processor's memory; at least Max Batch Size.")
+            .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,
             USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, DATABASE, SCHEMA, TABLE,
             DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE,
-            MAX_LATENCY, COMMIT_TIMEOUT);
+            MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE);
 
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles whose rows Snowflake has committed.").build();
@@ -120,7 +143,27 @@ public class PutSnowflake extends AbstractProcessor {
     public static final Relationship REL_INVALID = new Relationship.Builder()
             .name("invalid").description("FlowFiles whose content is not JSON objects, or whose rows Snowflake rejected.").build();
 
+    /** A FlowFile batch waits this long for its outcomes when nothing else is to be done. */
+    private static final long OUTCOME_WAIT_MILLIS = 100;
+    private static final int MAX_FLOW_FILES_PER_SUBMIT = 10_000;
+
     private final NativeComponent engine = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
+    /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
+    private final List<HeldSession> held = new ArrayList<>();
+    private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
+    private volatile String transitUri;
+
+    /** A session kept open across triggers until every FlowFile in it has its outcome. */
+    private static final class HeldSession {
+        final ProcessSession session;
+        final Map<Long, FlowFile> waiting = new LinkedHashMap<>();
+        long rowsSent;
+        long rowsSkipped;
+
+        HeldSession(final ProcessSession session) {
+            this.session = session;
+        }
+    }
 
     @Override
     protected List<PropertyDescriptor> getSupportedPropertyDescriptors() {
@@ -140,17 +183,141 @@ public class PutSnowflake extends AbstractProcessor {
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
         engine.open(context, PROPERTIES, getLogger());
+        transitUri = "snowflake://" + context.getProperty(ACCOUNT_IDENTIFIER).getValue() + "/"
+                + context.getProperty(DATABASE).getValue() + "/" + context.getProperty(SCHEMA).getValue() + "/"
+                + context.getProperty(TABLE).getValue();
     }
 
+    /**
+     * Stops the engine, then rolls back every session still waiting: its FlowFiles return to the queue, and their
+     * replay skips whatever Snowflake committed meanwhile.
+     */
     @OnStopped
     public void onStopped() {
         engine.close();
+        for (final HeldSession h : held) {
+            h.session.rollback();
+        }
+        held.clear();
+        heldByFlowFile.clear();
     }
 
     @Override
-    public void onTrigger(final ProcessContext context, final ProcessSession session) {
-        // The Snowpipe Streaming client arrives with its own change; until then onScheduled refuses to start, so NiFi
-        // never triggers this processor and no FlowFile is routed here.
-        context.yield();
+    public void onTrigger(final ProcessContext context, final ProcessSessionFactory sessionFactory) {
+        final long handle = engine.handle();
+        final boolean submitted = submit(sessionFactory, handle);
+        final byte[] outcomes = NativeBridge.outcomes(handle, submitted ? 0 : OUTCOME_WAIT_MILLIS);
+        if (outcomes != null) {
+            route(SinkBatch.decodeOutcomes(outcomes));
+        }
+    }
+
+    /** Takes as many FlowFiles as the engine's in-flight budget allows and hands them over in one call. */
+    private boolean submit(final ProcessSessionFactory sessionFactory, final long handle) {
+        final long capacity = NativeBridge.capacity(handle);
+        if (capacity <= 0) {
+            return false;
+        }
+        final ProcessSession session = sessionFactory.createSession();
+        final List<FlowFile> flowFiles = session.get(sizeLimit(capacity));
+        if (flowFiles.isEmpty()) {
+            session.commitAsync();
+            return false;
+        }
+        final HeldSession h = new HeldSession(session);
+        try {
+            final SinkBatch batch = new SinkBatch();
+            for (final FlowFile flowFile : flowFiles) {
+                batch.add(flowFile.getId(), sourceAttributes(flowFile), content(session, flowFile));
+                h.waiting.put(flowFile.getId(), flowFile);
+            }
+            NativeBridge.submit(handle, batch.encode());
+        } catch (final RuntimeException e) {
+            session.rollback();
+            throw e;
+        }
+        held.add(h);
+        for (final Long id : h.waiting.keySet()) {
+            heldByFlowFile.put(id, h);
+        }
+        return true;
+    }
+
+    /** FlowFiles up to {@code capacity} bytes of content (always at least one). */
+    private static FlowFileFilter sizeLimit(final long capacity) {
+        final long[] taken = {0, 0};
+        return flowFile -> {
+            if (taken[1] > 0 && (taken[0] + flowFile.getSize() > capacity || taken[1] >= MAX_FLOW_FILES_PER_SUBMIT)) {
+                return FlowFileFilter.FlowFileFilterResult.REJECT_AND_TERMINATE;
+            }
+            taken[0] += flowFile.getSize();
+            taken[1]++;
+            return FlowFileFilter.FlowFileFilterResult.ACCEPT_AND_CONTINUE;
+        };
+    }
+
+    /** The attributes the core reads: where the records came from (ConsumeKinesis writes them). */
+    private static Map<String, String> sourceAttributes(final FlowFile flowFile) {
+        final Map<String, String> attributes = new HashMap<>();
+        for (final Map.Entry<String, String> e : flowFile.getAttributes().entrySet()) {
+            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().equals("record.count")) {
+                attributes.put(e.getKey(), e.getValue());
+            }
+        }
+        return attributes;
+    }
+
+    private static byte[] content(final ProcessSession session, final FlowFile flowFile) {
+        try (InputStream in = session.read(flowFile)) {
+            return in.readAllBytes();
+        } catch (final IOException e) {
+            throw new UncheckedIOException("cannot read the content of " + flowFile, e);
+        }
+    }
+
+    /** Routes each FlowFile with a known outcome; a session is committed once all of its FlowFiles are routed. */
+    private void route(final List<SinkBatch.Outcome> outcomes) {
+        for (final SinkBatch.Outcome outcome : outcomes) {
+            final HeldSession h = heldByFlowFile.remove(outcome.flowFileId());
+            if (h == null) {
+                continue; // its session was rolled back
+            }
+            FlowFile flowFile = h.waiting.remove(outcome.flowFileId());
+            final ProcessSession session = h.session;
+            final Map<String, String> attributes = new HashMap<>();
+            if (!outcome.channel().isEmpty()) {
+                attributes.put("snowflake.channel", outcome.channel());
+            }
+            if (!outcome.offsetToken().isEmpty()) {
+                attributes.put("snowflake.offset.token", outcome.offsetToken());
+            }
+            attributes.put("snowflake.rows.sent", Integer.toString(outcome.rowsSent()));
+            attributes.put("snowflake.rows.skipped", Integer.toString(outcome.rowsSkipped()));
+            if (!outcome.message().isEmpty()) {
+                attributes.put("snowflake.error.message", outcome.message());
+            }
+            flowFile = session.putAllAttributes(flowFile, attributes);
+            h.rowsSent += outcome.rowsSent();
+            h.rowsSkipped += outcome.rowsSkipped();
+            switch (outcome.route()) {
+                case SinkBatch.ROUTE_SUCCESS -> {
+                    session.getProvenanceReporter().send(flowFile, transitUri + "?channel=" + outcome.channel());
+                    session.transfer(flowFile, REL_SUCCESS);
+                }
+                case SinkBatch.ROUTE_INVALID -> {
+                    getLogger().warn("{} routed to invalid: {}", flowFile, outcome.message());
+                    session.transfer(flowFile, REL_INVALID);
+                }
+                default -> session.transfer(flowFile, REL_FAILURE);
+            }
+            if (h.waiting.isEmpty()) {
+                session.adjustCounter("Rows Sent", h.rowsSent, false);
+                if (h.rowsSkipped > 0) {
+                    session.adjustCounter("Rows Skipped (already committed)", h.rowsSkipped, false);
+                }
+                held.remove(h);
+                session.commitAsync();
+            }
+        }
     }
 }

@@ -17,7 +17,6 @@ import java.util.stream.Collectors;
 import static io.kinesnow.nifi.processors.ProcessorTestSupport.assertProblem;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class PutSnowflakeTest {
@@ -122,15 +121,38 @@ class PutSnowflakeTest {
         assertEquals(Set.of(NativeBridge.propertyNames(NativeBridge.PUT_SNOWFLAKE)), declared);
     }
 
+    /** Settings that start the engine without a key: a token file, and a Snowflake URL where nothing listens. */
+    private void unreachableSnowflake(final Path dir) throws IOException {
+        final Path token = Files.writeString(dir.resolve("token"), "not-a-real-token");
+        runner.setProperty(PutSnowflake.AUTHENTICATION_STRATEGY, "SNOWFLAKE_MANAGED_TOKEN");
+        runner.removeProperty(PutSnowflake.PRIVATE_KEY);
+        runner.removeProperty(PutSnowflake.USER);
+        runner.setProperty(PutSnowflake.TOKEN_FILE, token.toString());
+        runner.setProperty(PutSnowflake.URL_OVERRIDE, "http://127.0.0.1:9");
+    }
+
     @Test
-    void schedulingSaysTheClientIsMissingAndRoutesNothing() {
+    void contentThatIsNotJsonObjectsGoesToInvalidWithoutBeingSent(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
+        runner.enqueue("42");
+        runner.enqueue("{\"a\":1}\nnot json");
+        runner.run(3);
+        runner.assertTransferCount(PutSnowflake.REL_INVALID, 2);
+        runner.assertTransferCount(PutSnowflake.REL_SUCCESS, 0);
+        final var invalid = runner.getFlowFilesForRelationship(PutSnowflake.REL_INVALID);
+        invalid.get(0).assertAttributeEquals("snowflake.error.message", "not sent: the content is a JSON number, not an object");
+        assertTrue(invalid.get(1).getAttribute("snowflake.error.message").startsWith("not sent: line 2 is not JSON"));
+    }
+
+    @Test
+    void flowFilesSnowflakeHasNotCommittedReturnToTheQueueOnStop(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
         runner.enqueue("{\"id\":1}");
-        final Throwable failure = assertThrows(Throwable.class, () -> runner.run(1));
-        String all = "";
-        for (Throwable c = failure; c != null; c = c.getCause()) {
-            all += c.getMessage() + " | ";
-        }
-        assertTrue(all.contains("PutSnowflake cannot start"), all);
-        assertEquals(1, runner.getQueueSize().getObjectCount(), "the FlowFile stays queued");
+        runner.enqueue("{\"id\":2}");
+        runner.run(3); // submits, waits for outcomes that cannot come, then stops the processor
+        runner.assertTransferCount(PutSnowflake.REL_SUCCESS, 0);
+        runner.assertTransferCount(PutSnowflake.REL_FAILURE, 0);
+        assertEquals(2, runner.getQueueSize().getObjectCount(), "both FlowFiles are back in the queue");
+        assertEquals(0, NativeBridge.openComponents(), "the engine is closed");
     }
 }

@@ -1,0 +1,88 @@
+package io.kinesnow.nifi.nativebridge;
+
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * PutSnowflake's JNI layouts (documented in rust-core/src/ffi/sink_io.rs): FlowFiles go in as one byte array,
+ * their outcomes come back as another. Nothing here interprets content.
+ */
+public final class SinkBatch {
+    static final int FLOW_FILES_MAGIC = 0x4B534631; // "KSF1"
+    static final int OUTCOMES_MAGIC = 0x4B534F31; // "KSO1"
+
+    public static final int ROUTE_SUCCESS = 0;
+    public static final int ROUTE_INVALID = 1;
+    public static final int ROUTE_FAILURE = 2;
+
+    private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private final DataOutputStream out = new DataOutputStream(bytes);
+    private int count;
+
+    /** Adds one FlowFile: its id, the attributes the core reads, and its content. */
+    public void add(final long id, final Map<String, String> attributes, final byte[] content) {
+        try {
+            out.writeLong(id);
+            out.writeInt(attributes.size());
+            for (final Map.Entry<String, String> e : attributes.entrySet()) {
+                writeString(e.getKey());
+                writeString(e.getValue());
+            }
+            out.writeInt(content.length);
+            out.write(content);
+            count++;
+        } catch (final IOException e) {
+            throw new UncheckedIOException(e); // a ByteArrayOutputStream does not fail
+        }
+    }
+
+    public int count() {
+        return count;
+    }
+
+    public byte[] encode() {
+        final byte[] body = bytes.toByteArray();
+        return ByteBuffer.allocate(8 + body.length).putInt(FLOW_FILES_MAGIC).putInt(count).put(body).array();
+    }
+
+    private void writeString(final String s) throws IOException {
+        final byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+        out.writeInt(utf8.length);
+        out.write(utf8);
+    }
+
+    /** What happened to one FlowFile. */
+    public record Outcome(long flowFileId, int route, int rowsSent, int rowsSkipped, String channel, String offsetToken,
+                          String message) {
+    }
+
+    public static List<Outcome> decodeOutcomes(final byte[] encoded) {
+        final ByteBuffer in = ByteBuffer.wrap(encoded);
+        if (in.getInt() != OUTCOMES_MAGIC) {
+            throw new IllegalArgumentException("not an outcome batch");
+        }
+        final int n = in.getInt();
+        final List<Outcome> outcomes = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            final long id = in.getLong();
+            final int route = in.get();
+            final int sent = in.getInt();
+            final int skipped = in.getInt();
+            outcomes.add(new Outcome(id, route, sent, skipped, readString(in), readString(in), readString(in)));
+        }
+        return outcomes;
+    }
+
+    private static String readString(final ByteBuffer in) {
+        final byte[] utf8 = new byte[in.getInt()];
+        in.get(utf8);
+        return new String(utf8, StandardCharsets.UTF_8);
+    }
+}
