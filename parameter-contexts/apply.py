@@ -31,21 +31,23 @@ def load_context(variant: str, name: str, substitutions: dict) -> dict:
     return json.loads(text)
 
 
-def apply(client: NiFiClient, variant: str, substitutions: dict, group_name: str) -> dict:
+def apply(client: NiFiClient, variant: str, substitutions: dict, group_name: str, context_suffix: str = "") -> dict:
+    """`context_suffix` is appended to the context names (NiFi wants them unique), for a second copy of the flow."""
     ids = []
     for file in ("kinesis-source.json", "snowflake-destination.json"):
         doc = load_context(variant, file, substitutions)
-        ids.append(client.create_parameter_context(doc["name"], doc["parameters"], doc["description"])["id"])
+        ids.append(client.create_parameter_context(doc["name"] + context_suffix, doc["parameters"], doc["description"])["id"])
     combined = client.post("parameter-contexts", {
         "revision": {"version": 0},
-        "component": {"name": f"{group_name} ({variant})", "parameters": [],
+        "component": {"name": f"{group_name} ({variant}){context_suffix}", "parameters": [],
                       "inheritedParameterContexts": [{"id": i, "component": {"id": i}} for i in ids]}})
     group = client.create_process_group(group_name, parameter_context_id=combined["id"])
     with open(os.path.join(HERE, "processor-bindings.json"), encoding="utf-8") as f:
         bindings = json.load(f)
+    consumer_properties = {k: "#{%s}" % v for k, v in bindings["ConsumeKinesis"].items()}
+    consumer_properties.update(bindings.get("ConsumeKinesis fixed", {}))
     consumer = client.add_processor(group["id"], CONSUMER, name="ConsumeKinesis",
-                                    properties={k: "#{%s}" % v for k, v in bindings["ConsumeKinesis"].items()},
-                                    position=(0, 0))
+                                    properties=consumer_properties, position=(0, 0))
     sink = client.add_processor(group["id"], SINK, name="PutSnowflake",
                                 properties={k: "#{%s}" % v for k, v in bindings["PutSnowflake"].items()},
                                 auto_terminate=["success"], position=(0, 300))

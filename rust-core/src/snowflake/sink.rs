@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
@@ -26,6 +27,9 @@ pub struct SinkSettings {
     pub channel: ChannelSettings,
     pub max_in_flight_bytes: u64,
     pub status_interval: Duration,
+    /// A CA certificate (PEM) trusted besides the public web roots. No property sets it: it lets
+    /// tests and benchmarks reach the stand-in over TLS with the CA it generates.
+    pub extra_root_ca_pem: Option<Vec<u8>>,
 }
 
 impl SinkSettings {
@@ -42,6 +46,7 @@ impl SinkSettings {
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
+            extra_root_ca_pem: None,
         }
     }
 }
@@ -90,9 +95,11 @@ impl SinkEngine {
             schema: config.schema.clone(),
             pipe: pipe_name(config),
         };
-        let api = Arc::new(SnowflakeApi::new(destination, credentials, config.commit_timeout)?);
+        let api = Arc::new(SnowflakeApi::new(destination, credentials, config.commit_timeout, settings.extra_root_ca_pem.as_deref())?);
         let board = StatusBoard::default();
-        let poller = tokio::spawn(board.clone().run(api.clone(), settings.status_interval, settings.component));
+        // Spans carry the component, so every event below (the API's retries too) reaches its processor's log.
+        let span = tracing::info_span!("put_snowflake", component = settings.component);
+        let poller = tokio::spawn(board.clone().run(api.clone(), settings.status_interval, settings.component).instrument(span));
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
         // Direct FlowFiles get tokens from a counter that starts at the clock, so a restart continues above.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64;
@@ -165,7 +172,8 @@ impl SinkEngine {
             self.in_flight_bytes.clone(),
             self.board.watch(channel),
         );
-        self.writers.lock().unwrap_or_else(|p| p.into_inner()).push(tokio::spawn(writer.run()));
+        let span = tracing::info_span!("channel", component = self.settings.component);
+        self.writers.lock().unwrap_or_else(|p| p.into_inner()).push(tokio::spawn(writer.run().instrument(span)));
         channels.insert(channel.to_owned(), sender.clone());
         sender
     }

@@ -1,0 +1,162 @@
+"""Kinesis -> ConsumeKinesis -> PutSnowflake -> Snowflake stand-in, in a real NiFi, applied by
+parameter-contexts/apply.py from the local parameter contexts. Every record lands exactly once in
+the table across a PutSnowflake stop/start mid-stream and a kill -9 of NiFi; a wrong key sends
+FlowFiles to failure with a bulletin; no key, token or secret shows up in NiFi's logs."""
+
+import base64
+import glob
+import json
+import os
+import sys
+import time
+
+import pytest
+
+from nifi_instance import NiFiInstance, free_port
+from services import kinesis_call, local_services  # noqa: F401  (session fixture)
+from standin import Standin, make_key_pair
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
+import apply as flow  # noqa: E402
+
+ACCOUNT = "kinesnow-local"
+USER = "KINESNOW"
+TABLE = "KINESNOW.PUBLIC.EVENTS"
+RUN = str(int(time.time()))  # the emulators may outlive a run: fresh stream and application names
+
+
+def nar() -> str:
+    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
+    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
+    return nars[0]
+
+
+def put(stream: str, first: int, count: int) -> None:
+    kinds = ["click", "view", "purchase"]
+    records = []
+    for i in range(first, first + count):
+        event = {"id": i, "kind": kinds[i % 3], "user": f"u{i % 17}"}
+        if i % 3 == 2:
+            event["amount"] = i * 1.5  # a key only some records have: schema evolution adds it
+        records.append({"PartitionKey": f"k{i % 11}", "Data": base64.b64encode(json.dumps(event).encode()).decode()})
+    for start in range(0, len(records), 250):
+        kinesis_call("PutRecords", {"StreamName": stream, "Records": records[start:start + 250]})
+
+
+def table_counts(sf: Standin) -> tuple[int, int]:
+    row = sf.query(f"SELECT COUNT(*) AS C, COUNT(DISTINCT ID) AS D FROM {TABLE}")[0]
+    return row["C"], row["D"]
+
+
+def wait_for_rows(sf: Standin, at_least: int, timeout: float) -> tuple[int, int]:
+    deadline = time.monotonic() + timeout
+    counts = table_counts(sf)
+    while counts[1] < at_least and time.monotonic() < deadline:
+        time.sleep(0.5)
+        counts = table_counts(sf)
+    return counts
+
+
+@pytest.fixture(scope="module")
+def env(local_services, tmp_path_factory):
+    work = str(tmp_path_factory.mktemp("kinesnow-sf"))
+    _, public_key = make_key_pair(os.path.join(work, "snowflake"))
+    sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=500)
+    sf.register_user(ACCOUNT, USER, public_key)
+    sf.sql(f"CREATE OR REPLACE TABLE {TABLE} (ID NUMBER) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE")
+    nifi = NiFiInstance.start(port=free_port(), extensions=[nar()])
+    yield {"work": work, "sf": sf, "nifi": nifi}
+    if nifi.is_running():
+        nifi.stop()
+    sf.stop()
+
+
+def applied(env, name: str, stream: str) -> dict:
+    c = env["nifi"].client
+    ids = flow.apply(c, "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": env["sf"].url}, name,
+                     context_suffix=f" [{name}]")
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
+                                                "AWS Kinesis Application Name": f"{stream}-app"})
+    return ids
+
+
+def test_every_record_lands_once_across_stop_start_and_kill_9(env):
+    stream, sf = f"e2e-snowflake-{RUN}", env["sf"]
+    kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": 2})
+    time.sleep(1)
+    put(stream, 0, 600)
+    ids = applied(env, "exactly-once", stream)
+    c = env["nifi"].client
+    for pid in (ids["consumer"], ids["sink"]):
+        v = c.processor_validation(pid)
+        assert v["status"] == "VALID", v
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+
+    wait_for_rows(sf, 150, 120)
+    c.stop_processor(ids["sink"])  # mid-stream: held sessions roll back, their FlowFiles return to the queue
+    c.start_processor(ids["sink"])
+    time.sleep(2)  # NiFi saves the flow (with the processors' run state) shortly after a change
+    wait_for_rows(sf, 350, 120)
+    env["nifi"].kill()  # kill -9 mid-stream
+    restarted = NiFiInstance.start(port=env["nifi"].port, instance_dir=env["nifi"].instance_dir, keep=True)
+    env["nifi"].pid = restarted.pid
+    c = restarted.client
+    for pid in (ids["consumer"], ids["sink"]):
+        assert c.processor_state(pid) == "RUNNING", "NiFi resumed the processors"
+    put(stream, 600, 300)
+
+    count, distinct = wait_for_rows(sf, 900, 240)
+    time.sleep(3)  # anything still in flight would show up now as a duplicate
+    count, distinct = table_counts(sf)
+    assert distinct == 900, f"only {distinct} of 900 records arrived"
+    assert count == 900, f"{count - distinct} records arrived twice"
+    assert c.connection_queue_count(ids["failure_queue"]) == 0
+    assert c.connection_queue_count(ids["parse_failure_queue"]) == 0
+
+    row = sf.query(f"SELECT * FROM {TABLE} WHERE ID = 5")[0]
+    assert row["AMOUNT"] == 7.5, "schema evolution added the column of a key only some records have"
+    metadata = row["KINESISMETADATA"]
+    assert metadata["stream"] == stream and metadata["shardId"].startswith("shardId-")
+    assert len(metadata["shardedSequenceNumber"]) > 20
+    channels = sf.admin("GET", "/admin/channels")["channels"]
+    names = sorted(ch["channel_name"] for ch in channels)
+    assert names == [f"kinesnow_{stream}_shardId-000000000000", f"kinesnow_{stream}_shardId-000000000001"], names
+
+
+def test_a_wrong_key_sends_flow_files_to_failure_with_a_bulletin(env):
+    stream, sf = f"e2e-snowflake-wrong-key-{RUN}", env["sf"]
+    kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": 1})
+    time.sleep(1)
+    put(stream, 0, 5)
+    ids = applied(env, "wrong-key", stream)
+    c = env["nifi"].client
+    foreign, _ = make_key_pair(os.path.join(env["work"], "foreign"))  # never registered
+    c.update_parameters(ids["destination_context"], {"Snowflake Private Key File": foreign})
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    deadline = time.monotonic() + 90
+    while c.connection_queue_count(ids["failure_queue"]) < 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert c.connection_queue_count(ids["failure_queue"]) >= 1, "FlowFiles go to failure"
+    messages = [b["message"] for b in c.bulletins(source_id=ids["sink"])]
+    assert any("refused the credentials" in m for m in messages), messages
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+
+
+def test_no_secret_reaches_the_logs(env):
+    """Runs last in this module: the whole module's NiFi logs, after every call above."""
+    secrets = []
+    for path in glob.glob(os.path.join(env["work"], "**", "rsa_key.p8"), recursive=True):
+        lines = [line for line in open(path).read().splitlines() if line and not line.startswith("-----")]
+        secrets += lines[1:3]  # pieces of each private key's body
+    secrets += ["local-secret-key"]  # the AWS secret of the local source context
+    logs = glob.glob(os.path.join(env["nifi"].instance_dir, "logs", "*.log"))
+    assert logs, "NiFi wrote logs"
+    for path in logs:
+        text = open(path, errors="replace").read()
+        for secret in secrets:
+            assert secret not in text, f"a secret appears in {os.path.basename(path)}"
+        assert "Bearer ey" not in text and "BEGIN PRIVATE KEY" not in text, f"a token or key in {os.path.basename(path)}"
