@@ -314,3 +314,102 @@ fn a_flow_file_split_over_appends_resumes_from_its_committed_part() {
     assert_eq!(sink.outcomes(1, Duration::from_secs(20))[&1].rows_skipped, 60);
     assert_exactly_once(&standin, 60);
 }
+
+#[test]
+fn retries_keep_their_request_id() {
+    let standin = Standin::start("requestid", 100);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    standin.fault(json!({"kind": "backpressure429", "count": 2}));
+    sink.submit(records(1, 5, 1));
+    assert_eq!(routes(&sink.outcomes(5, Duration::from_secs(30)), Route::Success), 5);
+    let appends = standin.requests("/rows");
+    let retried = appends.iter().find(|r| query_param(r, "retryCount").as_deref() == Some("2")).expect("an append retried twice");
+    let id = query_param(retried, "requestId").unwrap();
+    let attempts: Vec<_> = appends.iter().filter(|r| query_param(r, "requestId").as_deref() == Some(id.as_str())).collect();
+    assert_eq!(attempts.len(), 3, "the first try and two retries share one requestId");
+}
+
+#[test]
+fn a_channel_never_exceeds_ten_appends_a_second() {
+    let standin = Standin::start("ratelimit", 100);
+    create_events(&standin, "");
+    standin.admin("POST", "/admin/settings", json!({"rate_limit_per_channel": 10}));
+    // 1 KB batches of ~60-byte rows: far more appends than fit in a second.
+    let sink = Sink::start(&config(&standin, &[("Max Batch Size", "1 KB"), ("Max Latency", "10 ms")]));
+    sink.submit(records(1, 400, 1));
+    assert_eq!(routes(&sink.outcomes(400, Duration::from_secs(60)), Route::Success), 400);
+    let appends = standin.requests("/rows");
+    assert!(appends.len() >= 20, "{} appends", appends.len());
+    let throttled: Vec<_> = appends.iter().filter(|r| r["status"] == 429).collect();
+    assert!(throttled.is_empty(), "{} appends were over Snowflake's 10/s", throttled.len());
+    assert_exactly_once(&standin, 400);
+}
+
+#[test]
+fn large_incompressible_batches_are_split_under_four_megabytes() {
+    let standin = Standin::start("split", 100);
+    create_events(&standin, "");
+    standin.sql(&format!("ALTER TABLE {TABLE} SET ENABLE_SCHEMA_EVOLUTION = TRUE"));
+    let sink = Sink::start(&config(&standin, &[("Max Batch Size", "16 MB")]));
+    // Rows of random hex: zstd cannot shrink them below half, so 12 MB of rows would be ~6 MB in one request.
+    let mut state = 0x2545F4914F6CDD1Du64;
+    let mut noise = |n: usize| -> String {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from_digit((state % 16) as u32, 16).unwrap()
+            })
+            .collect()
+    };
+    let flow_files: Vec<_> = (1..=12).map(|n| record(n, "shardId-000000000000", n as u64, json!({"n": n, "blob": noise(1_000_000)}))).collect();
+    sink.submit(flow_files);
+    assert_eq!(routes(&sink.outcomes(12, Duration::from_secs(60)), Route::Success), 12);
+    assert_exactly_once(&standin, 12);
+    let appends = standin.requests("/rows");
+    assert!(appends.iter().all(|r| r["status"] == 200), "no append was refused as too large");
+    let sent: Vec<u64> = appends.iter().map(|r| r["headers"]["content-length"].as_str().unwrap().parse().unwrap()).collect();
+    assert!(sent.len() >= 2, "one request cannot carry them: {sent:?}");
+    assert!(sent.iter().all(|&n| n <= 4_000_000), "every request is at most 4 MB compressed: {sent:?}");
+    assert!(sent.iter().sum::<u64>() > 4_000_000, "the rows really did not fit one request: {sent:?}");
+}
+
+#[test]
+fn a_snowflake_managed_token_file_is_used_as_it_is() {
+    let standin = Standin::start("managed", 100);
+    create_events(&standin, "");
+    // Openflow mounts a token the platform refreshes; here, a scoped token the stand-in minted for our key.
+    let signer = kinesnow_core::snowflake::auth::KeyPairSigner::new(ACCOUNT, USER, None, KEY, None).unwrap();
+    let (jwt, _) = signer.jwt(std::time::SystemTime::now());
+    let token = reqwest::blocking::Client::new()
+        .post(format!("{}/oauth/token", standin.url))
+        .header("Authorization", format!("Bearer {jwt}"))
+        .header("X-Snowflake-Authorization-Token-Type", "KEYPAIR_JWT")
+        .header("Accept", "application/json")
+        .form(&[("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("scope", "127.0.0.1")])
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let file = std::env::temp_dir().join(format!("kinesnow-session-token-{}", std::process::id()));
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let config = PutSnowflakeConfig::parse(&PropertyMap::from_pairs([
+        ("Account Identifier", ACCOUNT),
+        ("Snowflake URL Override", standin.url.as_str()),
+        ("Authentication Strategy", "SNOWFLAKE_MANAGED_TOKEN"),
+        ("Session Token File", file.to_str().unwrap()),
+        ("Database", "DB"),
+        ("Schema", "PUBLIC"),
+        ("Table", "EVENTS"),
+        ("Max Latency", "20 ms"),
+    ]))
+    .unwrap();
+    let sink = Sink::start(&config);
+    sink.submit(records(1, 3, 1));
+    assert_eq!(routes(&sink.outcomes(3, Duration::from_secs(20)), Route::Success), 3);
+    assert_exactly_once(&standin, 3);
+    assert!(standin.requests("/oauth/token").len() == 1, "only the test minted a token; the processor used the file");
+    std::fs::remove_file(file).unwrap();
+}
