@@ -413,3 +413,24 @@ fn a_snowflake_managed_token_file_is_used_as_it_is() {
     assert!(standin.requests("/oauth/token").len() == 1, "only the test minted a token; the processor used the file");
     std::fs::remove_file(file).unwrap();
 }
+
+#[test]
+fn scoped_tokens_are_renewed_before_they_expire() {
+    // Tokens living 61 s are renewed a minute early, so each lives about a second for the client.
+    let standin = Standin::start_with("tokens", 100, &["--scoped-token-ttl-s", "61"]);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    for round in 0..4 {
+        sink.submit(records(1, 2, 1 + 2 * round).into_iter().map(|mut ff| {
+            let n = ff.id as u64;
+            ff.attributes.insert("aws.kinesis.last.sequence.number".into(), format!("4959{:012}", n));
+            ff
+        }).collect());
+        assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+        std::thread::sleep(Duration::from_millis(1200));
+    }
+    let unauthorized = standin.requests("").iter().filter(|r| r["status"] == 401).count();
+    assert_eq!(unauthorized, 0, "no call was made with an expired token");
+    assert!(standin.requests("/oauth/token").len() >= 3, "the scoped token was renewed");
+    assert_exactly_once(&standin, 8);
+}

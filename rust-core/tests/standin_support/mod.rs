@@ -39,12 +39,17 @@ pub struct Standin {
 
 impl Standin {
     pub fn start(name: &str, commit_lag_ms: u64) -> Self {
+        Self::start_with(name, commit_lag_ms, &[])
+    }
+
+    pub fn start_with(name: &str, commit_lag_ms: u64, extra_args: &[&str]) -> Self {
         let state_dir = std::env::temp_dir().join(format!("kinesnow-standin-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state_dir);
         std::fs::create_dir_all(&state_dir).unwrap();
         let mut child = Command::new(binary())
             .args(["--plain", "--port", "0", "--commit-lag-ms", &commit_lag_ms.to_string(), "--state-dir"])
             .arg(&state_dir)
+            .args(extra_args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(state_dir.join("standin.log")).unwrap())
             .spawn()
