@@ -62,6 +62,29 @@ def apply(client: NiFiClient, variant: str, substitutions: dict, group_name: str
             "parse_failure_queue": parse_failure["id"], "failure_queue": failed["id"]}
 
 
+def import_definition(client: NiFiClient, definition_file: str, variant: str, substitutions: dict,
+                      group_name: str) -> dict:
+    """Imports the versioned flow definition (as the canvas's "Upload flow definition" does), then fills the
+    parameter contexts NiFi created for it with the variant's values (sensitive ones included)."""
+    with open(definition_file, encoding="utf-8") as f:
+        definition = json.load(f)
+    group = client.upload_flow_definition(definition, group_name)
+    bound = client.get_parameter_context(group["component"]["parameterContext"]["id"])
+    contexts = {c["component"]["name"]: c["id"] for c in bound["component"]["inheritedParameterContexts"]}
+    for file in ("kinesis-source.json", "snowflake-destination.json"):
+        doc = load_context(variant, file, substitutions)
+        wanted = [n for n in contexts if n.split(" (")[0] == doc["name"].split(" (")[0]]
+        if not wanted:
+            raise SystemExit(f"the definition did not bring a context named like '{doc['name']}'")
+        client.update_parameters(contexts[wanted[0]], {p["name"]: p["value"] for p in doc["parameters"]
+                                                        if p["value"] is not None})
+    flow = client.get(f"flow/process-groups/{group['id']}")["processGroupFlow"]["flow"]
+    by_name = {p["component"]["name"]: p["id"] for p in flow["processors"]}
+    return {"group": group["id"], "consumer": by_name["ConsumeKinesis"], "sink": by_name["PutSnowflake"],
+            "source_context": contexts[[n for n in contexts if n.startswith("Kinesis Source")][0]],
+            "connections": {c["component"]["selectedRelationships"][0]: c["id"] for c in flow["connections"]}}
+
+
 def funnel(client: NiFiClient, group_id: str, position: tuple) -> str:
     entity = client.post(f"process-groups/{group_id}/funnels", {
         "revision": {"version": 0}, "component": {"position": {"x": position[0], "y": position[1]}}})
@@ -74,9 +97,21 @@ def main() -> None:
     parser.add_argument("--variant", choices=["local", "template"], default="local")
     parser.add_argument("--group", default="Kinesis to Snowflake")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--definition", metavar="FILE",
+                        help="import this flow definition (flow/kinesis-to-snowflake.json) instead of building the flow")
+    parser.add_argument("--export", metavar="FILE", help="after building the flow, save it as a flow definition")
     args = parser.parse_args()
     substitutions = dict(s.split("=", 1) for s in args.set)
-    print(json.dumps(apply(NiFiClient(args.nifi), args.variant, substitutions, args.group), indent=2))
+    client = NiFiClient(args.nifi)
+    if args.definition:
+        ids = import_definition(client, args.definition, args.variant, substitutions, args.group)
+    else:
+        ids = apply(client, args.variant, substitutions, args.group)
+        if args.export:
+            with open(args.export, "w", encoding="utf-8") as f:
+                json.dump(client.download_flow_definition(ids["group"]), f, indent=2, sort_keys=True)
+                f.write("\n")
+    print(json.dumps(ids, indent=2))
 
 
 if __name__ == "__main__":

@@ -146,6 +146,34 @@ def test_a_wrong_key_sends_flow_files_to_failure_with_a_bulletin(env):
     c.stop_processor(ids["sink"])
 
 
+def test_the_versioned_flow_definition_imports_and_delivers(env):
+    """parameter-contexts/flow/kinesis-to-snowflake.json, imported as the canvas's "Upload flow definition"
+    does, filled with the local values, runs: records land in the table."""
+    stream, sf = f"e2e-definition-{RUN}", env["sf"]
+    kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": 1})
+    time.sleep(1)
+    put(stream, 100_000, 20)
+    c = env["nifi"].client
+    ids = flow.import_definition(c, os.path.join(REPO, "parameter-contexts", "flow", "kinesis-to-snowflake.json"),
+                                 "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": sf.url}, "from-definition")
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
+                                                "AWS Kinesis Application Name": f"{stream}-app"})
+    assert set(ids["connections"]) >= {"success", "parse.failure", "failure"}, ids["connections"]
+    for pid in (ids["consumer"], ids["sink"]):
+        v = c.processor_validation(pid)
+        assert v["status"] == "VALID", v
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if sf.query(f"SELECT COUNT(*) AS N FROM {TABLE} WHERE ID >= 100000")[0]["N"] == 20:
+            break
+        time.sleep(0.5)
+    assert sf.query(f"SELECT COUNT(*) AS N FROM {TABLE} WHERE ID >= 100000")[0]["N"] == 20
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+
+
 def test_no_secret_reaches_the_logs(env):
     """Runs last in this module: the whole module's NiFi logs, after every call above."""
     secrets = []
