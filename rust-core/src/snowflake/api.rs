@@ -134,14 +134,18 @@ enum Host {
 }
 
 impl SnowflakeApi {
-    pub fn new(destination: Destination, credentials: Credentials, retry_budget: Duration) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
+    /// `extra_root_ca_pem`: a CA trusted besides the public web roots (tests and benchmarks only).
+    pub fn new(destination: Destination, credentials: Credentials, retry_budget: Duration, extra_root_ca_pem: Option<&[u8]>) -> Result<Self, ApiError> {
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("kinesnow/", env!("CARGO_PKG_VERSION"), " (linux x86_64) RUST"))
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| ApiError::Protocol(format!("HTTP client: {e}")))?;
+            .pool_idle_timeout(Duration::from_secs(60));
+        if let Some(pem) = extra_root_ca_pem {
+            let ca = reqwest::Certificate::from_pem(pem).map_err(|e| ApiError::Protocol(format!("extra root CA: {e}")))?;
+            builder = builder.add_root_certificate(ca);
+        }
+        let http = builder.build().map_err(|e| ApiError::Protocol(format!("HTTP client: {e}")))?;
         Ok(Self { http, destination, credentials, session: Mutex::new(Session::default()), retry_budget })
     }
 
