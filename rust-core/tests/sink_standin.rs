@@ -37,9 +37,15 @@ struct Sink {
 
 impl Sink {
     fn start(config: &PutSnowflakeConfig) -> Self {
+        Self::start_trusting(config, None)
+    }
+
+    /// With `ca` (PEM) trusted besides the public web roots.
+    fn start_trusting(config: &PutSnowflakeConfig, ca: Option<Vec<u8>>) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let mut settings = SinkSettings::from_config(config, 0);
         settings.status_interval = Duration::from_millis(100);
+        settings.extra_root_ca_pem = ca;
         let engine = rt.block_on(async { SinkEngine::start(config, settings) }).unwrap();
         Self { rt, engine: Some(engine) }
     }
@@ -251,6 +257,25 @@ fn a_wrong_key_is_refused_with_a_message_and_without_the_key() {
     assert_eq!(o.route, Route::Failure);
     assert!(o.message.contains("refused the credentials"), "{}", o.message);
     assert!(!o.message.contains("PRIVATE KEY") && !o.message.contains("eyJ"), "no key or token in {}", o.message);
+}
+
+#[test]
+fn a_tls_stand_in_is_reached_only_with_its_ca_trusted() {
+    let standin = Standin::start_tls("tls", 100);
+    assert!(standin.url.starts_with("https://"), "{}", standin.url);
+    create_events(&standin, "");
+    let config = config(&standin, &[]);
+    // The public web roots alone do not trust the stand-in's CA: nothing reaches it, nothing succeeds.
+    let untrusting = Sink::start(&config);
+    untrusting.submit(records(1, 1, 100));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(untrusting.rt.block_on(untrusting.engine().outcomes(Duration::ZERO, 10)).is_empty());
+    assert!(standin.requests("/v2/streaming").is_empty(), "no request got past the TLS handshake");
+    untrusting.stop();
+    let sink = Sink::start_trusting(&config, standin.ca_pem.clone());
+    sink.submit(records(2, 5, 1));
+    assert_eq!(routes(&sink.outcomes(10, Duration::from_secs(30)), Route::Success), 10);
+    assert_exactly_once(&standin, 10);
 }
 
 #[test]

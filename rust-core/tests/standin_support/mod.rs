@@ -1,6 +1,6 @@
 //! The Snowflake stand-in (tests/snowflake-standin) for PutSnowflake's integration tests: built
 //! through its build script unless STANDIN_BIN names the binary, started on a free port over
-//! plain HTTP, stopped (by its PID) when dropped. Admin calls go through its /admin API.
+//! plain HTTP (or TLS with the CA it generates: `--tls`), stopped (by its PID) when dropped. Admin calls go through its /admin API.
 
 #![allow(dead_code)]
 
@@ -32,6 +32,8 @@ fn binary() -> PathBuf {
 
 pub struct Standin {
     pub url: String,
+    /// The CA (PEM) of a stand-in started over TLS.
+    pub ca_pem: Option<Vec<u8>>,
     child: Child,
     state_dir: PathBuf,
     http: reqwest::blocking::Client,
@@ -42,14 +44,21 @@ impl Standin {
         Self::start_with(name, commit_lag_ms, &[])
     }
 
+    /// Over HTTPS; the admin client trusts the stand-in's CA, which `ca_pem` holds.
+    pub fn start_tls(name: &str, commit_lag_ms: u64) -> Self {
+        Self::start_with(name, commit_lag_ms, &["--tls"])
+    }
+
+    /// `--tls` among `extra_args` serves HTTPS instead of plain HTTP.
     pub fn start_with(name: &str, commit_lag_ms: u64, extra_args: &[&str]) -> Self {
+        let tls = extra_args.contains(&"--tls");
         let state_dir = std::env::temp_dir().join(format!("kinesnow-standin-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state_dir);
         std::fs::create_dir_all(&state_dir).unwrap();
         let mut child = Command::new(binary())
-            .args(["--plain", "--port", "0", "--commit-lag-ms", &commit_lag_ms.to_string(), "--state-dir"])
+            .args([if tls { "--tls" } else { "--plain" }, "--port", "0", "--commit-lag-ms", &commit_lag_ms.to_string(), "--state-dir"])
             .arg(&state_dir)
-            .args(extra_args)
+            .args(extra_args.iter().filter(|a| **a != "--tls"))
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(state_dir.join("standin.log")).unwrap())
             .spawn()
@@ -57,7 +66,15 @@ impl Standin {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let url = line.split_whitespace().find_map(|w| w.strip_prefix("url=")).unwrap_or_else(|| panic!("stand-in did not start: {line}")).to_owned();
-        let s = Self { url, child, state_dir, http: reqwest::blocking::Client::new() };
+        let ca_pem = tls.then(|| {
+            let path = line.split_whitespace().find_map(|w| w.strip_prefix("ca=")).expect("a TLS stand-in names its CA");
+            std::fs::read(path).expect("read the stand-in's CA")
+        });
+        let mut http = reqwest::blocking::Client::builder();
+        if let Some(pem) = &ca_pem {
+            http = http.add_root_certificate(reqwest::Certificate::from_pem(pem).unwrap());
+        }
+        let s = Self { url, ca_pem, child, state_dir, http: http.build().unwrap() };
         s.admin("POST", "/admin/users", json!({"account": ACCOUNT, "user": USER, "public_key_pem": PUBLIC_KEY}));
         s
     }
