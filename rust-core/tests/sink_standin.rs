@@ -459,3 +459,16 @@ fn scoped_tokens_are_renewed_before_they_expire() {
     assert!(standin.requests("/oauth/token").len() >= 3, "the scoped token was renewed");
     assert_exactly_once(&standin, 8);
 }
+
+#[test]
+fn a_named_pipe_is_used_when_destination_type_is_pipe() {
+    let standin = Standin::start("namedpipe", 100);
+    create_events(&standin, "");
+    standin.sql(&format!("CREATE OR REPLACE PIPE DB.PUBLIC.EVENTS_PIPE AS COPY INTO {TABLE} FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')) MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE"));
+    let sink = Sink::start(&config(&standin, &[("Destination Type", "PIPE"), ("Pipe", "EVENTS_PIPE")]));
+    sink.submit(records(1, 3, 1));
+    assert_eq!(routes(&sink.outcomes(3, Duration::from_secs(20)), Route::Success), 3);
+    assert_exactly_once(&standin, 3);
+    let appends = standin.requests("/rows");
+    assert!(!appends.is_empty() && appends.iter().all(|r| r["path"].as_str().unwrap().contains("/pipes/EVENTS_PIPE/")), "{appends:?}");
+}
