@@ -197,7 +197,9 @@ def test_a_missing_stream_gives_a_clear_bulletin_then_the_consumer_recovers_once
     while not any(f"stream '{stream}' was not found" in m for m in flow.bulletin_messages()):
         assert time.monotonic() < deadline, flow.bulletin_messages()
         time.sleep(0.5)
-    print("bulletin:", [m for m in flow.bulletin_messages() if stream in m][-1])
+    message = [m for m in flow.bulletin_messages() if stream in m][-1]
+    print("bulletin:", message)
+    assert_one_readable_line(message)
     time.sleep(5)
     assert flow.counts() == (0, 0)
     assert nifi.client.processor_state(flow.processor_id) == "RUNNING"
@@ -325,12 +327,20 @@ def aws_rejects():
     server.server_close()
 
 
+def assert_one_readable_line(message: str) -> None:
+    """The AWS SDK's error text with its Debug form appended (the raw HTTP response, headers and
+    body) once made such bulletins kilobytes long; they say what failed and why, nothing more."""
+    for dump in ("SdkBody", "headers:", "ServiceError {", "DispatchFailure("):
+        assert dump not in message, f"raw SDK error dump in the bulletin: {message}"
+
+
 def wait_for_message(flow, *parts, timeout=60.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for m in flow.bulletin_messages():
             if all(p in m for p in parts):
                 print("bulletin:", m)
+                assert_one_readable_line(m)
                 return m
         time.sleep(0.5)
     raise AssertionError(f"no bulletin with {parts}; have {flow.bulletin_messages()}")

@@ -403,9 +403,9 @@ impl Shared {
 
 /// The stream's retention period in milliseconds (checks that the stream exists, too).
 async fn retention_ms(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Option<i64>, ConsumerError> {
-    use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata};
+    use aws_sdk_kinesis::error::ProvideErrorMetadata;
     let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
-        crate::kinesis::KinesisError::from_sdk(stream, None, format!("{}", DisplayErrorContext(&e)), e.code().map(str::to_owned))
+        crate::kinesis::KinesisError::from_sdk(stream, None, crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned))
     })?;
     Ok(out.stream_description_summary().map(|d| i64::from(d.retention_period_hours()) * 3_600_000))
 }

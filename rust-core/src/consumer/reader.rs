@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_kinesis::error::ProvideErrorMetadata;
 use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use tracing::{info, warn};
@@ -84,7 +84,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
                 let error = KinesisError::from_sdk(
                     &shared.settings.stream,
                     Some(&shard_id),
-                    format!("{}", DisplayErrorContext(&e)),
+                    crate::kinesis::sdk_error_text(&e),
                     e.code().map(str::to_owned),
                 );
                 if matches!(error, KinesisError::ExpiredIterator { .. }) {
@@ -207,7 +207,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
             message: format!("GetShardIterator for shard {shard_id} returned no iterator"),
         }),
         Err(e) => {
-            let error = KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), format!("{}", DisplayErrorContext(&e)), e.code().map(str::to_owned));
+            let error = KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned));
             match (&error, start) {
                 // The checkpoint lies before the stream's retention: the records in between are gone.
                 (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_)) => {
@@ -225,7 +225,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
                         .shard_iterator_type(ShardIteratorType::TrimHorizon)
                         .send()
                         .await
-                        .map_err(|e| KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), format!("{}", DisplayErrorContext(&e)), e.code().map(str::to_owned)))?;
+                        .map_err(|e| KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned)))?;
                     Ok(out.shard_iterator().unwrap_or_default().to_owned())
                 }
                 _ => Err(error),

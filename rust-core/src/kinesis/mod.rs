@@ -45,11 +45,64 @@ impl KinesisError {
     }
 }
 
+/// An AWS SDK error as one line for a bulletin: the error and its sources by their Display text,
+/// joined with ": ", a text that repeats the previous one left out. (The SDK's `DisplayErrorContext`
+/// appends the error's Debug form as well: the raw HTTP response with its headers and body, which
+/// made every bulletin about a missing stream or rejected credentials several kilobytes long.)
+pub fn sdk_error_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() && parts.last().is_none_or(|last| !last.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
 impl Classify for KinesisError {
     fn class(&self) -> ErrorClass {
         match self {
             Self::StreamNotFound { .. } | Self::AccessDenied { .. } => ErrorClass::Configuration,
             _ => ErrorClass::Retryable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_kinesis::config::http::HttpResponse;
+    use aws_sdk_kinesis::error::{ConnectorError, DisplayErrorContext, SdkError};
+    use aws_sdk_kinesis::operation::describe_stream_summary::DescribeStreamSummaryError;
+    use aws_sdk_kinesis::types::error::ResourceNotFoundException;
+    use aws_smithy_types::body::SdkBody;
+
+    use super::*;
+
+    fn raw_response(body: &str) -> HttpResponse {
+        HttpResponse::new(400u16.try_into().unwrap(), SdkBody::from(body))
+    }
+
+    #[test]
+    fn a_service_error_reads_as_its_code_and_message_without_the_raw_response() {
+        let body = r#"{"__type":"ResourceNotFoundException","message":"Stream orders not found"}"#;
+        let e: SdkError<DescribeStreamSummaryError, HttpResponse> = SdkError::service_error(
+            DescribeStreamSummaryError::ResourceNotFoundException(
+                ResourceNotFoundException::builder().message("Stream orders not found").build(),
+            ),
+            raw_response(body),
+        );
+        assert!(format!("{}", DisplayErrorContext(&e)).contains("SdkBody"), "the SDK's own text carries the response");
+        assert_eq!(sdk_error_text(&e), "service error: ResourceNotFoundException: Stream orders not found");
+    }
+
+    #[test]
+    fn a_connection_failure_keeps_every_cause() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused (os error 111)");
+        let e: SdkError<DescribeStreamSummaryError, HttpResponse> =
+            SdkError::dispatch_failure(ConnectorError::io(Box::new(refused)));
+        assert_eq!(sdk_error_text(&e), "dispatch failure: io error: Connection refused (os error 111)");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
@@ -91,10 +91,10 @@ async fn check_schema(client: &Client, table: &str) -> Result<(), LeaseError> {
 pub(crate) fn service_error<E, R>(table: &str, e: aws_sdk_dynamodb::error::SdkError<E, R>) -> LeaseError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     let code = e.code().unwrap_or_default().to_owned();
-    let message = format!("{}", DisplayErrorContext(&e));
+    let message = crate::kinesis::sdk_error_text(&e);
     if code.contains("AccessDenied") || code.contains("UnrecognizedClient") || code.contains("InvalidSignature") {
         LeaseError::AccessDenied { table: table.to_owned(), message }
     } else {
