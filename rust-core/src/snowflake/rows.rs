@@ -91,21 +91,27 @@ impl Mapping {
         };
         let count = objects.len() as u64;
         let mut rows = Vec::with_capacity(objects.len());
-        for (i, object) in objects.iter_mut().enumerate() {
-            self.add_metadata(object, &source, attrs, single);
+        for (i, parsed) in objects.iter_mut().enumerate() {
+            let changed = self.add_metadata(&mut parsed.object, &source, attrs, single);
             let token = match &own_tokens {
                 Some(tokens) => tokens[i].clone(),
                 None if i as u64 + 1 == count => flow_file_token.clone(),
                 None => flow_file_token.part(i as u64 + 1),
             };
-            let json = serde_json::to_vec(object).expect("JSON objects serialize");
+            // A row that needs no change is sent as it came, without writing it out again.
+            let json = match parsed.line {
+                Some(line) if !changed => line.to_vec(),
+                _ => serde_json::to_vec(&parsed.object).expect("JSON objects serialize"),
+            };
             rows.push(Row { json, token });
         }
         Prepared::Rows { source, rows }
     }
 
-    fn add_metadata(&self, object: &mut Map<String, Value>, source: &Source, attrs: &HashMap<String, String>, single: bool) {
-        let Source::Shard { stream, shard_id } = source else { return };
+    /// Adds or completes `kinesisMetadata`; returns whether the object changed.
+    fn add_metadata(&self, object: &mut Map<String, Value>, source: &Source, attrs: &HashMap<String, String>, single: bool) -> bool {
+        let Source::Shard { stream, shard_id } = source else { return false };
+        let mut changed = !object.contains_key(METADATA_KEY);
         let metadata = object.entry(METADATA_KEY).or_insert_with(|| {
             let mut m = Map::new();
             m.insert("stream".into(), Value::from(stream.as_str()));
@@ -130,10 +136,14 @@ impl Mapping {
         if self.iceberg {
             if let Value::Object(m) = metadata {
                 for field in METADATA_FIELDS {
-                    m.entry(*field).or_insert(Value::Null);
+                    if !m.contains_key(*field) {
+                        m.insert((*field).to_owned(), Value::Null);
+                        changed = true;
+                    }
                 }
             }
         }
+        changed
     }
 }
 
@@ -150,10 +160,10 @@ fn shard_token(attrs: &HashMap<String, String>) -> Result<OffsetToken, String> {
 }
 
 /// Per-row tokens when every row carries `kinesisMetadata.shardedSequenceNumber` and they grow.
-fn row_tokens(objects: &[Map<String, Value>]) -> Option<Vec<OffsetToken>> {
+fn row_tokens(objects: &[Parsed<'_>]) -> Option<Vec<OffsetToken>> {
     let mut tokens: Vec<OffsetToken> = Vec::with_capacity(objects.len());
-    for object in objects {
-        let text = object.get(METADATA_KEY)?.get("shardedSequenceNumber")?.as_str()?;
+    for parsed in objects {
+        let text = parsed.object.get(METADATA_KEY)?.get("shardedSequenceNumber")?.as_str()?;
         let token = OffsetToken::parse(text).filter(|t| !t.is_part())?;
         if tokens.last().is_some_and(|last| *last >= token) {
             return None;
@@ -163,19 +173,27 @@ fn row_tokens(objects: &[Map<String, Value>]) -> Option<Vec<OffsetToken>> {
     Some(tokens)
 }
 
+/// A parsed object, and its text when that text can be sent as one NDJSON line unchanged.
+struct Parsed<'a> {
+    object: Map<String, Value>,
+    line: Option<&'a [u8]>,
+}
+
 /// The JSON objects of the content: one object, an array of objects, or one object per line.
-fn objects(content: &[u8]) -> Result<Vec<Map<String, Value>>, String> {
+fn objects(content: &[u8]) -> Result<Vec<Parsed<'_>>, String> {
     if std::str::from_utf8(content).is_err() {
         return Err("the content is not UTF-8 text, so it is not JSON".into());
     }
     if let Ok(value) = serde_json::from_slice::<Value>(content) {
+        let whole = content.trim_ascii();
+        let line = (!whole.contains(&b'\n') && !whole.contains(&b'\r')).then_some(whole);
         return match value {
-            Value::Object(object) => Ok(vec![object]),
+            Value::Object(object) => Ok(vec![Parsed { object, line }]),
             Value::Array(items) => items
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| match item {
-                    Value::Object(object) => Ok(object),
+                    Value::Object(object) => Ok(Parsed { object, line: None }),
                     other => Err(format!("array element {} is a JSON {}, not an object", i + 1, kind(&other))),
                 })
                 .collect(),
@@ -189,7 +207,7 @@ fn objects(content: &[u8]) -> Result<Vec<Map<String, Value>>, String> {
             continue;
         }
         match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(object)) => objects.push(object),
+            Ok(Value::Object(object)) => objects.push(Parsed { object, line: Some(line.trim_ascii()) }),
             Ok(other) => return Err(format!("line {} is a JSON {}, not an object", n + 1, kind(&other))),
             Err(e) => return Err(format!("line {} is not JSON: {e}", n + 1)),
         }
@@ -269,6 +287,24 @@ mod tests {
         let tokens: Vec<_> = rows.iter().map(|r| r.1.as_str()).collect();
         assert_eq!(tokens, ["495900000000000000000000", "496000000000000000000003"]);
         assert!(rows[0].0["kinesisMetadata"].get("partitionKey").is_none(), "attributes of the first record must not be copied");
+    }
+
+    #[test]
+    fn rows_needing_no_change_are_sent_as_they_came() {
+        let line = r#"{"z":1,"a":2.50,"kinesisMetadata":{"shardedSequenceNumber":"495900000000000000000000"}}"#;
+        let content = format!("{line}\r\n{{\"b\":1}}\n");
+        match PLAIN.prepare(&flow_file(&content, SHARD), || unreachable!()) {
+            Prepared::Rows { rows, .. } => {
+                assert_eq!(rows[0].json, line.as_bytes(), "key order and number text kept");
+                assert_ne!(rows[1].json, br#"{"b":1}"#.to_vec(), "metadata was added to the second");
+            }
+            other => panic!("{other:?}"),
+        }
+        let pretty = "{\n  \"a\": 1\n}";
+        match PLAIN.prepare(&flow_file(pretty, &[]), || 5) {
+            Prepared::Rows { rows, .. } => assert_eq!(rows[0].json, br#"{"a":1}"#.to_vec(), "a multi-line object is written on one line"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
