@@ -1,0 +1,513 @@
+"""The end-to-end acceptance test of issue 9, in a real NiFi with every local service: kinesis-local,
+dynalite, the Snowflake stand-in, and the flow applied by parameter-contexts/apply.py.
+
+4,000 JSON records, two thirds of them in KPL aggregates made by aws-kinesis-agg (tests/kpl/venv.sh
+makes its venv), go into a 2-shard stream; shard 0 is split while the flow runs, so later records of
+its keys go to the two children. The flow is stopped and started on the canvas twice (once the whole
+group, once processor by processor) and NiFi is killed with SIGKILL once and restarted. Then:
+
+- every record is in the table exactly once (count, and each record found by its id with the
+  sequence and sub-sequence number Kinesis gave it, via kinesisMetadata.shardedSequenceNumber);
+- kinesisMetadata is right (stream, shardId, partitionKey, sequenceNumber, subSequenceNumber);
+- the records of each partition key were loaded in sequence-number order, across the split too
+  (parent shard before child). Load order is the order of DuckDB's rowid in the stand-in: its
+  committer inserts each channel's batches one after another with INSERT ... SELECT into a table that
+  is never deleted from or updated, so a larger rowid means inserted later (see
+  tests/snowflake-standin/src/commit.rs and storage.rs; the test also checks the rowids are 0..n-1).
+  A batch commits a fixed lag after its append, so this is the order in which PutSnowflake appended;
+- a new Application Name and a fresh table re-read the whole stream from TRIM_HORIZON into it.
+
+A second flow with Schema Evolution Enabled = false writes into a table created without
+ENABLE_SCHEMA_EVOLUTION: keys without a column are ignored, the columns stay as created, rows load.
+
+Found here: when the parent's channel commits late (or PutSnowflake starts with the parent's last records
+and the children's first ones both queued), a child's records can be loaded before the parent's last ones;
+test_a_parents_last_records_load_before_its_childrens_first shows it and is marked xfail until fixed.
+
+What the emulators cannot show: kinesis-local closes a split parent with an EndingSequenceNumber of
+9223372036854775807 (a placeholder, not a real sequence number) and lists the children as soon as
+SplitShard returns; it refuses new shards beyond 50 open ones over all its streams (SHARD_LIMIT), so
+this module deletes its streams and lease tables at the end. The stand-in is a stand-in: Snowflake's
+own order of commits is not observed, and its reopen race is worked around (settle()).
+"""
+
+import base64
+import glob
+import json
+import os
+import sys
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from kpl import aggregate
+from nifi_instance import NiFiInstance, free_port
+from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
+from standin import Standin, make_key_pair
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
+import apply as flow  # noqa: E402
+
+ACCOUNT = "kinesnow-local"
+USER = "KINESNOW"
+DB = "KINESNOW.PUBLIC"
+RUN = str(int(time.time()))  # the emulators may be shared and outlive a run: unique names
+KEYS = [f"pk-{i:02d}" for i in range(16)]
+AGGREGATE_SIZE = 6  # user records per KPL aggregate
+
+
+def nar() -> str:
+    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
+    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
+    return nars[0]
+
+
+class Producer:
+    """Puts records with PutRecords and remembers, per record id, where Kinesis put it: partition key,
+    shard, sequence number, sub-sequence number (None for a record that is not aggregated)."""
+
+    def __init__(self, stream: str):
+        self.stream = stream
+        self.lock = threading.Lock()  # held for each PutRecords call
+        self.error = None
+        self.next_id = 0
+        self.unit = 0
+        self.phase = 1  # records of phase >= 2 carry a key that earlier ones lack
+        self.expected: dict[int, dict] = {}
+        self.order: dict[str, list[int]] = defaultdict(list)  # partition key -> ids in put order
+
+    def event(self, i: int, phase: int) -> str:
+        event = {"id": i, "kind": ["click", "view", "purchase"][i % 3], "user": f"u{i % 17}", "phase": phase}
+        if i % 5 == 0:
+            event["amount"] = i / 4  # a key only some records have: a column appears
+        if phase >= 2:
+            event["region"] = ["eu", "us", "ap"][i % 3]  # a key that only appears after the split
+        return json.dumps(event)
+
+    def put(self, count: int, phase: int) -> None:
+        """`count` records: units cycle over the keys; every fourth unit is a KPL aggregate of
+        AGGREGATE_SIZE records of one key, the others are single records."""
+        units, plain_units, groups = [], [], []
+        end = self.next_id + count
+        u = self.unit
+        while self.next_id < end:
+            key = KEYS[u % len(KEYS)]
+            if u % 4 == 3 and end - self.next_id >= AGGREGATE_SIZE:
+                ids = list(range(self.next_id, self.next_id + AGGREGATE_SIZE))
+                groups.append([(key, self.event(i, phase)) for i in ids])
+                units.append(("aggregate", key, ids, len(groups) - 1))
+            else:
+                ids = [self.next_id]
+                plain_units.append(self.event(self.next_id, phase))
+                units.append(("plain", key, ids, len(plain_units) - 1))
+            self.next_id += len(ids)
+            u += 1
+        self.unit = u
+        aggregates = aggregate(groups)
+        entries = []
+        for kind, key, ids, index in units:
+            if kind == "aggregate":
+                agg = aggregates[index]
+                assert agg["partition_key"] == key
+                entries.append({"PartitionKey": key, "Data": agg["data_b64"]})
+            else:
+                entries.append({"PartitionKey": key, "Data": base64.b64encode(plain_units[index].encode()).decode()})
+        for start in range(0, len(entries), 200):
+            with self.lock:
+                answer = kinesis_call("PutRecords", {"StreamName": self.stream, "Records": entries[start:start + 200]})
+                assert answer["FailedRecordCount"] == 0, answer
+                for (kind, key, ids, _), result in zip(units[start:start + 200], answer["Records"]):
+                    for sub, i in enumerate(ids):
+                        self.expected[i] = {"partitionKey": key, "shardId": result["ShardId"],
+                                            "sequenceNumber": result["SequenceNumber"],
+                                            "subSequenceNumber": sub if kind == "aggregate" else None}
+                        self.order[key].append(i)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.expected)
+
+    def wait_count(self, at_least: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count() < at_least and self.error is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert self.count() >= at_least, f"the producer put {self.count()} records ({self.error})"
+
+    def run_in_background(self, count: int, per_second: int) -> threading.Thread:
+        """Puts `count` more records at about `per_second` (chunks of 50), of the phase set in .phase."""
+        def produce():
+            try:
+                end = self.next_id + count
+                while self.next_id < end:
+                    t = time.monotonic()
+                    self.put(min(50, end - self.next_id), self.phase)
+                    time.sleep(max(0.0, 50 / per_second - (time.monotonic() - t)))
+            except Exception as e:  # reported by the test through .error
+                self.error = e
+
+        thread = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        return thread
+
+
+def wait_active(stream: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        d = kinesis_call("DescribeStream", {"StreamName": stream})["StreamDescription"]
+        if d["StreamStatus"] == "ACTIVE" or time.monotonic() > deadline:
+            return d
+        time.sleep(0.2)
+
+
+def distinct_ids(sf: Standin, table: str) -> int:
+    return sf.query(f"SELECT COUNT(DISTINCT ID) AS D FROM {table}")[0]["D"]
+
+
+def wait_for_rows(sf: Standin, table: str, at_least: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    n = distinct_ids(sf, table)
+    while n < at_least and time.monotonic() < deadline:
+        time.sleep(0.5)
+        n = distinct_ids(sf, table)
+    return n
+
+
+def wait_for_ids_below(sf: Standin, table: str, end: int, timeout: float) -> None:
+    """Until every record with an id below `end` is in the table."""
+    deadline = time.monotonic() + timeout
+    while sf.query(f"SELECT COUNT(DISTINCT ID) AS D FROM {table} WHERE ID < {end}")[0]["D"] < end:
+        assert time.monotonic() < deadline, f"records below id {end} did not all arrive"
+        time.sleep(0.5)
+
+
+def create_table(sf: Standin, table: str, evolution: bool, columns: str = "ID NUMBER") -> None:
+    sf.sql(f"CREATE TABLE {table} ({columns})" + (" ENABLE_SCHEMA_EVOLUTION = TRUE" if evolution else "")
+           + " ERROR_LOGGING = TRUE")
+
+
+def table_columns(sf: Standin, table: str) -> list[str]:
+    name = table.split(".")[-1]
+    for t in sf.admin("GET", "/admin/tables")["tables"]:
+        if t["database"] == "KINESNOW" and t["schema"] == "PUBLIC" and t["name"] == name:
+            return [c["name"] for c in t["columns"]]
+    raise AssertionError(f"no table {table}")
+
+
+def loaded_rows(sf: Standin, table: str) -> list[dict]:
+    """Every row with its rowid (insertion order in the stand-in's DuckDB table), oldest first."""
+    return sf.query(f"SELECT rowid AS RID, ID, KINESISMETADATA AS M FROM {table} ORDER BY rowid")
+
+
+def channels_of(sf: Standin, table: str) -> list[str]:
+    pipe = table.split(".")[-1] + "-STREAMING"
+    return sorted(c["channel_name"] for c in sf.admin("GET", "/admin/channels")["channels"] if c["pipe_name"] == pipe)
+
+
+@pytest.fixture(scope="module")
+def env(local_services, tmp_path_factory):
+    work = str(tmp_path_factory.mktemp("kinesnow-acceptance"))
+    _, public_key = make_key_pair(os.path.join(work, "snowflake"))
+    sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=500)
+    state = {"work": work, "sf": sf, "streams": [], "apps": []}
+    try:
+        sf.register_user(ACCOUNT, USER, public_key)
+        state["nifi"] = NiFiInstance.start(port=free_port(), extensions=[nar()])
+        yield state
+    finally:
+        if "nifi" in state and state["nifi"].is_running():
+            state["nifi"].stop()
+        sf.stop()
+    # kinesis-local limits the open shards of all its streams together, and the emulators are shared
+    for call, action, key, names in ((kinesis_call, "DeleteStream", "StreamName", state["streams"]),
+                                     (dynamodb_call, "DeleteTable", "TableName", state["apps"])):
+        for name in names:
+            try:
+                call(action, {key: name})
+            except AwsJsonError:
+                pass
+
+
+def create_stream(env, stream: str, shards: int) -> None:
+    kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": shards})
+    env["streams"].append(stream)
+    wait_active(stream)
+
+
+def applied(env, name: str, stream: str, app: str, table: str, evolution: bool = True) -> dict:
+    c = env["nifi"].client
+    env["apps"].append(app)
+    ids = flow.apply(c, "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": env["sf"].url}, name,
+                     context_suffix=f" [{name}]")
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream, "AWS Kinesis Application Name": app})
+    c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": table.split(".")[-1],
+                                                     "Schema Evolution Enabled": "true" if evolution else "false"})
+    for pid in (ids["consumer"], ids["sink"]):
+        v = c.processor_validation(pid)
+        assert v["status"] == "VALID", v
+    return ids
+
+
+def check_table(sf: Standin, table: str, producer: Producer) -> list[dict]:
+    """Exactly once, right kinesisMetadata, per-key load order by sequence number. Returns the rows."""
+    rows = loaded_rows(sf, table)
+    assert [r["RID"] for r in rows] == list(range(len(rows))), "rowids 0..n-1: rows only ever appended"
+    ids = [r["ID"] for r in rows]
+    total = len(producer.expected)
+    missing = set(producer.expected) - set(ids)
+    assert not missing, f"{len(missing)} of {total} records are missing, e.g. {sorted(missing)[:10]}"
+    if len(ids) != len(set(ids)):
+        seen, twice = set(), []
+        for r in rows:
+            if r["ID"] in seen:
+                twice.append(r["ID"])
+            seen.add(r["ID"])
+        shown = [(r["ID"], r["M"]["shardId"], r["M"]["shardedSequenceNumber"], r["RID"]) for r in rows if r["ID"] in twice[:6]]
+        raise AssertionError(f"{len(twice)} records were loaded twice; (id, shard, token, rowid): {shown}")
+    assert len(ids) == total
+    by_key = defaultdict(list)
+    for r in rows:
+        want, m = producer.expected[r["ID"]], r["M"]
+        sub = want["subSequenceNumber"]
+        assert m["stream"] == producer.stream, (r["ID"], m)
+        assert m["shardId"] == want["shardId"], (r["ID"], m, want)
+        assert m["partitionKey"] == want["partitionKey"], (r["ID"], m, want)
+        assert m["sequenceNumber"] == want["sequenceNumber"], (r["ID"], m, want)
+        assert m["subSequenceNumber"] == (sub or 0), (r["ID"], m, want)
+        assert m["shardedSequenceNumber"] == f"{want['sequenceNumber']}{(sub or 0):020d}", (r["ID"], m)
+        by_key[m["partitionKey"]].append(r)
+    for key, key_rows in by_key.items():
+        loaded = [r["ID"] for r in key_rows]  # already in rowid order
+        if loaded != producer.order[key]:
+            at = next(n for n, (a, b) in enumerate(zip(loaded, producer.order[key])) if a != b)
+            early = key_rows[at]
+            late = next(r for r in key_rows if r["ID"] == producer.order[key][at])
+            raise AssertionError(
+                f"records of {key} were not loaded in the order they were put: record {early['ID']} "
+                f"({early['M']['shardId']} {early['M']['sequenceNumber']}, rowid {early['RID']}) was loaded before "
+                f"record {late['ID']} ({late['M']['shardId']} {late['M']['sequenceNumber']}, rowid {late['RID']})")
+        positions = [(int(r["M"]["sequenceNumber"]), r["M"]["subSequenceNumber"]) for r in key_rows]
+        assert positions == sorted(positions) and len(set(positions)) == len(positions), \
+            f"records of {key} were not loaded in sequence-number order"
+    return rows
+
+
+def wait_consumed(app: str, producer: Producer, timeout: float) -> None:
+    """Until the consumer's checkpoint (in the lease table named after the Application Name) of every shard
+    is at the last record put to it: everything read and committed into NiFi's queue."""
+    last = {}
+    for want in producer.expected.values():
+        last[want["shardId"]] = max(last.get(want["shardId"], 0), int(want["sequenceNumber"]))
+    deadline = time.monotonic() + timeout
+    while True:
+        items = dynamodb_call("Scan", {"TableName": app})["Items"]
+        done = {i["shardId"]["S"]: int(i["sequenceNumber"]["S"]) for i in items
+                if i.get("sequenceNumber", {}).get("S", "").isdigit()}
+        if all(done.get(shard, 0) >= seq for shard, seq in last.items()):
+            return
+        assert time.monotonic() < deadline, f"the consumer did not read everything: {done} vs {last}"
+        time.sleep(0.5)
+
+
+def settle(sf: Standin, table: str, timeout: float = 30) -> None:
+    """Until the stand-in has committed every batch appended to the table's channels.
+
+    Works around a race in the stand-in (tests/snowflake-standin/src/channels.rs): an open that comes while
+    the committer is inserting a batch of that channel answers with the committed offset token from before
+    that batch, and the batch is still inserted afterwards, so a client that reopens then (PutSnowflake after
+    a stop/start) sends those rows again and they load twice. Snowflake's open returns the latest committed
+    token and discards uncommitted rows of the old channel. Seen here as 81 duplicate rows in 1 of ~7 runs."""
+    pipe = table.split(".")[-1] + "-STREAMING"
+    deadline = time.monotonic() + timeout
+    while any(c["pending_batches"] for c in sf.admin("GET", "/admin/channels")["channels"] if c["pipe_name"] == pipe):
+        assert time.monotonic() < deadline, "the stand-in did not commit what was appended"
+        time.sleep(0.1)
+
+
+def stop_and_start_group(c, group: str, sf: Standin, table: str) -> None:
+    """The canvas's Operate palette: stop the process group, then start it."""
+    c.set_process_group_state(group, "STOPPED")
+    c._wait_no_active_threads(group)
+    settle(sf, table)
+    c.set_process_group_state(group, "RUNNING")
+
+
+def stop_and_start_processors(c, ids: dict, sf: Standin, table: str) -> None:
+    """Each processor's context menu: stop PutSnowflake, stop ConsumeKinesis, start both."""
+    c.stop_processor(ids["sink"])
+    c.stop_processor(ids["consumer"])
+    settle(sf, table)
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+
+
+def test_every_record_once_in_key_order_across_split_restarts_and_kill_9(env):
+    sf, stream, table = env["sf"], f"accept-{RUN}", f"{DB}.ACCEPT_{RUN}"
+    t0 = time.monotonic()
+    create_table(sf, table, evolution=True)
+    create_stream(env, stream, 2)
+    producer = Producer(stream)
+    producer.put(1000, phase=1)  # a backlog, read from TRIM_HORIZON
+
+    ids = applied(env, "acceptance", stream, f"{stream}-app", table)
+    c = env["nifi"].client
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    background = producer.run_in_background(3000, per_second=200)  # the stream keeps growing meanwhile
+    events = {}
+
+    assert wait_for_rows(sf, table, 500, 120) >= 500, "rows arrive"
+    events["canvas stop/start 1 (group)"] = (distinct_ids(sf, table), producer.count())
+    stop_and_start_group(c, ids["group"], sf, table)
+
+    parent = "shardId-000000000000"
+    producer.wait_count(2000, 60)
+    with producer.lock:  # between two PutRecords calls
+        shard = next(s for s in wait_active(stream)["Shards"] if s["ShardId"] == parent)
+        low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+        kinesis_call("SplitShard", {"StreamName": stream, "ShardToSplit": parent,
+                                    "NewStartingHashKey": str((low + high) // 2 + 1)})
+        children = sorted(s["ShardId"] for s in wait_active(stream)["Shards"] if s.get("ParentShardId") == parent)
+        first_after_split = len(producer.expected)  # every record put so far went to the parent or shard 1
+        producer.phase = 2
+        events["split"] = (distinct_ids(sf, table), first_after_split)
+    assert len(children) == 2, "the split made two children"
+
+    # Everything put before the split loaded (the parent's last records too): then stop/start 2. Doing it while
+    # the parent's last records are still in PutSnowflake can load a child's records first: see the test below.
+    wait_for_ids_below(sf, table, first_after_split, 180)
+    events["canvas stop/start 2 (processors)"] = (distinct_ids(sf, table), producer.count())
+    stop_and_start_processors(c, ids, sf, table)
+    time.sleep(2)  # NiFi saves the flow (with the processors' run state) a moment after a change
+    loaded_at_kill, put_at_kill = distinct_ids(sf, table), producer.count()
+    events["kill -9"] = (loaded_at_kill, put_at_kill)
+    env["nifi"].kill()  # with records in flight: queued, in PutSnowflake's sessions, appended but not committed
+    restarted = NiFiInstance.start(port=env["nifi"].port, instance_dir=env["nifi"].instance_dir, keep=True)
+    env["nifi"].pid = restarted.pid
+    c = restarted.client
+    for pid in (ids["consumer"], ids["sink"]):
+        assert c.processor_state(pid) == "RUNNING", "NiFi resumed the processors after the crash"
+    background.join()
+    total = len(producer.expected)
+    assert total == 4000 and producer.error is None, producer.error
+
+    loaded = wait_for_rows(sf, table, total, 300)
+    time.sleep(3)  # anything still in flight would show up now as a duplicate
+    print(f"\n(loaded, put) at each event: {events}; all {loaded} of {total} after {time.monotonic() - t0:.0f} s")
+    assert loaded_at_kill < put_at_kill, "the kill happened with records not yet loaded"
+    rows = check_table(sf, table, producer)
+
+    after_split = {producer.expected[i]["shardId"] for i in range(first_after_split, total)}
+    assert parent not in after_split and set(children) <= after_split, after_split
+    spanning = [k for k in KEYS if producer.expected[producer.order[k][0]]["shardId"] == parent]
+    assert spanning and all(producer.expected[producer.order[k][-1]]["shardId"] in children for k in spanning), \
+        "some keys have records on the parent and then on a child"
+    assert any(r["M"]["subSequenceNumber"] > 0 for r in rows), "aggregated records were loaded"
+    assert c.connection_queue_count(ids["failure_queue"]) == 0
+    assert c.connection_queue_count(ids["parse_failure_queue"]) == 0
+    assert sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"] == 0
+    assert {"AMOUNT", "REGION", "KIND", "USER", "PHASE", "KINESISMETADATA"} <= set(table_columns(sf, table))
+    assert channels_of(sf, table) == [f"kinesnow_{stream}_{s}" for s in sorted([parent, "shardId-000000000001", *children])]
+    env["main"] = {"ids": ids, "producer": producer, "table": table}
+
+
+def test_a_new_application_name_rereads_the_stream_into_a_fresh_table(env):
+    """The README's reset: stop the flow, a new Application Name (a new, empty lease table) and a new table;
+    the whole stream, closed parent shard included, is read again from TRIM_HORIZON into the new table.
+    The channels are the new table's pipe's own (same names, no committed offset token yet), so no
+    new Channel Name Prefix is needed."""
+    if "main" not in env:
+        pytest.skip("needs the stream of the test above")
+    sf, c = env["sf"], env["nifi"].client
+    ids, producer, old_table = env["main"]["ids"], env["main"]["producer"], env["main"]["table"]
+    table, app = f"{DB}.ACCEPT_RESET_{RUN}", f"{producer.stream}-app-reset"
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+    create_table(sf, table, evolution=True)
+    env["apps"].append(app)
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Application Name": app})
+    c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": table.split(".")[-1]})
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    total = len(producer.expected)
+    assert wait_for_rows(sf, table, total, 240) == total
+    time.sleep(3)
+    check_table(sf, table, producer)
+    assert distinct_ids(sf, old_table) == total and \
+        sf.query(f"SELECT COUNT(*) AS N FROM {old_table}")[0]["N"] == total, "the old table is untouched"
+    assert dynamodb_call("DescribeTable", {"TableName": app})["Table"]["TableName"] == app, "a new lease table"
+    assert len(channels_of(sf, table)) == 4
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+
+
+def test_schema_evolution_off_ignores_unknown_keys(env):
+    """A second flow, Schema Evolution Enabled = false, into a table created without ENABLE_SCHEMA_EVOLUTION.
+    Note: PutSnowflake reads and validates that parameter, but nothing in rust-core uses it (only the
+    table's own property decides, in Snowflake as in the stand-in), so this shows the table property at
+    work with the flow set up as a user would set it up."""
+    sf, stream, table = env["sf"], f"accept-noevo-{RUN}", f"{DB}.ACCEPT_NOEVO_{RUN}"
+    create_table(sf, table, evolution=False, columns="ID NUMBER, KIND VARCHAR, KINESISMETADATA VARIANT")
+    before = table_columns(sf, table)
+    create_stream(env, stream, 1)
+    producer = Producer(stream)
+    producer.put(300, phase=2)  # id, kind, user, phase, region, some amount: four keys without a column
+    ids = applied(env, "no-evolution", stream, f"{stream}-app", table, evolution=False)
+    c = env["nifi"].client
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    assert wait_for_rows(sf, table, 300, 120) == 300
+    time.sleep(2)
+    assert table_columns(sf, table) == before == ["ID", "KIND", "KINESISMETADATA"], "no column was added"
+    check_table(sf, table, producer)
+    row = sf.query(f"SELECT * FROM {table} WHERE ID = 5")[0]
+    assert row["KIND"] == "purchase" and set(row) == {"ID", "KIND", "KINESISMETADATA"}
+    assert sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"] == 0, "no row was rejected"
+    assert c.connection_queue_count(ids["failure_queue"]) == 0
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "product gap: ConsumeKinesis hands a parent shard's records to NiFi before its children's, but PutSnowflake "
+    "writes each shard to its own channel with nothing holding a child's rows back until the parent's channel "
+    "has committed, so a child's records can be loaded before the parent's last ones"))
+def test_a_parents_last_records_load_before_its_childrens_first(env):
+    """Per-key order across a split when the parent's channel is slow: Snowflake takes longer to commit the
+    parent's last rows (the stand-in withholds that channel's commits for a few seconds) while ConsumeKinesis,
+    whose parent shard is finished once NiFi has its records, moves on to the children. The records of each
+    key must still be loaded parent first. The same race shows, less often, when PutSnowflake is stopped and
+    started (or NiFi restarts) with the parent's last records and the children's first ones both queued: the
+    four channels open concurrently and whichever opens first appends first."""
+    sf, stream, table = env["sf"], f"accept-split-{RUN}", f"{DB}.ACCEPT_SPLIT_{RUN}"
+    parent = "shardId-000000000000"
+    create_table(sf, table, evolution=True)
+    create_stream(env, stream, 2)
+    producer = Producer(stream)
+    producer.put(300, phase=1)
+    ids = applied(env, "slow-parent-channel", stream, f"{stream}-app", table)
+    c = env["nifi"].client
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    assert wait_for_rows(sf, table, 300, 120) == 300
+    fault = sf.fault({"kind": "withhold_commits", "count": -1, "channel": f"kinesnow_{stream}_{parent}"})
+    try:
+        producer.put(300, phase=1)  # the parent's last records
+        shard = next(s for s in wait_active(stream)["Shards"] if s["ShardId"] == parent)
+        low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+        kinesis_call("SplitShard", {"StreamName": stream, "ShardToSplit": parent,
+                                    "NewStartingHashKey": str((low + high) // 2 + 1)})
+        wait_active(stream)
+        producer.put(300, phase=2)  # the children's first records
+        wait_consumed(f"{stream}-app", producer, 60)
+        time.sleep(4)  # time to load the children's records, were they not held back
+    finally:
+        sf.admin("DELETE", f"/admin/faults/{fault['id']}")
+    assert wait_for_rows(sf, table, 900, 120) == 900
+    time.sleep(2)
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+    check_table(sf, table, producer)
