@@ -191,6 +191,11 @@ impl Channels {
         (ch.token(), ch.status(), ch.rec.clone())
     }
 
+    /// Whether a batch of the channel is being inserted by the committer right now.
+    pub fn inserting(&self, pipe: &ObjectName, name: &str) -> bool {
+        self.map.lock().unwrap().get(&channel_key(pipe, name)).is_some_and(|c| c.in_flight > 0)
+    }
+
     pub fn abort_open(&self, pipe: &ObjectName, name: &str) {
         if let Some(ch) = self.map.lock().unwrap().get_mut(&channel_key(pipe, name)) {
             ch.opening = false;
@@ -270,7 +275,8 @@ impl Channels {
         let mut map = self.map.lock().unwrap();
         let mut out = vec![];
         for (key, ch) in map.iter_mut() {
-            if ch.pending.is_empty() || withheld(&ch.rec.name) {
+            // No batch of a channel being opened starts committing: the open discards them.
+            if ch.pending.is_empty() || ch.opening || withheld(&ch.rec.name) {
                 continue;
             }
             while ch.pending.front().is_some_and(|b| b.due <= now) {

@@ -134,6 +134,12 @@ pub async fn open_channel(State(state): State<Shared>, Path((db, schema, pipe, c
     if latency > 0 {
         tokio::time::sleep(Duration::from_millis(latency)).await;
     }
+    // A batch the committer already took is being inserted: let it finish, so the committed offset
+    // token this open reports covers every row that will become visible (as Snowflake's does).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while state.channels.inserting(&pipe, &channel) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     let (token, status, rec) = state.channels.finish_open(&pipe, &channel, req.offset_token);
     state.persist_channel(&rec);
     Ok(Json(json!({ "next_continuation_token": token, "channel_status": status })))
