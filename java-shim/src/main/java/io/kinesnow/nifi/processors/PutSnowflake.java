@@ -108,7 +108,9 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
             .required(true).allowableValues("true", "false").defaultValue("false").build();
     static final PropertyDescriptor SCHEMA_EVOLUTION_ENABLED = new PropertyDescriptor.Builder()
             .name("Schema Evolution Enabled")
-            .description("The table has ENABLE_SCHEMA_EVOLUTION, so new top-level keys become new columns.")
+            .description("Whether the table has ENABLE_SCHEMA_EVOLUTION (new top-level keys become new columns). Snowflake "
+                    + "applies the table's own setting; this property records it for the flow and its parameter context and "
+                    + "changes nothing the processor sends.")
             .required(true).allowableValues("true", "false").defaultValue("false").build();
     static final PropertyDescriptor CHANNEL_PREFIX = new PropertyDescriptor.Builder()
             .name("Channel Name Prefix")
