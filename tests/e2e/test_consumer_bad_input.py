@@ -22,11 +22,11 @@ import time
 
 import pytest
 
-from consumer_flow import (ConsumerFlow, built_nar, consumer_properties, create_stream, kpl_fixture,
-                           put_record, unique)
+import consumer_flow
+from consumer_flow import ConsumerFlow, built_nar, consumer_properties, kpl_fixture, put_record, unique
 from nifi_client import read_log_errors
 from nifi_instance import NiFiInstance, free_port
-from services import AwsJsonError, local_services  # noqa: F401  (session fixture)
+from services import AwsJsonError, kinesis_call, local_services  # noqa: F401  (session fixture)
 
 MIB = 1024 * 1024
 SUB = "aws.kinesis.first.subsequence.number"
@@ -40,9 +40,24 @@ def nifi(local_services):
     inst.stop()
 
 
+_streams: list[str] = []
+
+
+def create_stream(name: str, shards: int) -> list[dict]:
+    """Creates a stream that is deleted when this module is done (kinesis-local allows 50 shards in
+    all, and the rest of the suite shares the emulator)."""
+    _streams.append(name)
+    return consumer_flow.create_stream(name, shards)
+
+
 @pytest.fixture(scope="module")
 def group(nifi):
-    return nifi.client.create_process_group("bad input")["id"]
+    yield nifi.client.create_process_group("bad input")["id"]
+    for stream in _streams:
+        try:
+            kinesis_call("DeleteStream", {"StreamName": stream, "EnforceConsumerDeletion": True})
+        except AwsJsonError:
+            pass
 
 
 _positions = iter(range(0, 100000, 600))
