@@ -23,6 +23,7 @@ pub const MAX_BUFFER_SIZE: &str = "Max Buffer Size";
 pub const PROCESSING_STRATEGY: &str = "Processing Strategy";
 pub const OUTPUT_STRATEGY: &str = "Output Strategy";
 pub const LAG_WARNING_THRESHOLD: &str = "Lag Warning Threshold";
+pub const FAILOVER_TIMEOUT: &str = "Failover Timeout";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     STREAM_NAME,
@@ -42,6 +43,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     PROCESSING_STRATEGY,
     OUTPUT_STRATEGY,
     LAG_WARNING_THRESHOLD,
+    FAILOVER_TIMEOUT,
 ];
 
 const MIB: u64 = 1024 * 1024;
@@ -102,6 +104,8 @@ pub struct ConsumeKinesisConfig {
     pub output_strategy: OutputStrategy,
     /// Warn when a shard lags by more than this share of the stream's retention period.
     pub lag_warning_threshold_percent: u8,
+    /// A node silent this long is dead; its shards are taken over.
+    pub failover_timeout: Duration,
 }
 
 impl ConsumeKinesisConfig {
@@ -160,6 +164,8 @@ impl ConsumeKinesisConfig {
             ],
         );
         let lag_warning_threshold_percent = r.int_in(LAG_WARNING_THRESHOLD, 50, 1, 100) as u8;
+        let failover_timeout =
+            r.duration_in(FAILOVER_TIMEOUT, Duration::from_secs(7), Duration::from_secs(1), Duration::from_secs(600));
         r.finish(Self {
             stream_name,
             application_name,
@@ -176,6 +182,7 @@ impl ConsumeKinesisConfig {
             processing_strategy,
             output_strategy,
             lag_warning_threshold_percent,
+            failover_timeout,
         })
     }
 }

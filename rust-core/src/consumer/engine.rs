@@ -1,9 +1,7 @@
 //! The engine's shared state and its API to the processor: start, poll a batch, ack or nack it,
-//! stop. A background task renews leases and picks up shards whose parents are finished.
+//! stop. The lease keeper (`keeper.rs`) runs beside it on its own task.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -13,6 +11,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::budget::MemoryBudget;
+use super::keeper::Keeper;
 use super::reader;
 use super::state::{Buffered, InFlight, ShardState};
 use super::ConsumerError;
@@ -20,8 +19,7 @@ use crate::aws::AwsClients;
 use crate::config::consume_kinesis::{ConsumeKinesisConfig, InitialPosition};
 use crate::kinesis::position::Position;
 use crate::kinesis::record::ShardRecords;
-use crate::kinesis::shards::{list_shards, ShardInfo};
-use crate::lease::{table, Checkpoint, LeaseError, LeaseStore};
+use crate::lease::{table, Lease, LeaseError, LeaseStore};
 
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
@@ -30,8 +28,17 @@ pub struct EngineSettings {
     pub initial_position: InitialPosition,
     pub max_records_per_request: u32,
     pub max_buffer_size: u64,
-    pub lease_duration: Duration,
+    /// A node whose heartbeat has not changed for this long is dead and its leases are taken over.
+    pub failover_timeout: Duration,
+    /// How often this node's heartbeat row is bumped (well inside the failover timeout).
+    pub heartbeat_interval: Duration,
+    /// How often the table is read to check leases, find readable shards and balance.
+    pub scan_interval: Duration,
+    /// How often the stream's shards are listed (children of a finished shard do not wait for it:
+    /// they come from ChildShards).
     pub shard_refresh: Duration,
+    /// How long a lease being handed back waits for its batches in flight before it is released.
+    pub hand_back_timeout: Duration,
     /// Warn when a shard lags by more than this share of the stream's retention period.
     pub lag_warning_percent: u8,
     /// The component handle, so log events reach the processor's bulletins.
@@ -46,12 +53,25 @@ impl EngineSettings {
             initial_position: c.initial_position,
             max_records_per_request: c.max_records_per_request,
             max_buffer_size: c.max_buffer_size,
-            lease_duration: Duration::from_secs(10),
+            failover_timeout: c.failover_timeout,
+            heartbeat_interval: heartbeat_interval(c.failover_timeout),
+            scan_interval: scan_interval(c.failover_timeout),
             shard_refresh: Duration::from_secs(30),
+            hand_back_timeout: Duration::from_secs(30),
             lag_warning_percent: c.lag_warning_threshold_percent,
             component,
         }
     }
+}
+
+/// Heartbeats three times per failover timeout, at least every 10 s.
+pub fn heartbeat_interval(failover: Duration) -> Duration {
+    (failover * 3 / 7).clamp(Duration::from_millis(100), Duration::from_secs(10))
+}
+
+/// Scans the table seven times per failover timeout, at most once a second.
+pub fn scan_interval(failover: Duration) -> Duration {
+    (failover / 7).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
 /// Records handed to NiFi in one call; settle it with `ack` or `nack`.
@@ -75,6 +95,15 @@ pub struct Shared {
     shards: Mutex<BTreeMap<String, ShardState>>,
     batches: Mutex<HashMap<i64, Vec<String>>>,
     data_ready: Notify,
+    /// Wakes the keeper for a pass now (a shard finished, a hand-back's batches settled).
+    pub(super) rebalance: Notify,
+    /// A shard ended without naming its children: list the stream on the next pass.
+    pub(super) list_now: std::sync::atomic::AtomicBool,
+    /// Records are delivered only while this node's last heartbeat is recent enough that no
+    /// other node can have judged it dead and taken its leases.
+    deliver_until: Mutex<tokio::time::Instant>,
+    #[cfg(feature = "test-support")]
+    pub(super) suspended_until: Mutex<Option<tokio::time::Instant>>,
     next_batch: AtomicI64,
     cursor: AtomicUsize,
     pub stopping: watch::Sender<bool>,
@@ -87,10 +116,11 @@ pub struct ConsumerEngine {
 }
 
 impl ConsumerEngine {
-    /// Creates the lease table if needed, leases the stream's readable shards and starts reading.
+    /// Creates the lease table if needed, joins the nodes of the Application Name, takes its share
+    /// of the readable shards and starts reading.
     pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
         table::ensure_table(&clients.dynamodb, &settings.application, Duration::from_secs(60)).await?;
-        let store = LeaseStore::new(clients.dynamodb, &settings.application, &settings.stream, settings.lease_duration);
+        let store = LeaseStore::new(clients.dynamodb, &settings.application, &settings.stream);
         let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
             .await?
             .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
@@ -108,23 +138,41 @@ impl ConsumerEngine {
             shards: Mutex::new(BTreeMap::new()),
             batches: Mutex::new(HashMap::new()),
             data_ready: Notify::new(),
+            rebalance: Notify::new(),
+            list_now: std::sync::atomic::AtomicBool::new(false),
+            deliver_until: Mutex::new(tokio::time::Instant::now()),
+            #[cfg(feature = "test-support")]
+            suspended_until: Mutex::new(None),
             next_batch: AtomicI64::new(1),
             cursor: AtomicUsize::new(0),
             stopping,
             readers: Mutex::new(Vec::new()),
         });
-        shared.clone().take_readable_shards().await?;
-        let keeper = tokio::spawn(keep_leases(shared.clone()));
+        let mut keeper = Keeper::new(shared.clone()).await?;
+        keeper.first_pass().await?;
+        let keeper = tokio::spawn(keeper.run());
         Ok(Self { shared, keeper: Mutex::new(Some(keeper)) })
+    }
+
+    /// Write requests this engine sent to the lease table so far.
+    pub fn dynamodb_writes(&self) -> u64 {
+        self.shared.store.writes()
+    }
+
+    /// Test hook: the lease keeper does nothing for `pause` (no heartbeats, no scans), as if the
+    /// node were frozen by a long GC pause or SIGSTOP; reading and polling go on.
+    #[cfg(feature = "test-support")]
+    pub fn suspend_lease_keeping(&self, pause: Duration) {
+        *self.shared.suspended_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::time::Instant::now() + pause);
     }
 
     pub fn owner(&self) -> &str {
         &self.shared.owner
     }
 
-    /// Shards currently leased by this engine.
+    /// Shards currently leased and read by this engine (not those being handed back).
     pub fn leased_shards(&self) -> Vec<String> {
-        self.shared.lock_shards().iter().filter(|(_, s)| !s.finished).map(|(k, _)| k.clone()).collect()
+        self.shared.lock_shards().iter().filter(|(_, s)| !s.finished && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect()
     }
 
     pub fn budget_available(&self) -> u64 {
@@ -176,7 +224,8 @@ impl ConsumerEngine {
         Ok(())
     }
 
-    /// Stops reading, waits briefly for batches in flight, and releases every lease.
+    /// Stops reading, waits briefly for batches in flight, releases every lease and leaves the
+    /// cluster (its heartbeat row is removed), so other nodes take the shards at once.
     pub async fn stop(&self) {
         let _ = self.shared.stopping.send(true);
         self.shared.data_ready.notify_waiters();
@@ -191,19 +240,23 @@ impl ConsumerEngine {
         while !self.shared.lock_batches().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let leases: Vec<_> = self.shared.lock_shards().values().map(|s| s.lease.clone()).collect();
+        let leases: Vec<_> = self.shared.lock_shards().values().filter(|s| !s.finished).map(|s| s.lease.clone()).collect();
         for lease in leases {
-            if let Err(e) = self.shared.store.release(&lease).await {
-                warn!(component = self.shared.settings.component, "could not release the lease of shard {}: {e}", lease.shard_id);
+            match self.shared.store.release(&lease).await {
+                Ok(()) | Err(LeaseError::Fenced { .. }) => {}
+                Err(e) => warn!(component = self.shared.settings.component, "could not release the lease of shard {}: {e}", lease.shard_id),
             }
         }
         self.shared.lock_shards().clear();
+        if let Err(e) = self.shared.store.remove_node(&self.shared.owner).await {
+            warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
+        }
         info!(component = self.shared.settings.component, "consumer of stream '{}' stopped", self.shared.settings.stream);
     }
 }
 
-/// Dropping an engine without `stop` ends its tasks but keeps its leases, as a crashed node would:
-/// they expire and other nodes take them over.
+/// Dropping an engine without `stop` ends its tasks but keeps its leases and heartbeat row, as a
+/// crashed node would: other nodes take the leases over once its heartbeat stops changing.
 impl Drop for ConsumerEngine {
     fn drop(&mut self) {
         let _ = self.shared.stopping.send(true);
@@ -217,7 +270,7 @@ impl Drop for ConsumerEngine {
 }
 
 impl Shared {
-    fn lock_shards(&self) -> MutexGuard<'_, BTreeMap<String, ShardState>> {
+    pub(super) fn lock_shards(&self) -> MutexGuard<'_, BTreeMap<String, ShardState>> {
         self.shards.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -231,11 +284,21 @@ impl Shared {
 
     /// The shard's generation and committed position; `None` once the shard is finished or lost.
     pub(super) fn reader_generation(&self, shard_id: &str) -> Option<(u64, Option<Position>)> {
-        self.lock_shards().get(shard_id).filter(|s| !s.finished).map(|s| (s.generation, s.committed.clone()))
+        self.lock_shards()
+            .get(shard_id)
+            .filter(|s| !s.finished && s.handing_back.is_none())
+            .map(|s| (s.generation, s.committed.clone()))
     }
 
     /// Adds fetched records to a shard's buffer; false when the shard was rewound or lost meanwhile.
-    pub(super) fn push(&self, shard_id: &str, generation: u64, records: Vec<Buffered>, millis_behind: i64, ended: bool) -> bool {
+    pub(super) fn push(
+        &self,
+        shard_id: &str,
+        generation: u64,
+        records: Vec<Buffered>,
+        millis_behind: i64,
+        ended: Option<Vec<(String, Vec<String>)>>,
+    ) -> bool {
         let mut shards = self.lock_shards();
         let Some(state) = shards.get_mut(shard_id).filter(|s| s.generation == generation) else { return false };
         state.millis_behind = millis_behind;
@@ -244,8 +307,9 @@ impl Shared {
             state.buffered_bytes += b.reservation.bytes();
             state.buffer.push_back(b);
         }
-        if ended {
+        if let Some(children) = ended {
             state.reader_finished = true;
+            state.children = children;
         }
         drop(shards);
         if had_records {
@@ -256,8 +320,12 @@ impl Shared {
 
     /// Takes up to `max_bytes` round-robin over the shards and registers the batch.
     fn take(&self, max_bytes: u64) -> Option<Batch> {
+        if !self.may_deliver() {
+            return None;
+        }
         let mut shards = self.lock_shards();
-        let ids: Vec<String> = shards.iter().filter(|(_, s)| !s.buffer.is_empty()).map(|(k, _)| k.clone()).collect();
+        let ids: Vec<String> =
+            shards.iter().filter(|(_, s)| !s.buffer.is_empty() && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect();
         if ids.is_empty() {
             return None;
         }
@@ -311,6 +379,9 @@ impl Shared {
                     let mut shards = self.lock_shards();
                     let Some(state) = shards.get_mut(shard_id) else { return };
                     state.committed = Some(position);
+                    if state.handing_back.is_some() && state.in_flight.is_empty() {
+                        self.rebalance.notify_one();
+                    }
                     state.reader_finished && state.buffer.is_empty() && state.in_flight.is_empty()
                 };
                 if finished {
@@ -333,71 +404,62 @@ impl Shared {
         }
     }
 
-    /// Writes the shard-end marker once everything of the shard is committed, then looks for children.
-    async fn finish_shard(self: &Arc<Self>, shard_id: &str) {
-        let lease = {
+    /// Writes the children's rows and the shard-end marker once everything of the shard is
+    /// committed (which also gives the lease up), then wakes the keeper to take the children.
+    /// If the marker cannot be written, the shard stays here as finished and the keeper retries.
+    pub(super) async fn finish_shard(self: &Arc<Self>, shard_id: &str) {
+        let (lease, children) = {
             let mut shards = self.lock_shards();
-            let Some(state) = shards.get_mut(shard_id).filter(|s| !s.finished) else { return };
+            let Some(state) = shards.get_mut(shard_id) else { return };
             state.finished = true;
-            state.lease.clone()
+            (state.lease.clone(), state.children.clone())
         };
+        for (child, parents) in &children {
+            if let Err(e) = self.store.add_child(child, parents).await {
+                warn!(component = self.settings.component, "row of child shard {child} not written: {e}");
+            }
+        }
         match self.store.mark_shard_end(&lease).await {
-            Ok(()) => info!(component = self.settings.component, "shard {shard_id} finished: every record committed"),
+            Ok(()) => {
+                info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
+                self.lock_shards().remove(shard_id);
+            }
             Err(LeaseError::Fenced { .. }) => self.lose(shard_id),
             Err(e) => warn!(component = self.settings.component, "shard-end marker of {shard_id} not written: {e}"),
         }
-        if let Err(e) = self.clone().take_readable_shards().await {
-            warn!(component = self.settings.component, "could not look for child shards of {shard_id}: {e}");
+        if children.is_empty() {
+            self.list_now.store(true, Ordering::Relaxed);
         }
+        self.rebalance.notify_one();
     }
 
     /// The lease moved on: drop the shard's records at once and stop delivering them.
-    fn lose(&self, shard_id: &str) {
+    pub(super) fn lose(&self, shard_id: &str) {
         if self.lock_shards().remove(shard_id).is_some() {
             warn!(component = self.settings.component, "lease on shard {shard_id} was lost; its buffered records are dropped");
         }
     }
 
-    /// Leases every shard that can be read now: not finished, and whose parents are finished or
-    /// gone from the stream. Parents are always read to their end before their children.
-    /// Boxed (and `Send`) because readers call it back when a shard ends.
-    fn take_readable_shards(self: Arc<Self>) -> Pin<Box<dyn Future<Output = Result<(), ConsumerError>> + Send>> {
-        Box::pin(async move {
-            if *self.stopping.borrow() {
-                return Ok(());
-            }
-            let listed = list_shards(&self.kinesis, &self.settings.stream).await?;
-            let rows = self.store.rows().await?;
-            let finished: HashSet<String> = rows
-                .iter()
-                .filter(|(_, c, _)| matches!(c, Checkpoint::ShardEnd(_)))
-                .map(|(id, _, _)| id.clone())
-                .chain(self.lock_shards().iter().filter(|(_, s)| s.finished).map(|(k, _)| k.clone()))
-                .collect();
-            let present: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
-            for shard in readable(&listed, &finished, &present) {
-                if self.lock_shards().contains_key(&shard.shard_id) {
-                    continue;
-                }
-                let Some(lease) = self.store.acquire(&shard.shard_id, &self.owner).await? else { continue };
-                let committed = match &lease.checkpoint {
-                    Checkpoint::ShardEnd(_) => continue,
-                    Checkpoint::At(p) => Some(p.clone()),
-                    Checkpoint::None => None,
-                };
-                info!(
-                    component = self.settings.component,
-                    "reading shard {} of stream '{}' from {}",
-                    shard.shard_id,
-                    self.settings.stream,
-                    committed.as_ref().map_or("the initial position".to_owned(), |p| format!("checkpoint {}", p.sequence_number))
-                );
-                self.lock_shards().insert(shard.shard_id.clone(), ShardState::new(lease, committed));
-                let handle = tokio::spawn(reader::run(self.clone(), shard.shard_id.clone()));
-                self.lock_readers().push(handle);
-            }
-            Ok(())
-        })
+    /// Starts reading a shard whose lease was just taken.
+    pub(super) fn start_reading(self: &Arc<Self>, lease: Lease, committed: Option<Position>) {
+        let shard_id = lease.shard_id.clone();
+        self.lock_shards().insert(shard_id.clone(), ShardState::new(lease, committed));
+        let handle = tokio::spawn(reader::run(self.clone(), shard_id));
+        let mut readers = self.lock_readers();
+        readers.retain(|r| !r.is_finished());
+        readers.push(handle);
+    }
+
+    pub(super) fn may_deliver(&self) -> bool {
+        *self.deliver_until.lock().unwrap_or_else(|p| p.into_inner()) > tokio::time::Instant::now()
+    }
+
+    pub(super) fn deliver_until(&self, until: tokio::time::Instant) {
+        let was = self.may_deliver();
+        *self.deliver_until.lock().unwrap_or_else(|p| p.into_inner()) = until;
+        if !was && until > tokio::time::Instant::now() {
+            self.data_ready.notify_waiters();
+        }
     }
 }
 
@@ -410,71 +472,7 @@ async fn retention_ms(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<
     Ok(out.stream_description_summary().map(|d| i64::from(d.retention_period_hours()) * 3_600_000))
 }
 
-/// Shards not finished whose parents are all finished or no longer in the stream.
-fn readable<'a>(listed: &'a [ShardInfo], finished: &HashSet<String>, present: &HashSet<&str>) -> Vec<&'a ShardInfo> {
-    listed
-        .iter()
-        .filter(|s| !finished.contains(&s.shard_id))
-        .filter(|s| s.parent_shard_ids.iter().all(|p| finished.contains(p) || !present.contains(p.as_str())))
-        .collect()
-}
-
-/// Renews leases and picks up new or newly readable shards, independent of NiFi's triggers.
-async fn keep_leases(shared: Arc<Shared>) {
-    let mut stopping = shared.stopping.subscribe();
-    let renew_every = shared.settings.lease_duration / 3;
-    let mut last_refresh = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(renew_every) => {}
-            _ = stopping.changed() => return,
-        }
-        let leases: Vec<_> = shared.lock_shards().values().filter(|s| !s.finished).map(|s| s.lease.clone()).collect();
-        for lease in leases {
-            match shared.store.renew(&lease).await {
-                Ok(()) => {}
-                Err(LeaseError::Fenced { .. }) => shared.lose(&lease.shard_id),
-                Err(e) => warn!(component = shared.settings.component, "lease of shard {} not renewed: {e}", lease.shard_id),
-            }
-        }
-        if last_refresh.elapsed() >= shared.settings.shard_refresh {
-            last_refresh = tokio::time::Instant::now();
-            if let Err(e) = shared.clone().take_readable_shards().await {
-                warn!(component = shared.settings.component, "shard refresh of stream '{}' failed: {e}", shared.settings.stream);
-            }
-        }
-    }
-}
-
 /// A unique node id without another dependency: time, process id and a random number.
-fn uuid_like() -> String {
+pub(super) fn uuid_like() -> String {
     format!("{:x}-{:x}-{:016x}", crate::lease::now_ms(), std::process::id(), rand::random::<u64>())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shard(id: &str, parents: &[&str]) -> ShardInfo {
-        ShardInfo { shard_id: id.into(), parent_shard_ids: parents.iter().map(|p| p.to_string()).collect(), closed: false }
-    }
-
-    #[test]
-    fn children_wait_for_every_parent() {
-        let listed = vec![shard("p1", &[]), shard("p2", &[]), shard("merged", &["p1", "p2"]), shard("c1", &["p1"])];
-        let present: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
-        let ids = |v: Vec<&ShardInfo>| v.iter().map(|s| s.shard_id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(readable(&listed, &HashSet::new(), &present)), vec!["p1", "p2"]);
-        let finished: HashSet<String> = ["p1".to_owned()].into();
-        assert_eq!(ids(readable(&listed, &finished, &present)), vec!["p2", "c1"]);
-        let finished: HashSet<String> = ["p1".to_owned(), "p2".to_owned()].into();
-        assert_eq!(ids(readable(&listed, &finished, &present)), vec!["merged", "c1"]);
-    }
-
-    #[test]
-    fn a_parent_trimmed_from_the_stream_does_not_block() {
-        let listed = vec![shard("c1", &["gone"])];
-        let present: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
-        assert_eq!(readable(&listed, &HashSet::new(), &present).len(), 1);
-    }
 }

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod engine;
+mod keeper;
 pub mod output;
 mod reader;
 mod state;

@@ -144,7 +144,10 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
             .into_iter()
             .map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record })
             .collect();
-        if !shared.push(&shard_id, generation, buffered, millis_behind, next.is_none()) {
+        let ended = next.is_none().then(|| {
+            out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
+        });
+        if !shared.push(&shard_id, generation, buffered, millis_behind, ended) {
             continue; // rewound or lost while fetching: the generation check above restarts or ends
         }
         if let Some(seq) = last_sequence {

@@ -37,6 +37,11 @@ pub struct ShardState {
     /// The reader reached the end of a closed shard; it is finished once all its records are committed.
     pub reader_finished: bool,
     pub finished: bool,
+    /// Children named by the shard's last GetRecords (ChildShards): (child, its parents).
+    pub children: Vec<(String, Vec<String>)>,
+    /// Being handed back to balance the cluster: no more reading or delivering; released once
+    /// the batches in flight are settled (or the hand-back times out).
+    pub handing_back: Option<tokio::time::Instant>,
     pub in_flight: VecDeque<InFlight>,
 }
 
@@ -51,6 +56,8 @@ impl ShardState {
             committed,
             reader_finished: false,
             finished: false,
+            children: Vec::new(),
+            handing_back: None,
             in_flight: VecDeque::new(),
         }
     }
@@ -62,6 +69,15 @@ impl ShardState {
         self.in_flight.clear();
         self.reader_finished = false;
         self.generation += 1;
+    }
+
+    /// Stops reading and delivering the shard: its buffered records are dropped (nothing of them
+    /// was delivered), and a reader still running sees a new generation and ends.
+    pub fn begin_hand_back(&mut self) {
+        self.buffer.clear();
+        self.buffered_bytes = 0;
+        self.generation += 1;
+        self.handing_back = Some(tokio::time::Instant::now());
     }
 
     /// Pops the acknowledged batches at the front; returns the position to checkpoint, if any.

@@ -1,16 +1,22 @@
 //! The DynamoDB table named after the Application Name: its schema, shard leases with fencing
-//! counters, and checkpoints written only by the lease's current holder.
+//! counters, node heartbeats (membership), fair shares (balancing), and checkpoints written only by
+//! the lease's current holder.
 //!
-//! Rows are a superset of NiFi's own ConsumeKinesis rows (key `streamName` + `shardId`;
-//! `leaseOwner`, `leaseExpiry`, `sequenceNumber`, `lastUpdateTimestamp`), so a user can switch
-//! between the two processors in either direction without losing position. Added here:
-//! `subSequenceNumber` (resume exact to the KPL sub-record), `leaseCounter` (fencing token, bumped
-//! on every take) and `shardEnd` (the shard was read to its end and committed).
+//! Shard rows keep NiFi's own ConsumeKinesis key and position columns (key `streamName` +
+//! `shardId`; `leaseOwner`, `sequenceNumber`, `lastUpdateTimestamp`), so a user can switch between
+//! the two processors in either direction without losing position. Added here: `subSequenceNumber`
+//! (resume exact to the KPL sub-record), `leaseCounter` (fencing token, bumped on every take),
+//! `shardEnd` (the shard was read to its end and committed) and `parentShardIds` (written from
+//! ChildShards). A lease has no expiry of its own: it is valid while its owner's heartbeat row
+//! (`shardId` = `__node__<owner>`, counter `heartbeat`) keeps changing, so keeping N leases costs
+//! one write per heartbeat, not N.
 
+pub mod balance;
+pub mod membership;
 pub mod store;
 pub mod table;
 
-pub use store::{Checkpoint, Lease, LeaseStore};
+pub use store::{Checkpoint, Holder, Lease, LeaseRow, LeaseStore, NodeBeat, TableView};
 
 use crate::error::{Classify, ErrorClass};
 

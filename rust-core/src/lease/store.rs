@@ -1,8 +1,10 @@
-//! Lease and checkpoint rows. Every write that depends on ownership is conditional on both the
-//! owner and the lease counter, so a node that lost a lease has its late writes refused.
+//! Lease, heartbeat and checkpoint rows. Every write that depends on ownership is conditional on
+//! both the owner and the lease counter, so a node that lost a lease has its late writes refused.
+//! Every write is counted, so the table's write rate can be reported.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
@@ -10,6 +12,9 @@ use aws_sdk_dynamodb::Client;
 use super::table::{service_error, HASH_KEY, RANGE_KEY};
 use super::{now_ms, LeaseError};
 use crate::kinesis::position::Position;
+
+/// Heartbeat rows share the stream's partition, under shard ids no Kinesis shard can have.
+const NODE_PREFIX: &str = "__node__";
 
 /// What the row says about where reading resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,44 +36,83 @@ pub struct Lease {
     pub checkpoint: Checkpoint,
 }
 
+/// Who holds a lease row, as last read: the pair a take of a dead node's lease is conditional on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub owner: String,
+    pub counter: u64,
+}
+
+/// One shard's row as read from the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub shard_id: String,
+    pub checkpoint: Checkpoint,
+    pub holder: Option<Holder>,
+    /// Parents recorded when a finished parent wrote this child's row (from ChildShards).
+    pub parents: Vec<String>,
+}
+
+/// A node's heartbeat row: its counter grows while the node lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBeat {
+    pub owner: String,
+    pub beat: u64,
+}
+
+/// Everything of one stream in the table, read in one consistent query.
+#[derive(Debug, Clone, Default)]
+pub struct TableView {
+    pub leases: Vec<LeaseRow>,
+    pub nodes: Vec<NodeBeat>,
+}
+
 #[derive(Clone)]
 pub struct LeaseStore {
     client: Client,
     table: String,
     stream: String,
-    lease_duration: Duration,
+    writes: Arc<AtomicU64>,
 }
 
 type Item = HashMap<String, AttributeValue>;
 
 impl LeaseStore {
-    pub fn new(client: Client, table: impl Into<String>, stream: impl Into<String>, lease_duration: Duration) -> Self {
-        Self { client, table: table.into(), stream: stream.into(), lease_duration }
+    pub fn new(client: Client, table: impl Into<String>, stream: impl Into<String>) -> Self {
+        Self { client, table: table.into(), stream: stream.into(), writes: Arc::new(AtomicU64::new(0)) }
     }
 
     pub fn table(&self) -> &str {
         &self.table
     }
 
-    /// Takes the lease if it is free, expired or already ours; bumps the counter either way.
-    /// `Ok(None)` when another live node holds it.
-    pub async fn acquire(&self, shard_id: &str, owner: &str) -> Result<Option<Lease>, LeaseError> {
-        let now = now_ms();
-        let result = self
+    /// Write requests sent to the table by this store (and its clones) so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Takes the lease if it is free, or still held by `seen` (a holder judged dead); bumps the
+    /// counter. `Ok(None)` when the row changed hands meanwhile.
+    pub async fn acquire(&self, shard_id: &str, owner: &str, seen: Option<&Holder>) -> Result<Option<Lease>, LeaseError> {
+        let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(shard_id)))
-            .update_expression("SET leaseOwner = :me, leaseExpiry = :exp, lastUpdateTimestamp = :now ADD leaseCounter :one")
-            .condition_expression("attribute_not_exists(leaseOwner) OR leaseOwner = :me OR leaseExpiry < :now")
+            .update_expression("SET leaseOwner = :me, lastUpdateTimestamp = :now ADD leaseCounter :one")
             .expression_attribute_values(":me", s(owner))
-            .expression_attribute_values(":exp", n(now + self.lease_duration.as_millis() as i64))
-            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":one", n(1))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
+            .return_values(ReturnValue::AllNew);
+        request = match seen {
+            None => request.condition_expression("attribute_not_exists(leaseOwner)"),
+            Some(holder) => request
+                .condition_expression("leaseOwner = :prev AND leaseCounter = :counter")
+                .expression_attribute_values(":prev", s(&holder.owner))
+                .expression_attribute_values(":counter", n(holder.counter as i64)),
+        };
+        self.count_write();
+        match request.send().await {
             Ok(out) => {
                 let item = out.attributes().cloned().unwrap_or_default();
                 Ok(Some(Lease {
@@ -83,35 +127,23 @@ impl LeaseStore {
         }
     }
 
-    /// Extends the lease; `Fenced` when it is no longer ours.
-    pub async fn renew(&self, lease: &Lease) -> Result<(), LeaseError> {
-        let now = now_ms();
-        self.fenced_update(lease, "SET leaseExpiry = :exp", vec![(":exp", n(now + self.lease_duration.as_millis() as i64))])
-            .await
-    }
-
     /// Records that everything up to `position` is committed (and, with `shard_end`, that the
     /// shard is finished). Refused with `Fenced` if the lease moved on.
     pub async fn checkpoint(&self, lease: &Lease, position: &Position, shard_end: bool) -> Result<(), LeaseError> {
-        let mut values = vec![
-            (":seq", s(&position.sequence_number)),
-            (":now", n(now_ms())),
-            (":exp", n(now_ms() + self.lease_duration.as_millis() as i64)),
-            (":end", AttributeValue::Bool(shard_end)),
-        ];
+        let mut values = vec![(":seq", s(&position.sequence_number)), (":now", n(now_ms())), (":end", AttributeValue::Bool(shard_end))];
         let expression = match position.sub_sequence_number {
             Some(sub) => {
                 values.push((":sub", n(sub as i64)));
-                "SET sequenceNumber = :seq, subSequenceNumber = :sub, lastUpdateTimestamp = :now, leaseExpiry = :exp, shardEnd = :end"
+                "SET sequenceNumber = :seq, subSequenceNumber = :sub, lastUpdateTimestamp = :now, shardEnd = :end"
             }
-            None => "SET sequenceNumber = :seq, lastUpdateTimestamp = :now, leaseExpiry = :exp, shardEnd = :end REMOVE subSequenceNumber",
+            None => "SET sequenceNumber = :seq, lastUpdateTimestamp = :now, shardEnd = :end REMOVE subSequenceNumber",
         };
         self.fenced_update(lease, expression, values).await
     }
 
-    /// Marks a shard that ended with nothing left to commit as finished.
+    /// Marks a shard whose every record is committed as finished and gives its lease up.
     pub async fn mark_shard_end(&self, lease: &Lease) -> Result<(), LeaseError> {
-        self.fenced_update(lease, "SET shardEnd = :end, lastUpdateTimestamp = :now", vec![
+        self.fenced_update(lease, "SET shardEnd = :end, lastUpdateTimestamp = :now REMOVE leaseOwner, leaseExpiry", vec![
             (":end", AttributeValue::Bool(true)),
             (":now", n(now_ms())),
         ])
@@ -123,9 +155,55 @@ impl LeaseStore {
         self.fenced_update(lease, "REMOVE leaseOwner, leaseExpiry", vec![]).await
     }
 
-    /// Every shard row of this stream (heartbeat and marker rows excluded).
-    pub async fn rows(&self) -> Result<Vec<(String, Checkpoint, Option<String>)>, LeaseError> {
-        let mut rows = Vec::new();
+    /// Writes the rows of a finished shard's children (from ChildShards) with their parents, so
+    /// every node sees them on its next scan without listing the stream. Existing rows keep their
+    /// state; only missing parents are filled in.
+    pub async fn add_child(&self, child: &str, parents: &[String]) -> Result<(), LeaseError> {
+        self.count_write();
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(child)))
+            .update_expression("SET parentShardIds = if_not_exists(parentShardIds, :parents)")
+            .expression_attribute_values(":parents", AttributeValue::L(parents.iter().map(|p| s(p)).collect()))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| service_error(&self.table, e))
+    }
+
+    /// Bumps this node's heartbeat counter (creating its row).
+    pub async fn heartbeat(&self, owner: &str) -> Result<(), LeaseError> {
+        self.count_write();
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(&format!("{NODE_PREFIX}{owner}"))))
+            .update_expression("SET lastUpdateTimestamp = :now ADD heartbeat :one")
+            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| service_error(&self.table, e))
+    }
+
+    /// Removes a node's heartbeat row (on stop, or a long-dead node's row).
+    pub async fn remove_node(&self, owner: &str) -> Result<(), LeaseError> {
+        self.count_write();
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(&format!("{NODE_PREFIX}{owner}"))))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| service_error(&self.table, e))
+    }
+
+    /// Every row of this stream: shard leases and node heartbeats (other `__` rows skipped).
+    pub async fn scan(&self) -> Result<TableView, LeaseError> {
+        let mut view = TableView::default();
         let mut start: Option<Item> = None;
         loop {
             let out = self
@@ -140,17 +218,23 @@ impl LeaseStore {
                 .await
                 .map_err(|e| service_error(&self.table, e))?;
             for item in out.items() {
-                let Some(shard) = string(item, RANGE_KEY) else { continue };
-                if shard.starts_with("__") {
-                    continue;
+                let Some(id) = string(item, RANGE_KEY) else { continue };
+                if let Some(owner) = id.strip_prefix(NODE_PREFIX) {
+                    view.nodes.push(NodeBeat { owner: owner.to_owned(), beat: number(item, "heartbeat").unwrap_or(0) });
+                } else if !id.starts_with("__") {
+                    view.leases.push(lease_row(id, item)?);
                 }
-                rows.push((shard.clone(), checkpoint_of(&shard, item)?, string(item, "leaseOwner")));
             }
             match out.last_evaluated_key() {
                 Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => return Ok(rows),
+                _ => return Ok(view),
             }
         }
+    }
+
+    /// Every shard row of this stream as (shard, checkpoint, owner).
+    pub async fn rows(&self) -> Result<Vec<(String, Checkpoint, Option<String>)>, LeaseError> {
+        Ok(self.scan().await?.leases.into_iter().map(|r| (r.shard_id, r.checkpoint, r.holder.map(|h| h.owner))).collect())
     }
 
     async fn fenced_update(
@@ -171,11 +255,16 @@ impl LeaseStore {
         for (name, value) in values {
             request = request.expression_attribute_values(name, value);
         }
+        self.count_write();
         match request.send().await {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failure(&e) => Err(LeaseError::Fenced { shard: lease.shard_id.clone() }),
             Err(e) => Err(service_error(&self.table, e)),
         }
+    }
+
+    fn count_write(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
     fn key(&self, shard_id: &str) -> Item {
@@ -185,6 +274,16 @@ impl LeaseStore {
 
 fn is_condition_failure<R>(e: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>) -> bool {
     e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
+}
+
+fn lease_row(shard_id: String, item: &Item) -> Result<LeaseRow, LeaseError> {
+    let holder = string(item, "leaseOwner").map(|owner| Holder { owner, counter: number(item, "leaseCounter").unwrap_or(0) });
+    let parents = match item.get("parentShardIds") {
+        Some(AttributeValue::L(list)) => list.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
+        Some(AttributeValue::Ss(set)) => set.clone(),
+        _ => Vec::new(),
+    };
+    Ok(LeaseRow { checkpoint: checkpoint_of(&shard_id, item)?, shard_id, holder, parents })
 }
 
 fn checkpoint_of(shard: &str, item: &Item) -> Result<Checkpoint, LeaseError> {

@@ -6,6 +6,12 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
+
+use kinesnow_core::aws::{AwsClients, AwsSettings};
+use kinesnow_core::config::consume_kinesis::{AwsCredentials, InitialPosition};
+use kinesnow_core::config::Secret;
+use kinesnow_core::consumer::EngineSettings;
 
 pub struct Emulators {
     pub kinesis: String,
@@ -49,3 +55,49 @@ impl Drop for Emulators {
         let _ = std::fs::remove_dir_all(&self.state_dir);
     }
 }
+
+/// KINESNOW_TEST_LOG=1 prints the engine's events.
+pub fn log() {
+    if std::env::var("KINESNOW_TEST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_test_writer().try_init();
+    }
+}
+
+pub fn aws(e: &Emulators) -> AwsSettings {
+    AwsSettings {
+        region: "us-east-1".into(),
+        credentials: AwsCredentials::Static { access_key_id: Secret::new("local"), secret_access_key: Secret::new("local") },
+        endpoint_override: Some(e.kinesis.parse().unwrap()),
+        dynamodb_endpoint_override: Some(e.dynamodb.parse().unwrap()),
+    }
+}
+
+pub fn settings(stream: &str, app: &str) -> EngineSettings {
+    EngineSettings {
+        stream: stream.into(),
+        application: app.into(),
+        initial_position: InitialPosition::TrimHorizon,
+        max_records_per_request: 100,
+        max_buffer_size: 4 * 1024 * 1024,
+        failover_timeout: Duration::from_secs(7),
+        heartbeat_interval: Duration::from_secs(3),
+        scan_interval: Duration::from_secs(1),
+        shard_refresh: Duration::from_secs(30),
+        hand_back_timeout: Duration::from_secs(30),
+        lag_warning_percent: 50,
+        component: 0,
+    }
+}
+
+pub async fn create_stream(c: &AwsClients, stream: &str, shards: i32) {
+    c.kinesis.create_stream().stream_name(stream).shard_count(shards).send().await.unwrap();
+    for _ in 0..100 {
+        let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
+        if d.stream_description_summary().unwrap().stream_status().as_str() == "ACTIVE" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("stream {stream} never became ACTIVE");
+}
+

@@ -140,11 +140,17 @@ public class ConsumeKinesis extends AbstractProcessor {
             .description("Warn when a shard's reader is behind by more than this percentage of the stream's retention "
                     + "period: its oldest unread records are then at risk of expiring unread.")
             .required(true).defaultValue("50").addValidator(Validator.VALID).build();
+    static final PropertyDescriptor FAILOVER_TIMEOUT = new PropertyDescriptor.Builder()
+            .name("Failover Timeout")
+            .description("How long a node sharing this Application Name may stay silent before the other nodes take "
+                    + "its shards over. Each node writes one heartbeat per three sevenths of it (3 s at the default), "
+                    + "whatever the number of shards it reads. From 1 sec to 10 min.")
+            .required(true).defaultValue("7 sec").addValidator(Validator.VALID).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID,
             SECRET_ACCESS_KEY, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
-            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD);
+            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT);
 
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles holding the records read from the stream.").build();

@@ -1,0 +1,318 @@
+//! Lease keeping for one engine, on its own task, independent of NiFi's triggers and of
+//! back-pressure. Each pass: bump the heartbeat when due, read the table once, drop leases that are
+//! no longer ours (fencing), work out which shards are readable (parents before children), take
+//! and hand back leases for a fair share, and release handed-back leases once their batches are
+//! settled. Delivery is allowed only while the last heartbeat is fresh enough that no other node
+//! can have judged this one dead.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::engine::Shared;
+use super::ConsumerError;
+use crate::kinesis::shards::{list_shards, ShardInfo};
+use crate::lease::balance::{self, Readable};
+use crate::lease::membership::Membership;
+use crate::lease::{Checkpoint, Holder, LeaseError, LeaseRow};
+
+/// A listing of the stream's shards and when it was started.
+struct Listing {
+    shards: Vec<ShardInfo>,
+    started: Instant,
+}
+
+pub(super) struct Keeper {
+    shared: Arc<Shared>,
+    membership: Membership,
+    listing: Listing,
+    /// When the last successful heartbeat was sent.
+    last_beat: Option<Instant>,
+    next_beat: Instant,
+    /// Rows of children not (yet) in the listing, and when each was first seen.
+    unlisted: HashMap<String, Instant>,
+}
+
+impl Keeper {
+    pub async fn new(shared: Arc<Shared>) -> Result<Self, ConsumerError> {
+        let started = Instant::now();
+        let shards = list_shards(&shared.kinesis, &shared.settings.stream).await?;
+        Ok(Self {
+            membership: Membership::new(shared.owner.clone(), shared.settings.failover_timeout),
+            shared,
+            listing: Listing { shards, started },
+            last_beat: None,
+            next_beat: started,
+            unlisted: HashMap::new(),
+        })
+    }
+
+    /// Joins the cluster and takes the first share; errors (table access, stream) reach the user.
+    pub async fn first_pass(&mut self) -> Result<(), ConsumerError> {
+        self.beat().await?;
+        self.pass().await
+    }
+
+    pub async fn run(mut self) {
+        let mut stopping = self.shared.stopping.subscribe();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.shared.settings.scan_interval) => {}
+                _ = self.shared.rebalance.notified() => {}
+                _ = stopping.changed() => return,
+            }
+            if self.suspended() {
+                continue;
+            }
+            if Instant::now() >= self.next_beat {
+                if let Err(e) = self.beat().await {
+                    warn!(component = self.shared.settings.component, "heartbeat not written: {e}");
+                }
+            }
+            if let Err(e) = self.pass().await {
+                warn!(component = self.shared.settings.component, "lease pass on stream '{}' failed: {e}", self.shared.settings.stream);
+            }
+        }
+    }
+
+    #[cfg(feature = "test-support")]
+    fn suspended(&self) -> bool {
+        self.shared.suspended_until.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| t > Instant::now())
+    }
+
+    #[cfg(not(feature = "test-support"))]
+    fn suspended(&self) -> bool {
+        false
+    }
+
+    async fn beat(&mut self) -> Result<(), LeaseError> {
+        let sent = Instant::now();
+        self.next_beat = sent + self.shared.settings.heartbeat_interval;
+        self.shared.store.heartbeat(&self.shared.owner).await?;
+        self.last_beat = Some(sent);
+        Ok(())
+    }
+
+    async fn pass(&mut self) -> Result<(), ConsumerError> {
+        let view = self.shared.store.scan().await?;
+        let now = Instant::now();
+        self.membership.observe(&view.nodes, now);
+        let rows: HashMap<&str, &LeaseRow> = view.leases.iter().map(|r| (r.shard_id.as_str(), r)).collect();
+        self.drop_leases_moved_on(&rows);
+        if let Some(beat) = self.last_beat {
+            // Others judge this node dead no sooner than a failover timeout after the beat they
+            // saw; stop delivering a scan interval before that.
+            let settings = &self.shared.settings;
+            self.shared.deliver_until(beat + settings.failover_timeout.saturating_sub(settings.scan_interval));
+        }
+        self.retry_shard_ends().await;
+        self.complete_hand_backs().await;
+        if *self.shared.stopping.borrow() {
+            return Ok(());
+        }
+        self.refresh_listing(&view.leases).await?;
+        let gone: HashSet<String> =
+            self.unlisted.iter().filter(|(_, seen)| **seen < self.listing.started).map(|(id, _)| id.clone()).collect();
+        let readable = readable(&self.listing.shards, &view.leases, &gone);
+        self.balance(&readable, now).await?;
+        for owner in self.membership.long_dead(now) {
+            if self.shared.store.remove_node(&owner).await.is_ok() {
+                info!(component = self.shared.settings.component, "removed the heartbeat row of node {owner}, silent for long");
+            }
+        }
+        Ok(())
+    }
+
+    /// A lease whose row names another owner or counter was taken over: drop it at once.
+    fn drop_leases_moved_on(&self, rows: &HashMap<&str, &LeaseRow>) {
+        let held: Vec<(String, Holder)> = self
+            .shared
+            .lock_shards()
+            .iter()
+            .map(|(id, s)| (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter }))
+            .collect();
+        for (shard_id, mine) in held {
+            if rows.get(shard_id.as_str()).and_then(|r| r.holder.as_ref()) != Some(&mine) {
+                self.shared.lose(&shard_id);
+            }
+        }
+    }
+
+    /// Shards whose shard-end marker could not be written are tried again.
+    async fn retry_shard_ends(&self) {
+        let ended: Vec<String> = self.shared.lock_shards().iter().filter(|(_, s)| s.finished).map(|(k, _)| k.clone()).collect();
+        for shard_id in ended {
+            self.shared.finish_shard(&shard_id).await;
+        }
+    }
+
+    /// Releases handed-back leases whose batches are settled (or that waited too long).
+    async fn complete_hand_backs(&self) {
+        let timeout = self.shared.settings.hand_back_timeout;
+        let ready: Vec<_> = self
+            .shared
+            .lock_shards()
+            .values()
+            .filter(|s| s.handing_back.is_some_and(|t| s.in_flight.is_empty() || t.elapsed() >= timeout))
+            .map(|s| (s.lease.clone(), s.in_flight.len()))
+            .collect();
+        for (lease, unsettled) in ready {
+            if unsettled > 0 {
+                warn!(
+                    component = self.shared.settings.component,
+                    "shard {} handed back with {unsettled} batch(es) still unsettled after {} s; they may be read again",
+                    lease.shard_id,
+                    timeout.as_secs()
+                );
+            }
+            match self.shared.store.release(&lease).await {
+                Ok(()) | Err(LeaseError::Fenced { .. }) => {
+                    self.shared.lock_shards().remove(&lease.shard_id);
+                    info!(component = self.shared.settings.component, "handed shard {} back for balancing", lease.shard_id);
+                }
+                Err(e) => warn!(component = self.shared.settings.component, "lease of shard {} not released: {e}", lease.shard_id),
+            }
+        }
+    }
+
+    /// Lists the stream when the listing is old, when a shard ended without naming its children,
+    /// or when the table has child rows the listing does not know (at most every 5 s).
+    async fn refresh_listing(&mut self, rows: &[LeaseRow]) -> Result<(), ConsumerError> {
+        let listed: HashSet<&str> = self.listing.shards.iter().map(|s| s.shard_id.as_str()).collect();
+        let now = Instant::now();
+        let mut seen_unlisted = HashMap::new();
+        for row in rows.iter().filter(|r| !r.parents.is_empty() && !listed.contains(r.shard_id.as_str())) {
+            let first = self.unlisted.get(&row.shard_id).copied().unwrap_or(now);
+            seen_unlisted.insert(row.shard_id.clone(), first);
+        }
+        self.unlisted = seen_unlisted;
+        let age = self.listing.started.elapsed();
+        let due = age >= self.shared.settings.shard_refresh
+            || self.shared.list_now.swap(false, Ordering::Relaxed)
+            || (!self.unlisted.is_empty() && age >= Duration::from_secs(5));
+        if due {
+            let started = Instant::now();
+            let shards = list_shards(&self.shared.kinesis, &self.shared.settings.stream).await?;
+            self.listing = Listing { shards, started };
+        }
+        Ok(())
+    }
+
+    async fn balance(&self, readable: &[Readable], now: Instant) -> Result<(), ConsumerError> {
+        let mine = {
+            let shards = self.shared.lock_shards();
+            shards.iter().filter(|(_, s)| !s.finished && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect()
+        };
+        let live = self.membership.live_nodes(now);
+        let plan = balance::plan(&self.shared.owner, readable, &mine, &live, |o| !self.membership.is_live(o, now));
+        for shard_id in &plan.release {
+            if let Some(state) = self.shared.lock_shards().get_mut(shard_id) {
+                info!(
+                    component = self.shared.settings.component,
+                    "handing shard {shard_id} back: {} readable shard(s) over {} live node(s)",
+                    readable.len(),
+                    live.len()
+                );
+                state.begin_hand_back();
+            }
+        }
+        for (shard_id, seen) in plan.take {
+            let taken = self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref()).await?;
+            let Some(lease) = taken else { continue }; // another node was quicker
+            let committed = match &lease.checkpoint {
+                Checkpoint::ShardEnd(_) => {
+                    let _ = self.shared.store.release(&lease).await;
+                    continue;
+                }
+                Checkpoint::At(p) => Some(p.clone()),
+                Checkpoint::None => None,
+            };
+            info!(
+                component = self.shared.settings.component,
+                "reading shard {shard_id} of stream '{}' from {}{}",
+                self.shared.settings.stream,
+                committed.as_ref().map_or("the initial position".to_owned(), |p| format!("checkpoint {}", p.sequence_number)),
+                seen.map_or(String::new(), |h| format!(" (taken over from node {}, silent)", h.owner)),
+            );
+            self.shared.start_reading(lease, committed);
+        }
+        Ok(())
+    }
+}
+
+/// Shards that may be read now, with their holders: every shard of the listing and every child row
+/// written from ChildShards (unless known gone), not finished, whose parents are all finished or
+/// no longer in the stream. Parents are always read to their end before their children.
+fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>) -> Vec<Readable> {
+    let by_id: HashMap<&str, &LeaseRow> = rows.iter().map(|r| (r.shard_id.as_str(), r)).collect();
+    let mut known: Vec<(&str, Vec<String>)> = listed.iter().map(|s| (s.shard_id.as_str(), s.parent_shard_ids.clone())).collect();
+    let listed_ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
+    for row in rows {
+        if !row.parents.is_empty() && !listed_ids.contains(row.shard_id.as_str()) && !gone.contains(&row.shard_id) {
+            known.push((row.shard_id.as_str(), row.parents.clone()));
+        }
+    }
+    let present: HashSet<&str> = known.iter().map(|(id, _)| *id).collect();
+    let finished = |id: &str| by_id.get(id).is_some_and(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(_)));
+    known
+        .iter()
+        .filter(|(id, _)| !finished(id))
+        .filter(|(_, parents)| parents.iter().all(|p| finished(p) || !present.contains(p.as_str())))
+        .map(|(id, _)| Readable { shard_id: (*id).to_owned(), holder: by_id.get(id).and_then(|r| r.holder.clone()) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(id: &str, parents: &[&str]) -> ShardInfo {
+        ShardInfo { shard_id: id.into(), parent_shard_ids: parents.iter().map(|p| p.to_string()).collect(), closed: false }
+    }
+
+    fn row(id: &str, ended: bool, parents: &[&str]) -> LeaseRow {
+        LeaseRow {
+            shard_id: id.into(),
+            checkpoint: if ended { Checkpoint::ShardEnd(None) } else { Checkpoint::None },
+            holder: None,
+            parents: parents.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    fn ids(v: Vec<Readable>) -> Vec<String> {
+        v.into_iter().map(|r| r.shard_id).collect()
+    }
+
+    #[test]
+    fn children_wait_for_every_parent() {
+        let listed = vec![shard("p1", &[]), shard("p2", &[]), shard("merged", &["p1", "p2"]), shard("c1", &["p1"])];
+        let none = HashSet::new();
+        assert_eq!(ids(readable(&listed, &[], &none)), vec!["p1", "p2"]);
+        let rows = vec![row("p1", true, &[])];
+        assert_eq!(ids(readable(&listed, &rows, &none)), vec!["p2", "c1"]);
+        let rows = vec![row("p1", true, &[]), row("p2", true, &[])];
+        assert_eq!(ids(readable(&listed, &rows, &none)), vec!["merged", "c1"]);
+    }
+
+    #[test]
+    fn a_parent_trimmed_from_the_stream_does_not_block() {
+        assert_eq!(ids(readable(&[shard("c1", &["gone"])], &[], &HashSet::new())), vec!["c1"]);
+    }
+
+    #[test]
+    fn children_written_from_child_shards_are_read_without_a_new_listing() {
+        let listed = vec![shard("p1", &[]), shard("p2", &[])];
+        let rows = vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("c2", false, &["p1"])];
+        assert_eq!(ids(readable(&listed, &rows, &HashSet::new())), vec!["p2", "c1", "c2"]);
+        // A merge of c1 with p2 known only from the table waits for both, though c1 is unlisted.
+        let rows = vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("m", false, &["c1", "p2"]), row("p2", true, &[])];
+        assert_eq!(ids(readable(&listed, &rows, &HashSet::new())), vec!["c1"]);
+        // Once a later listing lacks c1, it is gone from the stream and blocks nothing.
+        let gone: HashSet<String> = ["c1".to_owned()].into();
+        assert_eq!(ids(readable(&listed, &rows, &gone)), vec!["m"]);
+    }
+}
