@@ -212,6 +212,35 @@ fn withheld_commits_time_out_and_are_sent_again_exactly_once() {
 }
 
 #[test]
+fn a_child_shards_rows_wait_until_its_parents_rows_are_committed() {
+    let standin = Standin::start("lineage", 100);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    let (parent, child) = ("shardId-000000000000", "shardId-000000000002");
+    // Snowflake is slow to commit the parent's channel; the child's FlowFiles come right after.
+    standin.fault(json!({"kind": "withhold_commits", "count": -1, "channel": format!("kinesnow_orders_{parent}")}));
+    sink.submit((1..=10).map(|i| record(i, parent, i as u64, json!({"n": i, "shard": parent}))).collect());
+    let children: Vec<FlowFileIn> = (11..=20)
+        .map(|i| {
+            let mut f = record(i, child, i as u64, json!({"n": i, "shard": child}));
+            f.attributes.insert("aws.kinesis.parent.shard.ids".into(), parent.into());
+            f
+        })
+        .collect();
+    sink.submit(children);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty());
+    assert_eq!(sink.engine().held_for_parents(), 10, "the child's FlowFiles are held");
+    let child_rows = standin.requests(&format!("/channels/kinesnow_orders_{child}")).len();
+    assert_eq!(child_rows, 0, "the child's channel was not even opened while the parent's rows were uncommitted");
+    standin.clear_faults();
+    let outcomes = sink.outcomes(20, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 20);
+    assert_exactly_once(&standin, 20);
+    assert_eq!(sink.engine().held_for_parents(), 0);
+}
+
+#[test]
 fn rejected_rows_go_to_invalid_and_bad_content_is_never_sent() {
     let standin = Standin::start("invalid", 100);
     create_events(&standin, " ERROR_LOGGING = TRUE");

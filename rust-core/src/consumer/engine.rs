@@ -356,7 +356,12 @@ impl Shared {
             }
             let last = records.last().map(|r| Position::new(r.sequence_number.clone(), r.sub_sequence_number));
             state.in_flight.push_back(InFlight { batch_id: id, last, acked: false, reservations });
-            out.push(ShardRecords { shard_id: shard_id.clone(), millis_behind: state.millis_behind, records });
+            out.push(ShardRecords {
+                shard_id: shard_id.clone(),
+                parent_shard_ids: state.parents.clone(),
+                millis_behind: state.millis_behind,
+                records,
+            });
         }
         drop(shards);
         self.lock_batches().insert(id, out.iter().map(|s| s.shard_id.clone()).collect());
@@ -441,9 +446,11 @@ impl Shared {
     }
 
     /// Starts reading a shard whose lease was just taken.
-    pub(super) fn start_reading(self: &Arc<Self>, lease: Lease, committed: Option<Position>) {
+    pub(super) fn start_reading(self: &Arc<Self>, lease: Lease, committed: Option<Position>, parents: Vec<String>) {
         let shard_id = lease.shard_id.clone();
-        self.lock_shards().insert(shard_id.clone(), ShardState::new(lease, committed));
+        let mut state = ShardState::new(lease, committed);
+        state.parents = parents;
+        self.lock_shards().insert(shard_id.clone(), state);
         let handle = tokio::spawn(reader::run(self.clone(), shard_id));
         let mut readers = self.lock_readers();
         readers.retain(|r| !r.is_finished());

@@ -238,7 +238,8 @@ impl Keeper {
                 committed.as_ref().map_or("the initial position".to_owned(), |p| format!("checkpoint {}", p.sequence_number)),
                 seen.map_or(String::new(), |h| format!(" (taken over from node {}, silent)", h.owner)),
             );
-            self.shared.start_reading(lease, committed);
+            let parents = readable.iter().find(|r| r.shard_id == shard_id).map(|r| r.parents.clone()).unwrap_or_default();
+            self.shared.start_reading(lease, committed, parents);
         }
         Ok(())
     }
@@ -262,7 +263,11 @@ fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>) -> 
         .iter()
         .filter(|(id, _)| !finished(id))
         .filter(|(_, parents)| parents.iter().all(|p| finished(p) || !present.contains(p.as_str())))
-        .map(|(id, _)| Readable { shard_id: (*id).to_owned(), holder: by_id.get(id).and_then(|r| r.holder.clone()) })
+        .map(|(id, parents)| Readable {
+            shard_id: (*id).to_owned(),
+            holder: by_id.get(id).and_then(|r| r.holder.clone()),
+            parents: parents.clone(),
+        })
         .collect()
 }
 

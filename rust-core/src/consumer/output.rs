@@ -33,6 +33,7 @@ pub struct FlowFileOut {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardFlowFiles {
     pub shard_id: String,
+    pub parent_shard_ids: Vec<String>,
     pub millis_behind: i64,
     pub flow_files: Vec<FlowFileOut>,
 }
@@ -60,7 +61,7 @@ impl Layout<'_> {
             }
         }
         flow_files.extend(lines);
-        ShardFlowFiles { shard_id: shard.shard_id, millis_behind: shard.millis_behind, flow_files }
+        ShardFlowFiles { shard_id: shard.shard_id, parent_shard_ids: shard.parent_shard_ids, millis_behind: shard.millis_behind, flow_files }
     }
 
     /// The FlowFile content of one record; the record's data is moved, not copied, when used as is.
@@ -145,7 +146,7 @@ mod tests {
     }
 
     fn shard(records: Vec<KinesisRecord>) -> ShardRecords {
-        ShardRecords { shard_id: "shardId-000000000001".into(), millis_behind: 42, records }
+        ShardRecords { shard_id: "shardId-000000000001".into(), parent_shard_ids: Vec::new(), millis_behind: 42, records }
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub struct InFlight {
 
 pub struct ShardState {
     pub lease: Lease,
+    /// The shard's parents (split or merge), passed on with its records as lineage.
+    pub parents: Vec<String>,
     pub buffer: VecDeque<Buffered>,
     pub buffered_bytes: u64,
     pub millis_behind: i64,
@@ -49,6 +51,7 @@ impl ShardState {
     pub fn new(lease: Lease, committed: Option<Position>) -> Self {
         Self {
             lease,
+            parents: Vec::new(),
             buffer: VecDeque::new(),
             buffered_bytes: 0,
             millis_behind: -1,

@@ -5,8 +5,9 @@
 //! Big-endian (Java's `ByteBuffer` default):
 //!
 //! ```text
-//! batch    := magic:i32 ("KNB2") batchId:i64 shardCount:i32 shard*
-//! shard    := shardId:str16 millisBehind:i64 flowFileCount:i32 flowFile*
+//! batch    := magic:i32 ("KNB3") batchId:i64 shardCount:i32 shard*
+//! shard    := shardId:str16 parentShardIds:str16 (comma-separated, empty if none)
+//!             millisBehind:i64 flowFileCount:i32 flowFile*
 //! flowFile := route:u8 (0 success, 1 parse.failure) recordCount:i32
 //!             firstSequence:str16 firstSub:i64 lastSequence:str16 lastSub:i64   (sub -1 = not aggregated)
 //!             partitionKey:str16 arrivalMs:i64 error:str16 contentLength:i32 content
@@ -18,7 +19,7 @@ use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4232; // "KNB2"
+pub const MAGIC: i32 = 0x4B4E_4233; // "KNB3"
 const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -32,7 +33,7 @@ pub fn encoded_len(shards: &[ShardFlowFiles]) -> usize {
     4 + 8 + 4
         + shards
             .iter()
-            .map(|s| 2 + s.shard_id.len() + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
+            .map(|s| 2 + s.shard_id.len() + 2 + s.parent_shard_ids.join(",").len() + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
             .sum::<usize>()
 }
 
@@ -54,6 +55,7 @@ pub fn encode(batch_id: i64, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, Batch
     out.extend_from_slice(&len_i32("shard count", shards.len())?.to_be_bytes());
     for shard in shards {
         put_str16(&mut out, "shard id", &shard.shard_id)?;
+        put_str16(&mut out, "parent shard ids", &shard.parent_shard_ids.join(","))?;
         out.extend_from_slice(&shard.millis_behind.to_be_bytes());
         out.extend_from_slice(&len_i32("FlowFile count", shard.flow_files.len())?.to_be_bytes());
         for f in &shard.flow_files {
@@ -106,6 +108,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
     (0..shards)
         .map(|s| ShardRecords {
             shard_id: format!("shardId-{s:012}"),
+            parent_shard_ids: (s % 2 == 1).then(|| vec![format!("shardId-{:012}", s + 100)]).unwrap_or_default(),
             millis_behind: s as i64 * 10,
             records: (0..records_per_shard)
                 .map(|n| KinesisRecord {
@@ -135,6 +138,7 @@ mod tests {
     fn layout_is_as_documented() {
         let shards = vec![ShardFlowFiles {
             shard_id: "s1".into(),
+            parent_shard_ids: vec!["p1".into(), "p2".into()],
             millis_behind: 5,
             flow_files: vec![FlowFileOut {
                 route: Route::ParseFailure,
@@ -151,10 +155,11 @@ mod tests {
         }];
         let bytes = encode(7, &shards).unwrap();
         let mut expected = vec![];
-        expected.extend_from_slice(b"KNB2");
+        expected.extend_from_slice(b"KNB3");
         expected.extend_from_slice(&7i64.to_be_bytes());
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.extend_from_slice(&[0, 2, b's', b'1']);
+        expected.extend_from_slice(&[0, 5, b'p', b'1', b',', b'p', b'2']);
         expected.extend_from_slice(&5i64.to_be_bytes());
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.push(1);

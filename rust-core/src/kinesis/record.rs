@@ -23,6 +23,8 @@ impl KinesisRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardRecords {
     pub shard_id: String,
+    /// The shard's parents when a split or merge created it (empty otherwise).
+    pub parent_shard_ids: Vec<String>,
     /// MillisBehindLatest from the last GetRecords or fan-out event, -1 if unknown.
     pub millis_behind: i64,
     pub records: Vec<KinesisRecord>,

@@ -14,6 +14,8 @@ use super::store::Holder;
 pub struct Readable {
     pub shard_id: String,
     pub holder: Option<Holder>,
+    /// Its parents (split or merge), handed on with its records.
+    pub parents: Vec<String>,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -92,7 +94,11 @@ mod tests {
         fn readable(&self) -> Vec<Readable> {
             self.shards
                 .iter()
-                .map(|(id, h)| Readable { shard_id: id.clone(), holder: h.clone().map(|owner| Holder { owner, counter: 1 }) })
+                .map(|(id, h)| Readable {
+                    shard_id: id.clone(),
+                    holder: h.clone().map(|owner| Holder { owner, counter: 1 }),
+                    parents: Vec::new(),
+                })
                 .collect()
         }
 
@@ -179,8 +185,8 @@ mod tests {
     #[test]
     fn a_live_holder_is_never_taken_from_and_a_dead_one_is_taken_conditionally() {
         let readable = vec![
-            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "busy".into(), counter: 3 }) },
-            Readable { shard_id: "s2".into(), holder: Some(Holder { owner: "gone".into(), counter: 9 }) },
+            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "busy".into(), counter: 3 }), parents: vec![] },
+            Readable { shard_id: "s2".into(), holder: Some(Holder { owner: "gone".into(), counter: 9 }), parents: vec![] },
         ];
         let live = nodes(&["me", "busy"]);
         let p = plan("me", &readable, &BTreeSet::new(), &live, |o| o == "gone");
@@ -191,8 +197,8 @@ mod tests {
     #[test]
     fn leases_being_handed_back_are_neither_counted_nor_taken_again() {
         let readable = vec![
-            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "me".into(), counter: 1 }) },
-            Readable { shard_id: "s2".into(), holder: None },
+            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "me".into(), counter: 1 }), parents: vec![] },
+            Readable { shard_id: "s2".into(), holder: None, parents: vec![] },
         ];
         let p = plan("me", &readable, &BTreeSet::new(), &nodes(&["me"]), |_| false);
         assert_eq!(p.take, vec![("s2".to_owned(), None)]);

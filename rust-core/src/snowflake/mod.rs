@@ -5,6 +5,7 @@
 pub mod api;
 pub mod auth;
 pub mod channel;
+pub mod lineage;
 pub mod offset;
 pub mod rows;
 pub mod sink;

@@ -20,10 +20,12 @@ pub const ATTR_LAST_SEQUENCE: &str = "aws.kinesis.last.sequence.number";
 pub const ATTR_LAST_SUB: &str = "aws.kinesis.last.subsequence.number";
 pub const ATTR_ARRIVAL_MS: &str = "aws.kinesis.approximate.arrival.timestamp.ms";
 pub const ATTR_RECORD_COUNT: &str = "record.count";
+/// The shard's parents (comma-separated) when it was created by a split or merge.
+pub const ATTR_PARENT_SHARDS: &str = "aws.kinesis.parent.shard.ids";
 
 /// The attributes PutSnowflake reads; Java passes only these across JNI.
 pub const ATTRIBUTES: &[&str] =
-    &[ATTR_STREAM, ATTR_SHARD, ATTR_PARTITION_KEY, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB, ATTR_ARRIVAL_MS, ATTR_RECORD_COUNT];
+    &[ATTR_STREAM, ATTR_SHARD, ATTR_PARTITION_KEY, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB, ATTR_ARRIVAL_MS, ATTR_RECORD_COUNT, ATTR_PARENT_SHARDS];
 
 pub const METADATA_KEY: &str = "kinesisMetadata";
 /// The fields of `kinesisMetadata`, as NiFi's ConsumeKinesis and Openflow's Kinesis connector name them.

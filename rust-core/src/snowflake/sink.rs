@@ -15,7 +15,8 @@ use tracing::Instrument;
 use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
 use super::channel::{ChannelSettings, ChannelWriter, Outcome, Route, Work};
-use super::rows::{FlowFileIn, Mapping, Prepared, Source};
+use super::lineage::LineageGate;
+use super::rows::{FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
 use super::status::StatusBoard;
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
 
@@ -77,6 +78,8 @@ pub struct SinkEngine {
     outcomes_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Outcome>>,
     in_flight_bytes: Arc<AtomicU64>,
     direct_counter: AtomicU64,
+    /// Holds a child shard's FlowFiles until its parents' channels have committed theirs.
+    gate: Mutex<LineageGate>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +117,7 @@ impl SinkEngine {
             outcomes_rx: tokio::sync::Mutex::new(outcomes_rx),
             in_flight_bytes: Arc::new(AtomicU64::new(0)),
             direct_counter: AtomicU64::new(start),
+            gate: Mutex::new(LineageGate::default()),
         })
     }
 
@@ -143,7 +147,11 @@ impl SinkEngine {
                     let bytes = rows.iter().map(|r| r.json.len() as u64 + 1).sum();
                     self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
                     let channel = self.channel_name(&source);
-                    self.writer(&channel).send(Work { flow_file_id: flow_file.id, rows, bytes }).expect("writers live as long as the engine");
+                    let parents = self.parent_channels(&source, &flow_file);
+                    let work = Work { flow_file_id: flow_file.id, rows, bytes };
+                    if let Some(work) = self.lock_gate().admit(&channel, parents, work) {
+                        self.dispatch(&channel, work);
+                    }
                 }
             }
         }
@@ -155,6 +163,32 @@ impl SinkEngine {
             Source::Shard { stream, shard_id } => format!("{}_{stream}_{shard_id}", self.settings.channel_prefix),
             Source::Direct => format!("{}_direct", self.settings.channel_prefix),
         }
+    }
+
+    /// The channels of the source shard's parents, from `aws.kinesis.parent.shard.ids`.
+    fn parent_channels(&self, source: &Source, flow_file: &FlowFileIn) -> Vec<String> {
+        let (Source::Shard { stream, .. }, Some(parents)) = (source, flow_file.attributes.get(ATTR_PARENT_SHARDS)) else {
+            return Vec::new();
+        };
+        parents
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| self.channel_name(&Source::Shard { stream: stream.clone(), shard_id: p.to_owned() }))
+            .collect()
+    }
+
+    fn lock_gate(&self) -> std::sync::MutexGuard<'_, LineageGate> {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dispatch(&self, channel: &str, work: Work) {
+        self.writer(channel).send(work).expect("writers live as long as the engine");
+    }
+
+    /// FlowFiles held back for their parents' channels right now.
+    pub fn held_for_parents(&self) -> usize {
+        self.lock_gate().held()
     }
 
     fn writer(&self, channel: &str) -> mpsc::UnboundedSender<Work> {
@@ -178,8 +212,21 @@ impl SinkEngine {
         sender
     }
 
-    /// Outcomes known so far, waiting up to `wait` for the first one.
+    /// Outcomes known so far, waiting up to `wait` for the first one. Children's FlowFiles held
+    /// for these are sent on.
     pub async fn outcomes(&self, wait: Duration, max: usize) -> Vec<Outcome> {
+        let out = self.collect_outcomes(wait, max).await;
+        let released: Vec<(String, Work)> = {
+            let mut gate = self.lock_gate();
+            out.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
+        };
+        for (channel, work) in released {
+            self.dispatch(&channel, work);
+        }
+        out
+    }
+
+    async fn collect_outcomes(&self, wait: Duration, max: usize) -> Vec<Outcome> {
         let mut rx = self.outcomes_rx.lock().await;
         let mut out = Vec::new();
         if wait.is_zero() {

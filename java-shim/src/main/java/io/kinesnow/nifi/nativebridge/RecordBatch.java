@@ -13,7 +13,7 @@ import java.util.List;
  * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4232; // "KNB2"
+    static final int MAGIC = 0x4B4E4233; // "KNB3"
 
     /** {@link FlowFileData#route()} values. */
     public static final int ROUTE_SUCCESS = 0;
@@ -61,7 +61,8 @@ public final class RecordBatch {
         }
     }
 
-    public record Shard(String shardId, long millisBehind, List<FlowFileData> flowFiles) {
+    /** One shard's FlowFiles; {@code parentShardIds} is comma-separated, empty unless a split or merge made it. */
+    public record Shard(String shardId, String parentShardIds, long millisBehind, List<FlowFileData> flowFiles) {
     }
 
     public static RecordBatch decode(final byte[] bytes) {
@@ -74,6 +75,7 @@ public final class RecordBatch {
         final List<Shard> shards = new ArrayList<>(shardCount);
         for (int s = 0; s < shardCount; s++) {
             final String shardId = str16(in);
+            final String parentShardIds = str16(in);
             final long millisBehind = in.getLong();
             final int count = in.getInt();
             final List<FlowFileData> flowFiles = new ArrayList<>(count);
@@ -93,7 +95,7 @@ public final class RecordBatch {
                 flowFiles.add(new FlowFileData(route, recordCount, firstSequence, firstSub, lastSequence, lastSub,
                         partitionKey, arrival, error, bytes, offset, length));
             }
-            shards.add(new Shard(shardId, millisBehind, Collections.unmodifiableList(flowFiles)));
+            shards.add(new Shard(shardId, parentShardIds, millisBehind, Collections.unmodifiableList(flowFiles)));
         }
         if (in.hasRemaining()) {
             throw new FatalNativeException("Record batch has " + in.remaining() + " trailing bytes");

@@ -37,6 +37,8 @@ import java.util.Set;
 @WritesAttributes({
     @WritesAttribute(attribute = "aws.kinesis.stream.name", description = "The stream the records came from"),
     @WritesAttribute(attribute = "aws.kinesis.shard.id", description = "The shard the records came from"),
+    @WritesAttribute(attribute = "aws.kinesis.parent.shard.ids", description = "The shard's parents (comma-separated) when "
+            + "a split or merge created it; PutSnowflake uses it to load a parent's records before its children's"),
     @WritesAttribute(attribute = "aws.kinesis.partition.key", description = "Partition key of the (first) record"),
     @WritesAttribute(attribute = "aws.kinesis.first.sequence.number", description = "Sequence number of the first record"),
     @WritesAttribute(attribute = "aws.kinesis.last.sequence.number", description = "Sequence number of the last record"),
@@ -239,6 +241,9 @@ public class ConsumeKinesis extends AbstractProcessor {
         final Map<String, String> attributes = new HashMap<>();
         attributes.put("aws.kinesis.stream.name", stream);
         attributes.put("aws.kinesis.shard.id", shard.shardId());
+        if (!shard.parentShardIds().isEmpty()) {
+            attributes.put("aws.kinesis.parent.shard.ids", shard.parentShardIds());
+        }
         attributes.put("aws.kinesis.partition.key", data.partitionKey());
         attributes.put("aws.kinesis.first.sequence.number", data.firstSequence());
         attributes.put("aws.kinesis.last.sequence.number", data.lastSequence());

@@ -93,6 +93,8 @@ class NativeBridgeTest {
         final RecordBatch.Shard shard = batch.shards().get(2);
         assertEquals("shardId-000000000002", shard.shardId());
         assertEquals(20, shard.millisBehind());
+        assertEquals("", shard.parentShardIds());
+        assertEquals("shardId-000000000101", batch.shards().get(1).parentShardIds());
         final RecordBatch.FlowFileData f = shard.flowFiles().get(7);
         assertEquals(RecordBatch.ROUTE_SUCCESS, f.route());
         assertEquals("key-7", f.partitionKey());
