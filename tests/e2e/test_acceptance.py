@@ -20,9 +20,11 @@ group, once processor by processor) and NiFi is killed with SIGKILL once and res
 A second flow with Schema Evolution Enabled = false writes into a table created without
 ENABLE_SCHEMA_EVOLUTION: keys without a column are ignored, the columns stay as created, rows load.
 
-Found here: when the parent's channel commits late (or PutSnowflake starts with the parent's last records
-and the children's first ones both queued), a child's records can be loaded before the parent's last ones;
-test_a_parents_last_records_load_before_its_childrens_first shows it and is marked xfail until fixed.
+Found here and fixed: when the parent's channel committed late (or PutSnowflake started with the parent's
+last records and the children's first ones both queued), a child's records could be loaded before the
+parent's last ones. ConsumeKinesis now marks a child's FlowFiles with aws.kinesis.parent.shard.ids and
+PutSnowflake holds them until the parent's channel has committed what it was given;
+test_a_parents_last_records_load_before_its_childrens_first checks it.
 
 What the emulators cannot show: kinesis-local closes a split parent with an EndingSequenceNumber of
 9223372036854775807 (a placeholder, not a real sequence number) and lists the children as soon as
@@ -471,10 +473,6 @@ def test_schema_evolution_off_ignores_unknown_keys(env):
 
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product gap: ConsumeKinesis hands a parent shard's records to NiFi before its children's, but PutSnowflake "
-    "writes each shard to its own channel with nothing holding a child's rows back until the parent's channel "
-    "has committed, so a child's records can be loaded before the parent's last ones"))
 def test_a_parents_last_records_load_before_its_childrens_first(env):
     """Per-key order across a split when the parent's channel is slow: Snowflake takes longer to commit the
     parent's last rows (the stand-in withholds that channel's commits for a few seconds) while ConsumeKinesis,
