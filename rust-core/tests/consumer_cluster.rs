@@ -449,3 +449,108 @@ async fn per_key_order_holds_across_a_split_and_a_merge_on_two_nodes() {
     a.stop().await;
     b.stop().await;
 }
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+async fn delete_stream(c: &AwsClients, stream: &str) {
+    let _ = c.kinesis.delete_stream().stream_name(stream).enforce_consumer_deletion(true).send().await;
+}
+
+/// Lease-table writes per lease per second over `window`, for engines already settled.
+async fn write_rate(nodes: &[&Node], leases: usize, window: Duration) -> f64 {
+    let before: u64 = nodes.iter().map(|n| n.engine.dynamodb_writes()).sum();
+    tokio::time::sleep(window).await;
+    let after: u64 = nodes.iter().map(|n| n.engine.dynamodb_writes()).sum();
+    (after - before) as f64 / leases as f64 / window.as_secs_f64()
+}
+
+/// The lease benchmark, run by bench/leases.sh (not by the test suite): failover after a kill,
+/// hand-over after a stop, parent end to first child record, and the lease table's writes per
+/// lease per second, with the default timings (Failover Timeout 7 s). Prints result rows.
+#[ignore = "benchmark: run by bench/leases.sh"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_lease_timings() {
+    log();
+    let rounds: usize = std::env::var("KINESNOW_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let e = Emulators::start("lease-bench");
+    let c = clients(&aws(&e)).await;
+    let (mut failover, mut hand_over, mut split_gap) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // A killed node: first record of its shards delivered by the other node.
+        let stream = format!("failover-{round}");
+        create_stream(&c, &stream, 4).await;
+        let deliveries = Arc::new(Deliveries::default());
+        let producer = Producer::start(&c, &stream, 40, Duration::from_millis(5));
+        let a = Node::start("a", settings(&stream, &format!("{stream}-app")), &e, deliveries.clone()).await;
+        let b = Node::start("b", settings(&stream, &format!("{stream}-app")), &e, deliveries.clone()).await;
+        wait_until("2/2", Duration::from_secs(20), || even(&[&a, &b], 4)).await;
+        tokio::time::sleep(Duration::from_millis(500 + 700 * round as u64)).await; // vary the heartbeat phase
+        let orphaned = b.shards();
+        let killed = Instant::now();
+        b.kill();
+        let first = || deliveries.snapshot().iter().filter(|d| d.node == "a" && orphaned.contains(&d.shard) && d.at > killed).map(|d| d.at).min();
+        wait_until("take-over", Duration::from_secs(30), || first().is_some()).await;
+        failover.push(first().unwrap() - killed);
+
+        // A stopped node: its shards held by the other node.
+        let b = Node::start("b", settings(&stream, &format!("{stream}-app")), &e, deliveries.clone()).await;
+        wait_until("2/2 again", Duration::from_secs(30), || even(&[&a, &b], 4)).await;
+        let stopping = Instant::now();
+        b.stop().await;
+        wait_until("hand-over", Duration::from_secs(10), || a.shards().len() == 4).await;
+        hand_over.push(stopping.elapsed());
+        producer.stop().await;
+        a.stop().await;
+        delete_stream(&c, &stream).await;
+
+        // A split: last record of the parent to first record of a child, records written every 4 ms.
+        let stream = format!("split-{round}");
+        create_stream(&c, &stream, 1).await;
+        let deliveries = Arc::new(Deliveries::default());
+        let producer = Producer::start(&c, &stream, 40, Duration::from_millis(4));
+        let a = Node::start("a", settings(&stream, &format!("{stream}-app")), &e, deliveries.clone()).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let parent = a.shards().into_iter().next().unwrap();
+        let (start, end) = hash_range(&c, &stream, &parent).await;
+        c.kinesis.split_shard().stream_name(&stream).shard_to_split(&parent).new_starting_hash_key((start + (end - start) / 2).to_string()).send().await.unwrap();
+        wait_until("children read", Duration::from_secs(30), || deliveries.snapshot().iter().any(|d| d.shard != parent)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let all = deliveries.snapshot();
+        let last_parent = all.iter().filter(|d| d.shard == parent).map(|d| d.at).max().unwrap();
+        let first_child = all.iter().filter(|d| d.shard != parent).map(|d| d.at).min().unwrap();
+        split_gap.push(first_child.saturating_duration_since(last_parent));
+        producer.stop().await;
+        a.stop().await;
+        delete_stream(&c, &stream).await;
+    }
+
+    // Write rates: idle with 4 leases per node, idle with 1 lease per node, and with records flowing.
+    create_stream(&c, "writes", 8).await;
+    let deliveries = Arc::new(Deliveries::default());
+    let a = Node::start("a", settings("writes", "writes-app"), &e, deliveries.clone()).await;
+    let b = Node::start("b", settings("writes", "writes-app"), &e, deliveries.clone()).await;
+    wait_until("4/4", Duration::from_secs(20), || even(&[&a, &b], 8)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_4 = write_rate(&[&a, &b], 8, Duration::from_secs(30)).await;
+    let producer = Producer::start(&c, "writes", 80, Duration::from_millis(5));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let flowing_4 = write_rate(&[&a, &b], 8, Duration::from_secs(30)).await;
+    producer.stop().await;
+    a.stop().await;
+    b.stop().await;
+    create_stream(&c, "single", 1).await;
+    let a = Node::start("a", settings("single", "single-app"), &e, deliveries.clone()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_1 = write_rate(&[&a], 1, Duration::from_secs(30)).await;
+    a.stop().await;
+
+    println!("| failover after kill -9 (first record of the dead node's shards at another node) | {:.1} s | {:?} |", median(failover.clone()).as_secs_f64(), failover);
+    println!("| hand-over after a stop (other node holds every shard) | {:.2} s | {:?} |", median(hand_over.clone()).as_secs_f64(), hand_over);
+    println!("| split: parent's last record to first child record | {} ms | {:?} |", median(split_gap.clone()).as_millis(), split_gap);
+    println!("| lease-table writes per lease per second, idle, 4 leases per node | {idle_4:.3} | |");
+    println!("| lease-table writes per lease per second, idle, 1 lease per node | {idle_1:.3} | |");
+    println!("| lease-table writes per lease per second, ~200 records/s over 8 shards (checkpoints included) | {flowing_4:.3} | |");
+}

@@ -26,6 +26,8 @@ pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
 pub const MAX_LATENCY: &str = "Max Latency";
 pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
 pub const MAX_IN_FLIGHT_SIZE: &str = "Max In-Flight Size";
+/// Not a property: the NiFi cluster node this processor runs on, passed by Java when clustered.
+pub const CLUSTER_NODE: &str = "NiFi Cluster Node";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     ACCOUNT_IDENTIFIER,
@@ -132,6 +134,7 @@ impl PutSnowflakeConfig {
         if !channel_prefix.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
             r.problem(CHANNEL_PREFIX, format!("'{channel_prefix}' may only hold letters, digits, '_' and '-'"));
         }
+        let channel_prefix = with_cluster_node(channel_prefix, r.optional(CLUSTER_NODE).as_deref());
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
         let max_latency = r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
         let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
@@ -237,8 +240,29 @@ fn check_pem(r: &mut Reader, property: &str, pem: &str, has_password: bool) {
     }
 }
 
+/// In a NiFi cluster each node writes to its own channels (`<prefix>_<node>_...`): when a shard
+/// moves to another node (failover, rebalancing), FlowFiles of it still queued on the old node load
+/// into the old node's channel instead of being skipped as older than the new node's offset tokens.
+/// A node keeps its address across restarts, so replays on one node still dedupe by offset token.
+fn with_cluster_node(prefix: String, node: Option<&str>) -> String {
+    match node.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(node) => {
+            let safe: String = node.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+            format!("{prefix}_{safe}")
+        }
+        None => prefix,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cluster_nodes_get_their_own_channels() {
+        assert_eq!(with_cluster_node("kinesnow".into(), Some("nifi-2.example:8443")), "kinesnow_nifi_2_example_8443");
+        assert_eq!(with_cluster_node("kinesnow".into(), None), "kinesnow");
+        assert_eq!(with_cluster_node("kinesnow".into(), Some(" ")), "kinesnow");
+    }
     use super::*;
 
     /// Shape only (a truncated body): the rules look at the armour, not the key.

@@ -39,10 +39,17 @@ final class NativeComponent {
         return results;
     }
 
-    /** Opens and starts the native component; on failure nothing stays open. */
-    void open(final PropertyContext context, final List<PropertyDescriptor> descriptors, final ComponentLog log) {
+    /**
+     * Opens and starts the native component; on failure nothing stays open. {@code facts} are extra name/value
+     * pairs about the runtime (not properties), such as the cluster node.
+     */
+    void open(final PropertyContext context, final List<PropertyDescriptor> descriptors, final ComponentLog log,
+              final String... facts) {
         NativeLibrary.require();
-        final long opened = NativeBridge.open(componentType, evaluated(context, descriptors), new ComponentLogSink(log));
+        final String[] properties = evaluated(context, descriptors);
+        final String[] pairs = java.util.Arrays.copyOf(properties, properties.length + facts.length);
+        System.arraycopy(facts, 0, pairs, properties.length, facts.length);
+        final long opened = NativeBridge.open(componentType, pairs, new ComponentLogSink(log));
         try {
             NativeBridge.start(opened);
         } catch (final RuntimeException e) {

@@ -10,6 +10,7 @@ import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
 import org.apache.nifi.annotation.documentation.Tags;
 import org.apache.nifi.annotation.lifecycle.OnScheduled;
+import org.apache.nifi.controller.NodeTypeProvider;
 import org.apache.nifi.annotation.lifecycle.OnStopped;
 import org.apache.nifi.components.AllowableValue;
 import org.apache.nifi.components.PropertyDescriptor;
@@ -182,9 +183,18 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
         return engine.validate(context, PROPERTIES);
     }
 
+    /** In a NiFi cluster, this node's address: the engine gives each node its own channels. */
+    private String[] clusterNode() {
+        final NodeTypeProvider nodes = getNodeTypeProvider();
+        if (nodes == null || !nodes.isClustered()) {
+            return new String[0];
+        }
+        return nodes.getCurrentNode().map(node -> new String[] {"NiFi Cluster Node", node}).orElse(new String[0]);
+    }
+
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
-        engine.open(context, PROPERTIES, getLogger());
+        engine.open(context, PROPERTIES, getLogger(), clusterNode());
         transitUri = "snowflake://" + context.getProperty(ACCOUNT_IDENTIFIER).getValue() + "/"
                 + context.getProperty(DATABASE).getValue() + "/" + context.getProperty(SCHEMA).getValue() + "/"
                 + context.getProperty(TABLE).getValue();
