@@ -10,53 +10,7 @@ use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::{clients, AwsClients};
 use kinesnow_core::consumer::ConsumerEngine;
 use kinesnow_core::lease::{Checkpoint, LeaseStore};
-use support::{aws, create_stream, log, settings, Emulators};
-
-/// Puts `n` records with partition keys spread over the shards; returns (shard, data) in put order.
-async fn put(c: &AwsClients, stream: &str, from: usize, n: usize) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for i in from..from + n {
-        let data = format!("{{\"n\":{i}}}");
-        let r = c
-            .kinesis
-            .put_record()
-            .stream_name(stream)
-            .partition_key(format!("key-{}", i % 7))
-            .data(Blob::new(data.clone()))
-            .send()
-            .await
-            .unwrap();
-        out.push((r.shard_id().to_owned(), data));
-    }
-    out
-}
-
-/// Polls and acks until `n` records arrived (or the time is up); returns data per shard in order.
-async fn drain(engine: &ConsumerEngine, n: usize, ack: bool) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
-    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut batches = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while got.values().map(Vec::len).sum::<usize>() < n && tokio::time::Instant::now() < deadline {
-        if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(500)).await {
-            for s in &batch.shards {
-                got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
-            }
-            batches.push(batch.id);
-            if ack {
-                engine.ack(batch.id).await.unwrap();
-            }
-        }
-    }
-    (got, batches)
-}
-
-fn by_shard(put: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
-    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (shard, data) in put {
-        m.entry(shard.clone()).or_default().push(data.clone());
-    }
-    m
-}
+use support::{aws, by_shard, create_stream, drain, log, put, settings, Emulators};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_record_once_in_shard_order_and_resume_after_restart() {

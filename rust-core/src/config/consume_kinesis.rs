@@ -134,9 +134,6 @@ impl ConsumeKinesisConfig {
             ConsumerType::SharedThroughput,
             &[("SHARED_THROUGHPUT", ConsumerType::SharedThroughput), ("ENHANCED_FAN_OUT", ConsumerType::EnhancedFanOut)],
         );
-        if consumer_type == ConsumerType::EnhancedFanOut {
-            r.problem(CONSUMER_TYPE, "ENHANCED_FAN_OUT is not yet available in this version; use SHARED_THROUGHPUT");
-        }
         let initial_position = initial_position(&mut r);
         let max_records_per_request = r.int_in(MAX_RECORDS_PER_REQUEST, 1000, 1, 10_000) as u32;
         let max_batch_duration =
@@ -328,10 +325,10 @@ mod tests {
     }
 
     #[test]
-    fn enhanced_fan_out_is_not_available_yet() {
+    fn enhanced_fan_out_is_a_consumer_type() {
         let mut p = minimal();
         p.push((CONSUMER_TYPE, "ENHANCED_FAN_OUT"));
-        assert!(problem_for(p, CONSUMER_TYPE).contains("not yet available"));
+        assert_eq!(parse(p).unwrap().consumer_type, ConsumerType::EnhancedFanOut);
     }
 
     #[test]

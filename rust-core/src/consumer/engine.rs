@@ -16,7 +16,8 @@ use super::reader;
 use super::state::{Buffered, InFlight, ShardState};
 use super::ConsumerError;
 use crate::aws::AwsClients;
-use crate::config::consume_kinesis::{ConsumeKinesisConfig, InitialPosition};
+use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, InitialPosition};
+use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::ShardRecords;
 use crate::lease::{table, Lease, LeaseError, LeaseStore};
@@ -26,6 +27,8 @@ pub struct EngineSettings {
     pub stream: String,
     pub application: String,
     pub initial_position: InitialPosition,
+    /// Polling (GetRecords) or Enhanced Fan-Out (SubscribeToShard, consumer named after the application).
+    pub consumer_type: ConsumerType,
     pub max_records_per_request: u32,
     pub max_buffer_size: u64,
     /// A node whose heartbeat has not changed for this long is dead and its leases are taken over.
@@ -51,6 +54,7 @@ impl EngineSettings {
             stream: c.stream_name.clone(),
             application: c.application_name.clone(),
             initial_position: c.initial_position,
+            consumer_type: c.consumer_type,
             max_records_per_request: c.max_records_per_request,
             max_buffer_size: c.max_buffer_size,
             failover_timeout: c.failover_timeout,
@@ -108,6 +112,23 @@ pub struct Shared {
     cursor: AtomicUsize,
     pub stopping: watch::Sender<bool>,
     readers: Mutex<Vec<JoinHandle<()>>>,
+    /// With Enhanced Fan-Out: the registered consumer and the client pool subscriptions use.
+    fan_out: Option<FanOut>,
+    pub(super) fan_out_stats: FanOutStats,
+}
+
+struct FanOut {
+    consumer_arn: String,
+    pool: Vec<aws_sdk_kinesis::Client>,
+    next: AtomicUsize,
+}
+
+/// What the fan-out readers did, for tests and metrics.
+#[derive(Default, Debug)]
+pub struct FanOutStats {
+    pub subscriptions: std::sync::atomic::AtomicU64,
+    pub resource_in_use: std::sync::atomic::AtomicU64,
+    pub watchdog_replacements: std::sync::atomic::AtomicU64,
 }
 
 pub struct ConsumerEngine {
@@ -124,8 +145,14 @@ impl ConsumerEngine {
         let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
             .await?
             .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
+        let fan_out = match settings.consumer_type {
+            ConsumerType::SharedThroughput => None,
+            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients.kinesis, &settings).await?),
+        };
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
+            fan_out,
+            fan_out_stats: FanOutStats::default(),
             lag_warning_ms,
             owner: format!("kinesnow-{}", uuid_like()),
             budget: MemoryBudget::new(settings.max_buffer_size),
@@ -152,6 +179,16 @@ impl ConsumerEngine {
         keeper.first_pass().await?;
         let keeper = tokio::spawn(keeper.run());
         Ok(Self { shared, keeper: Mutex::new(Some(keeper)) })
+    }
+
+    /// Fan-out subscriptions made, ResourceInUse retries and watchdog replacements so far.
+    pub fn fan_out_stats(&self) -> &FanOutStats {
+        &self.shared.fan_out_stats
+    }
+
+    /// The Enhanced Fan-Out consumer's ARN, when reading with it.
+    pub fn consumer_arn(&self) -> Option<&str> {
+        self.shared.fan_out.as_ref().map(|f| f.consumer_arn.as_str())
     }
 
     /// Write requests this engine sent to the lease table so far.
@@ -451,7 +488,13 @@ impl Shared {
         let mut state = ShardState::new(lease, committed);
         state.parents = parents;
         self.lock_shards().insert(shard_id.clone(), state);
-        let handle = tokio::spawn(reader::run(self.clone(), shard_id));
+        let handle = match &self.fan_out {
+            None => tokio::spawn(reader::run(self.clone(), shard_id)),
+            Some(f) => {
+                let client = fan_out::pooled(&f.pool, f.next.fetch_add(1, Ordering::Relaxed)).clone();
+                tokio::spawn(super::subscriber::run(self.clone(), shard_id, client, f.consumer_arn.clone()))
+            }
+        };
         let mut readers = self.lock_readers();
         readers.retain(|r| !r.is_finished());
         readers.push(handle);
@@ -468,6 +511,27 @@ impl Shared {
             self.data_ready.notify_waiters();
         }
     }
+}
+
+/// The processor is removed from the canvas: deregisters its Enhanced Fan-Out consumer, if it reads
+/// with one. `Ok(None)` when there is nothing to deregister; `Ok(Some(name))` once it is gone.
+pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Option<String>, ConsumerError> {
+    if config.consumer_type != ConsumerType::EnhancedFanOut {
+        return Ok(None);
+    }
+    let clients = crate::aws::clients(&config.aws()).await;
+    fan_out::deregister(&clients.kinesis, &config.stream_name, &config.application_name).await?;
+    Ok(Some(config.application_name.clone()))
+}
+
+/// Registers (or finds) the consumer named after the application and builds the client pool: each
+/// pooled client is made from the same configuration without an HTTP client of its own, so the
+/// SDK gives each one a separate HTTP client and connection pool.
+async fn start_fan_out(kinesis: &aws_sdk_kinesis::Client, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
+    let consumer_arn = fan_out::ensure_consumer(kinesis, &settings.stream, &settings.application, settings.component).await?;
+    let shards = crate::kinesis::shards::list_shards(kinesis, &settings.stream).await?.len();
+    let pool = (0..fan_out::pool_size(shards)).map(|_| aws_sdk_kinesis::Client::from_conf(kinesis.config().clone())).collect();
+    Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
 }
 
 /// The stream's retention period in milliseconds (checks that the stream exists, too).

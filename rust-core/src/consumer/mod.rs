@@ -8,8 +8,9 @@ mod keeper;
 pub mod output;
 mod reader;
 mod state;
+mod subscriber;
 
-pub use engine::{Batch, ConsumerEngine, EngineSettings};
+pub use engine::{remove_fan_out_consumer, Batch, ConsumerEngine, EngineSettings, FanOutStats};
 
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::KinesisError;

@@ -106,26 +106,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
         );
         let fetched_bytes: u64 = out.records().iter().map(|r| r.data().as_ref().len() as u64).sum();
         limiter.record_call(fetched_bytes);
-        let mut records = Vec::with_capacity(out.records().len());
-        let mut invalid_aggregates = 0u64;
-        for r in out.records() {
-            let record = KinesisRecord {
-                sequence_number: r.sequence_number().to_owned(),
-                sub_sequence_number: None,
-                partition_key: r.partition_key().unwrap_or_default().to_owned(),
-                approximate_arrival_ms: r.approximate_arrival_timestamp().and_then(|t| t.to_millis().ok()).unwrap_or(0),
-                data: r.data().as_ref().to_vec(),
-            };
-            if let Outcome::Invalid(_) = deaggregate_into(record, &mut records) {
-                invalid_aggregates += 1;
-            }
-        }
-        if invalid_aggregates > 0 {
-            warn!(
-                component = shared.settings.component,
-                "{invalid_aggregates} record(s) of shard {shard_id} looked like KPL aggregates but were not valid; passed through whole"
-            );
-        }
+        let mut records = convert(&shared, &shard_id, out.records());
         if let Start::Committed(position) = &start {
             records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
         }
@@ -184,8 +165,34 @@ fn warn_if_lagging(shared: &Shared, shard_id: &str, millis_behind: i64, last: &m
     );
 }
 
+/// The SDK's records as ours, KPL aggregates de-aggregated (invalid ones passed through whole,
+/// with a warning).
+pub(super) fn convert(shared: &Shared, shard_id: &str, sdk_records: &[aws_sdk_kinesis::types::Record]) -> Vec<KinesisRecord> {
+    let mut records = Vec::with_capacity(sdk_records.len());
+    let mut invalid_aggregates = 0u64;
+    for r in sdk_records {
+        let record = KinesisRecord {
+            sequence_number: r.sequence_number().to_owned(),
+            sub_sequence_number: None,
+            partition_key: r.partition_key().unwrap_or_default().to_owned(),
+            approximate_arrival_ms: r.approximate_arrival_timestamp().and_then(|t| t.to_millis().ok()).unwrap_or(0),
+            data: r.data().as_ref().to_vec(),
+        };
+        if let Outcome::Invalid(_) = deaggregate_into(record, &mut records) {
+            invalid_aggregates += 1;
+        }
+    }
+    if invalid_aggregates > 0 {
+        warn!(
+            component = shared.settings.component,
+            "{invalid_aggregates} record(s) of shard {shard_id} looked like KPL aggregates but were not valid; passed through whole"
+        );
+    }
+    records
+}
+
 /// Bytes a buffered record holds of the budget: its data plus its bookkeeping.
-fn record_cost(record: &KinesisRecord) -> u64 {
+pub(super) fn record_cost(record: &KinesisRecord) -> u64 {
     (record.data.len() + record.sequence_number.len() + record.partition_key.len() + 64) as u64
 }
 

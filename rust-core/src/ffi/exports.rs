@@ -68,6 +68,38 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_validate<
     })
 }
 
+/// ConsumeKinesis was removed from the canvas: deregisters its Enhanced Fan-Out consumer. Returns
+/// "" when it reads by polling (nothing to do), else a sentence saying what happened; an error
+/// reaches Java as an exception whose message names the consumer to remove by hand.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_removeConsumer<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    properties: JObjectArray<'l>,
+) -> jstring {
+    guard::call(&mut env, |env| {
+        install_log_bridge(env)?;
+        let props = java::property_map(env, &properties)?;
+        let config = crate::config::ConsumeKinesisConfig::parse(&props)
+            .map_err(|p| BridgeError::Core { class: ErrorClass::Configuration, message: p.to_string() })?;
+        let text = match crate::runtime::get().block_on(crate::consumer::remove_fan_out_consumer(&config)) {
+            Ok(None) => String::new(),
+            Ok(Some(name)) => format!("deregistered the Enhanced Fan-Out consumer '{name}' of stream '{}'", config.stream_name),
+            Err(e) => {
+                return Err(BridgeError::Core {
+                    class: crate::error::Classify::class(&e),
+                    message: format!(
+                    "the Enhanced Fan-Out consumer '{}' of stream '{}' could not be deregistered ({e}); deregister it by \
+                     hand (aws kinesis deregister-stream-consumer), it counts against the stream's limit of 20 consumers",
+                        config.application_name, config.stream_name
+                    ),
+                })
+            }
+        };
+        Ok(env.new_string(text)?.into_raw())
+    })
+}
+
 /// Parses the settings and creates the component; returns its handle. Log events of the
 /// component go to `sink` from now until `close`.
 #[no_mangle]

@@ -1,7 +1,8 @@
 //! The Kinesis side of the engine: the record model, positions, shard discovery, the polling
-//! reader's calls and limits, and KPL de-aggregation.
+//! reader's calls and limits, the Enhanced Fan-Out consumer, and KPL de-aggregation.
 
 pub mod deaggregate;
+pub mod fan_out;
 mod kpl_messages;
 pub mod limiter;
 pub mod position;
@@ -20,6 +21,8 @@ pub enum KinesisError {
     Throttled { stream: String, shard: Option<String> },
     #[error("the shard iterator of shard {shard} expired")]
     ExpiredIterator { shard: String },
+    #[error("a previous fan-out subscription to shard {shard} is still active")]
+    ResourceInUse { shard: String },
     #[error("Kinesis rejected a request for stream '{stream}': {message}")]
     InvalidArgument { stream: String, message: String },
     #[error("Kinesis call for stream '{stream}' failed: {message}")]
@@ -40,6 +43,7 @@ impl KinesisError {
             | "ThrottlingException" => Self::Throttled { stream, shard: shard.map(str::to_owned) },
             "ExpiredIteratorException" => Self::ExpiredIterator { shard: shard.unwrap_or_default().to_owned() },
             "InvalidArgumentException" => Self::InvalidArgument { stream, message },
+            "ResourceInUseException" if shard.is_some() => Self::ResourceInUse { shard: shard.unwrap_or_default().to_owned() },
             _ => Self::Service { stream, message },
         }
     }

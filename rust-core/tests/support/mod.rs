@@ -11,7 +11,10 @@ use std::time::Duration;
 use kinesnow_core::aws::{AwsClients, AwsSettings};
 use kinesnow_core::config::consume_kinesis::{AwsCredentials, InitialPosition};
 use kinesnow_core::config::Secret;
-use kinesnow_core::consumer::EngineSettings;
+use std::collections::BTreeMap;
+
+use aws_sdk_kinesis::primitives::Blob;
+use kinesnow_core::consumer::{ConsumerEngine, EngineSettings};
 
 pub struct Emulators {
     pub kinesis: String,
@@ -77,6 +80,7 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         stream: stream.into(),
         application: app.into(),
         initial_position: InitialPosition::TrimHorizon,
+        consumer_type: kinesnow_core::config::consume_kinesis::ConsumerType::SharedThroughput,
         max_records_per_request: 100,
         max_buffer_size: 4 * 1024 * 1024,
         failover_timeout: Duration::from_secs(7),
@@ -99,5 +103,51 @@ pub async fn create_stream(c: &AwsClients, stream: &str, shards: i32) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("stream {stream} never became ACTIVE");
+}
+
+/// Puts `n` records with partition keys spread over the shards; returns (shard, data) in put order.
+pub async fn put(c: &AwsClients, stream: &str, from: usize, n: usize) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for i in from..from + n {
+        let data = format!("{{\"n\":{i}}}");
+        let r = c
+            .kinesis
+            .put_record()
+            .stream_name(stream)
+            .partition_key(format!("key-{}", i % 7))
+            .data(Blob::new(data.clone()))
+            .send()
+            .await
+            .unwrap();
+        out.push((r.shard_id().to_owned(), data));
+    }
+    out
+}
+
+/// Polls and acks until `n` records arrived (or the time is up); returns data per shard in order.
+pub async fn drain(engine: &ConsumerEngine, n: usize, ack: bool) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
+    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut batches = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while got.values().map(Vec::len).sum::<usize>() < n && tokio::time::Instant::now() < deadline {
+        if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(500)).await {
+            for s in &batch.shards {
+                got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+            }
+            batches.push(batch.id);
+            if ack {
+                engine.ack(batch.id).await.unwrap();
+            }
+        }
+    }
+    (got, batches)
+}
+
+pub fn by_shard(put: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (shard, data) in put {
+        m.entry(shard.clone()).or_default().push(data.clone());
+    }
+    m
 }
 

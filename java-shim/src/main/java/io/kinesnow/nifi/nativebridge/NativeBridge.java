@@ -27,6 +27,12 @@ public final class NativeBridge {
      */
     public static native String[] validate(String component, String[] properties);
 
+    /**
+     * ConsumeKinesis was removed: deregisters its Enhanced Fan-Out consumer. Returns "" when it reads by polling,
+     * else what was done; throws with a message naming the consumer when it could not be deregistered.
+     */
+    public static native String removeConsumer(String[] properties);
+
     /** Creates a component from its settings; its log events go to {@code sink} until closed. */
     public static native long open(String component, String[] properties, NativeLogSink sink);
 

@@ -2,12 +2,14 @@ package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.NativeException;
+import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
 import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
 import org.apache.nifi.annotation.documentation.Tags;
+import org.apache.nifi.annotation.lifecycle.OnRemoved;
 import org.apache.nifi.annotation.lifecycle.OnScheduled;
 import org.apache.nifi.annotation.lifecycle.OnStopped;
 import org.apache.nifi.components.AllowableValue;
@@ -186,6 +188,22 @@ public class ConsumeKinesis extends AbstractProcessor {
     @OnStopped
     public void onStopped() {
         engine.close();
+    }
+
+    /** Removed from the canvas: its Enhanced Fan-Out consumer is deregistered, or the user is told to do it. */
+    @OnRemoved
+    public void onRemoved(final ProcessContext context) {
+        if (NativeLibrary.load().isPresent()) {
+            return;
+        }
+        try {
+            final String done = NativeBridge.removeConsumer(NativeComponent.evaluated(context, PROPERTIES));
+            if (!done.isEmpty()) {
+                getLogger().info("{}", done);
+            }
+        } catch (final RuntimeException e) {
+            getLogger().warn("{}", e.getMessage());
+        }
     }
 
     @Override

@@ -63,9 +63,32 @@ class ConsumeKinesisTest {
     }
 
     @Test
-    void enhancedFanOutIsNotAvailableYet() {
+    void enhancedFanOutIsAConsumerType() {
         runner.setProperty(ConsumeKinesis.CONSUMER_TYPE, "ENHANCED_FAN_OUT");
-        assertProblem(runner, "Consumer Type", "not yet available");
+        runner.assertValid();
+    }
+
+    @Test
+    void removingAPollingConsumerCallsNothing() {
+        runner.setProperty(ConsumeKinesis.ENDPOINT_OVERRIDE, "http://127.0.0.1:1");
+        ((ConsumeKinesis) runner.getProcessor()).onRemoved(runner.getProcessContext());
+        assertTrue(runner.getLogger().getWarnMessages().isEmpty());
+        assertTrue(runner.getLogger().getInfoMessages().isEmpty());
+    }
+
+    @Test
+    void aFanOutConsumerThatCannotBeDeregisteredIsNamedInAWarning() {
+        runner.setProperty(ConsumeKinesis.CONSUMER_TYPE, "ENHANCED_FAN_OUT");
+        runner.setProperty(ConsumeKinesis.ACCESS_KEY_ID, "AKIAIOSFODNN7EXAMPLE");
+        runner.setProperty(ConsumeKinesis.SECRET_ACCESS_KEY, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
+        runner.setProperty(ConsumeKinesis.ENDPOINT_OVERRIDE, "http://127.0.0.1:1"); // nothing listens there
+        ((ConsumeKinesis) runner.getProcessor()).onRemoved(runner.getProcessContext());
+        final List<LogMessage> warnings = runner.getLogger().getWarnMessages();
+        assertEquals(1, warnings.size());
+        final String text = warnings.get(0).getMsg();
+        assertTrue(text.contains("consumer 'orders-to-snowflake' of stream 'orders' could not be deregistered"), text);
+        assertTrue(text.contains("deregister it by hand"), text);
+        assertFalse(text.contains("wJalrXUtnFEMI"), "no secret in the message");
     }
 
     @Test

@@ -1,0 +1,262 @@
+//! The Enhanced Fan-Out reader of one shard: a SubscribeToShard subscription from the committed
+//! position (exact to the KPL sub-record, as in polling), renewed from the last continuation
+//! sequence number when Kinesis ends it (every 5 minutes), replaced when silent for longer than the
+//! watchdog, retried at least a second apart after ResourceInUseException. Events are read only as
+//! fast as the memory budget takes their records. The shard ends with an event that names its
+//! children (ChildShards) and no continuation.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_kinesis::error::ProvideErrorMetadata;
+use aws_sdk_kinesis::primitives::DateTime;
+use aws_sdk_kinesis::types::{ShardIteratorType, StartingPosition, SubscribeToShardEvent, SubscribeToShardEventStream};
+use tracing::{info, warn};
+
+use super::engine::Shared;
+use super::reader::{convert, record_cost};
+use super::state::Buffered;
+use crate::config::consume_kinesis::InitialPosition;
+use crate::kinesis::limiter::Backoff;
+use crate::kinesis::position::Position;
+use crate::kinesis::KinesisError;
+
+/// A subscription silent this long (Kinesis sends an event at least every 5 s) is replaced.
+pub const WATCHDOG: Duration = Duration::from_secs(35);
+/// SubscribeToShard allows one call per second per consumer and shard.
+const RESUBSCRIBE_FLOOR: Duration = Duration::from_secs(1);
+
+/// Where the next subscription starts.
+#[derive(Debug, Clone)]
+enum Start {
+    Initial,
+    /// At a checkpoint: its record comes again and what it covers is dropped.
+    Committed(Position),
+    /// After the last continuation sequence number of the previous subscription.
+    After(String),
+}
+
+/// Why a subscription ended.
+enum End {
+    /// Kinesis closed it (the 5-minute limit) or the watchdog fired: resubscribe from the continuation.
+    Renew,
+    /// The shard was rewound or lost, or the engine stops: look at the shard's state again.
+    Recheck,
+    /// The shard ended; the children are known.
+    ShardEnd,
+    Failed(KinesisError),
+}
+
+pub async fn run(shared: Arc<Shared>, shard_id: String, client: aws_sdk_kinesis::Client, consumer_arn: String) {
+    let mut stopping = shared.stopping.subscribe();
+    let mut backoff = Backoff::new(RESUBSCRIBE_FLOOR, Duration::from_secs(10));
+    let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id) else { return };
+    let mut start = committed.clone().map_or(Start::Initial, Start::Committed);
+    let mut last_subscribe: Option<tokio::time::Instant> = None;
+    loop {
+        if *stopping.borrow() {
+            return;
+        }
+        match shared.reader_generation(&shard_id) {
+            None => return,
+            Some((g, now_committed)) if g != generation => {
+                generation = g;
+                committed = now_committed;
+                start = committed.clone().map_or(Start::Initial, Start::Committed);
+            }
+            Some(_) => {}
+        }
+        if let Some(at) = last_subscribe {
+            tokio::time::sleep_until(at + RESUBSCRIBE_FLOOR).await;
+        }
+        last_subscribe = Some(tokio::time::Instant::now());
+        let subscription = tokio::select! {
+            s = subscribe(&shared, &client, &consumer_arn, &shard_id, &start) => s,
+            _ = stopping.changed() => return,
+        };
+        let end = match subscription {
+            Ok(events) => {
+                tokio::select! {
+                    end = read(&shared, &shard_id, generation, committed.as_ref(), events, &mut start) => end,
+                    _ = stopping.changed() => return,
+                }
+            }
+            Err(e) => End::Failed(e),
+        };
+        match end {
+            End::Renew => backoff.reset(),
+            End::Recheck => {}
+            End::ShardEnd => {
+                info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
+                shared.on_reader_finished(&shard_id).await;
+                return;
+            }
+            End::Failed(e) => pause(&shared, &shard_id, &e, &mut backoff).await,
+        }
+    }
+}
+
+type Events = aws_sdk_kinesis::primitives::event_stream::EventReceiver<
+    SubscribeToShardEventStream,
+    aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError,
+>;
+
+async fn subscribe(
+    shared: &Shared,
+    client: &aws_sdk_kinesis::Client,
+    consumer_arn: &str,
+    shard_id: &str,
+    start: &Start,
+) -> Result<Events, KinesisError> {
+    let position = match start {
+        Start::Committed(p) => StartingPosition::builder().r#type(ShardIteratorType::AtSequenceNumber).sequence_number(&p.sequence_number),
+        Start::After(seq) => StartingPosition::builder().r#type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
+        Start::Initial => match shared.settings.initial_position {
+            InitialPosition::TrimHorizon => StartingPosition::builder().r#type(ShardIteratorType::TrimHorizon),
+            InitialPosition::Latest => StartingPosition::builder().r#type(ShardIteratorType::Latest),
+            InitialPosition::AtTimestamp(t) => {
+                StartingPosition::builder().r#type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from(t))
+            }
+        },
+    };
+    let position = position.build().map_err(|e| KinesisError::Service { stream: shared.settings.stream.clone(), message: e.to_string() })?;
+    shared.fan_out_stats.subscriptions.fetch_add(1, Ordering::Relaxed);
+    let out = client
+        .subscribe_to_shard()
+        .consumer_arn(consumer_arn)
+        .shard_id(shard_id)
+        .starting_position(position)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) {
+                return KinesisError::ResourceInUse { shard: shard_id.to_owned() };
+            }
+            let code = e.code().map(str::to_owned);
+            KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), code)
+        })?;
+    Ok(out.event_stream)
+}
+
+/// Reads events until the subscription ends; `start` follows the continuation.
+async fn read(shared: &Shared, shard_id: &str, generation: u64, committed: Option<&Position>, mut events: Events, start: &mut Start) -> End {
+    loop {
+        let event = match tokio::time::timeout(WATCHDOG, events.recv()).await {
+            Err(_) => {
+                warn!(
+                    component = shared.settings.component,
+                    "the fan-out subscription of shard {shard_id} was silent for {} s; replacing it",
+                    WATCHDOG.as_secs()
+                );
+                shared.fan_out_stats.watchdog_replacements.fetch_add(1, Ordering::Relaxed);
+                return End::Renew;
+            }
+            Ok(Ok(None)) => return End::Renew, // the 5-minute session is over
+            Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
+            Ok(Ok(Some(_))) => continue,
+            Ok(Err(e)) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {
+                return End::Failed(KinesisError::ResourceInUse { shard: shard_id.to_owned() });
+            }
+            Ok(Err(e)) => {
+                let code = e.as_service_error().and_then(|s| s.code()).map(str::to_owned);
+                let text = crate::kinesis::sdk_error_text(&e);
+                return End::Failed(KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), text, code));
+            }
+        };
+        match take_event(shared, shard_id, generation, committed, event, start).await {
+            Some(end) => return end,
+            None => continue,
+        }
+    }
+}
+
+/// Buffers one event's records (waiting for budget: the stream is not read meanwhile). Returns
+/// how the subscription ends, if this event ends it.
+async fn take_event(
+    shared: &Shared,
+    shard_id: &str,
+    generation: u64,
+    committed: Option<&Position>,
+    event: SubscribeToShardEvent,
+    start: &mut Start,
+) -> Option<End> {
+    let mut records = convert(shared, shard_id, event.records());
+    // Records at or before the checkpoint (the checkpoint's own record comes again, and with it the
+    // sub-records of an aggregate already committed) are dropped.
+    if let Some(position) = committed {
+        records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
+    }
+    let children = shard_end(&event);
+    let ended = children.is_some();
+    let continuation = event.continuation_sequence_number();
+    let needed: u64 = records.iter().map(record_cost).sum();
+    let mut reservation = shared.budget.reserve(needed).await;
+    let buffered: Vec<Buffered> =
+        records.into_iter().map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record }).collect();
+    let pushed = shared.push(shard_id, generation, buffered, event.millis_behind_latest(), children);
+    if !pushed {
+        return Some(End::Recheck);
+    }
+    if ended {
+        return Some(End::ShardEnd);
+    }
+    *start = Start::After(continuation.to_owned());
+    None
+}
+
+/// The children named by the shard's last event: it carries ChildShards, or no continuation.
+fn shard_end(event: &SubscribeToShardEvent) -> Option<Vec<(String, Vec<String>)>> {
+    let ended = event.continuation_sequence_number().is_empty() || !event.child_shards().is_empty();
+    ended.then(|| event.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect())
+}
+
+/// Waits before the next subscription: at least a second after ResourceInUseException (a previous
+/// subscription is still alive), growing back-off otherwise, with a bulletin for what the user
+/// must fix.
+async fn pause(shared: &Shared, shard_id: &str, error: &KinesisError, backoff: &mut Backoff) {
+    let delay = backoff.next_delay().max(RESUBSCRIBE_FLOOR);
+    let in_use = matches!(error, KinesisError::ResourceInUse { .. });
+    tracing::debug!(component = shared.settings.component, "fan-out subscription of shard {shard_id} ended: {error}");
+    if in_use {
+        shared.fan_out_stats.resource_in_use.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(component = shared.settings.component, "shard {shard_id}: previous subscription still active; retrying");
+    } else if matches!(error, KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. }) || backoff.attempts() >= 3 {
+        warn!(component = shared.settings.component, "{error}; subscribing to shard {shard_id} again in {} ms", delay.as_millis());
+    }
+    tokio::time::sleep(if in_use { RESUBSCRIBE_FLOOR } else { delay }).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_kinesis::types::ChildShard;
+
+    use super::*;
+
+    fn event(continuation: &str, children: &[(&str, &[&str])]) -> SubscribeToShardEvent {
+        let mut b = SubscribeToShardEvent::builder().continuation_sequence_number(continuation).millis_behind_latest(0);
+        for (id, parents) in children {
+            let mut c = ChildShard::builder().shard_id(*id);
+            for p in *parents {
+                c = c.parent_shards(*p);
+            }
+            b = b.child_shards(c.hash_key_range(
+                aws_sdk_kinesis::types::HashKeyRange::builder().starting_hash_key("0").ending_hash_key("1").build().unwrap(),
+            ).build().unwrap());
+        }
+        b.set_records(Some(Vec::new())).build().unwrap()
+    }
+
+    #[test]
+    fn the_last_event_of_a_shard_names_its_children() {
+        assert_eq!(shard_end(&event("4960", &[])), None, "a continuation and no children: more to come");
+        let split = event("", &[("shardId-1", &["shardId-0"]), ("shardId-2", &["shardId-0"])]);
+        assert_eq!(
+            shard_end(&split),
+            Some(vec![("shardId-1".into(), vec!["shardId-0".into()]), ("shardId-2".into(), vec!["shardId-0".into()])])
+        );
+        let merge = event("", &[("shardId-5", &["shardId-3", "shardId-4"])]);
+        assert_eq!(shard_end(&merge).unwrap()[0].1, vec!["shardId-3".to_owned(), "shardId-4".to_owned()]);
+        assert_eq!(shard_end(&event("", &[])), Some(vec![]), "no continuation: ended, children unknown");
+    }
+}

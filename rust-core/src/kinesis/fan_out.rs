@@ -1,0 +1,112 @@
+//! The Enhanced Fan-Out consumer of an Application Name: registered on the stream if absent,
+//! waited for until ACTIVE (with a warning bulletin while it is not), and deregistered when the
+//! processor is removed. Also the pool of Kinesis clients subscriptions are spread over, so that
+//! many shards do not share one HTTP/2 connection's stream limit and head-of-line blocking.
+
+use std::time::Duration;
+
+use aws_sdk_kinesis::error::ProvideErrorMetadata;
+use aws_sdk_kinesis::types::ConsumerStatus;
+use aws_sdk_kinesis::Client;
+use tracing::{info, warn};
+
+use super::{sdk_error_text, KinesisError};
+
+/// Subscriptions per pooled client: each client has its own HTTP connection pool.
+pub const SUBSCRIPTIONS_PER_CLIENT: usize = 8;
+
+/// How long registration may take before the engine gives up.
+const ACTIVE_WAIT: Duration = Duration::from_secs(300);
+
+fn error(stream: &str, e: &(dyn std::error::Error + 'static), code: Option<&str>) -> KinesisError {
+    KinesisError::from_sdk(stream, None, sdk_error_text(e), code.map(str::to_owned))
+}
+
+/// The stream's ARN (SubscribeToShard and the consumer calls need it).
+pub async fn stream_arn(client: &Client, stream: &str) -> Result<String, KinesisError> {
+    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| error(stream, &e, e.code()))?;
+    out.stream_description_summary().map(|d| d.stream_arn().to_owned()).ok_or_else(|| KinesisError::Service {
+        stream: stream.to_owned(),
+        message: "DescribeStreamSummary returned no stream description".into(),
+    })
+}
+
+/// Registers the consumer `name` on the stream unless it exists, waits until it is ACTIVE and
+/// returns its ARN.
+pub async fn ensure_consumer(client: &Client, stream: &str, name: &str, component: u64) -> Result<String, KinesisError> {
+    let arn = stream_arn(client, stream).await?;
+    let started = tokio::time::Instant::now();
+    let mut warned = false;
+    loop {
+        match describe(client, stream, &arn, name).await? {
+            Some((consumer_arn, ConsumerStatus::Active)) => return Ok(consumer_arn),
+            Some((_, ConsumerStatus::Deleting)) | Some((_, ConsumerStatus::Creating)) | Some(_) => {}
+            None => register(client, stream, &arn, name).await?,
+        }
+        if started.elapsed() >= ACTIVE_WAIT {
+            return Err(KinesisError::Service {
+                stream: stream.to_owned(),
+                message: format!("the Enhanced Fan-Out consumer '{name}' is not ACTIVE after {} s", ACTIVE_WAIT.as_secs()),
+            });
+        }
+        if !warned && started.elapsed() >= Duration::from_secs(3) {
+            warned = true;
+            warn!(component, "waiting for the Enhanced Fan-Out consumer '{name}' of stream '{stream}' to become ACTIVE");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn describe(client: &Client, stream: &str, stream_arn: &str, name: &str) -> Result<Option<(String, ConsumerStatus)>, KinesisError> {
+    match client.describe_stream_consumer().stream_arn(stream_arn).consumer_name(name).send().await {
+        Ok(out) => Ok(out.consumer_description().map(|d| (d.consumer_arn().to_owned(), d.consumer_status().clone()))),
+        Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
+        Err(e) => Err(error(stream, &e, e.code())),
+    }
+}
+
+async fn register(client: &Client, stream: &str, stream_arn: &str, name: &str) -> Result<(), KinesisError> {
+    match client.register_stream_consumer().stream_arn(stream_arn).consumer_name(name).send().await {
+        Ok(_) => {
+            info!("registered the Enhanced Fan-Out consumer '{name}' on stream '{stream}'");
+            Ok(())
+        }
+        // Another node registered it at the same moment.
+        Err(e) if e.code() == Some("ResourceInUseException") => Ok(()),
+        Err(e) => Err(error(stream, &e, e.code())),
+    }
+}
+
+/// Deregisters the consumer `name` from the stream; a consumer already gone is fine.
+pub async fn deregister(client: &Client, stream: &str, name: &str) -> Result<(), KinesisError> {
+    let arn = stream_arn(client, stream).await?;
+    match client.deregister_stream_consumer().stream_arn(&arn).consumer_name(name).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(()),
+        Err(e) => Err(error(stream, &e, e.code())),
+    }
+}
+
+/// Clients for `shards` subscriptions: one per [`SUBSCRIPTIONS_PER_CLIENT`], at least 1, at most 16.
+pub fn pool_size(shards: usize) -> usize {
+    shards.div_ceil(SUBSCRIPTIONS_PER_CLIENT).clamp(1, 16)
+}
+
+/// The pooled client for the `index`-th subscription started, round-robin over the pool.
+pub fn pooled(pool: &[Client], index: usize) -> &Client {
+    &pool[index % pool.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscriptions_spread_over_the_pool() {
+        let conf = aws_sdk_kinesis::Config::builder().behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest()).build();
+        let pool: Vec<Client> = (0..3).map(|_| Client::from_conf(conf.clone())).collect();
+        let which = |i| pool.iter().position(|c| std::ptr::eq(c, pooled(&pool, i))).unwrap();
+        assert_eq!((0..7).map(which).collect::<Vec<_>>(), vec![0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!((pool_size(1), pool_size(8), pool_size(9), pool_size(1000)), (1, 1, 2, 16));
+    }
+}
