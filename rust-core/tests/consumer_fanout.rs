@@ -161,3 +161,103 @@ async fn subscriptions_are_renewed_across_the_five_minute_limit_without_gaps_or_
     assert!(subscriptions >= 4, "each of the 2 shards was subscribed again after 300 s: {subscriptions}");
     engine.stop().await;
 }
+
+/// User + system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    (fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+async fn put_many(c: &kinesnow_core::aws::AwsClients, stream: &str, n: usize) {
+    use aws_sdk_kinesis::types::PutRecordsRequestEntry;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(250) {
+        let entries: Vec<PutRecordsRequestEntry> = chunk
+            .iter()
+            .map(|i| {
+                PutRecordsRequestEntry::builder()
+                    .partition_key(format!("k{}", i % 97))
+                    .data(Blob::new(format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(200))))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        c.kinesis.put_records().stream_name(stream).set_records(Some(entries)).send().await.unwrap();
+    }
+}
+
+/// Polls and acks until `stop`, recording put-to-poll latency (the data is the put time in ms).
+async fn latencies(engine: std::sync::Arc<ConsumerEngine>, until: tokio::time::Instant) -> Vec<i64> {
+    let mut out = Vec::new();
+    while tokio::time::Instant::now() < until {
+        if let Some(batch) = engine.poll(1 << 20, Duration::from_millis(100)).await {
+            let now = now_ms();
+            for s in &batch.shards {
+                out.extend(s.records.iter().map(|r| now - String::from_utf8_lossy(&r.data).parse::<i64>().unwrap()));
+            }
+            engine.ack(batch.id).await.unwrap();
+        }
+    }
+    out
+}
+
+fn percentile(v: &mut [i64], p: usize) -> i64 {
+    v.sort();
+    v[(v.len() * p / 100).min(v.len() - 1)]
+}
+
+/// Fan-out against polling on the same stream, run by bench/fan-out.sh (not by the test suite):
+/// records/s and CPU seconds per million records draining a backlog (one consumer at a time), and
+/// put-to-poll latency with both consumers reading the same live stream at once.
+#[ignore = "benchmark: run by bench/fan-out.sh"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_fan_out_against_polling() {
+    let rounds: usize = std::env::var("KINESNOW_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let records = 3000;
+    let e = Emulators::start("efo-bench");
+    let c = clients(&aws(&e)).await;
+    create_stream(&c, "backlog", 4).await;
+    put_many(&c, "backlog", records).await;
+    let mut rows: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for round in 0..rounds {
+        for (mode, efo) in [("polling", false), ("fan-out", true)] {
+            let mut s = if efo { fan_out("backlog", &format!("b{round}-efo")) } else { settings("backlog", &format!("b{round}-poll")) };
+            s.max_buffer_size = 64 << 20;
+            let engine = ConsumerEngine::start(s, clients(&aws(&e)).await).await.unwrap();
+            let (t0, cpu0) = (tokio::time::Instant::now(), cpu_seconds());
+            let (got, _) = drain(&engine, records, true).await;
+            let (elapsed, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - cpu0);
+            assert_eq!(got.values().map(Vec::len).sum::<usize>(), records);
+            rows.entry(mode).or_default().push((records as f64 / elapsed, cpu * 1e6 / records as f64));
+            engine.stop().await;
+        }
+    }
+    for (mode, v) in &rows {
+        let mut rate: Vec<f64> = v.iter().map(|r| r.0).collect();
+        let mut cpu: Vec<f64> = v.iter().map(|r| r.1).collect();
+        rate.sort_by(f64::total_cmp);
+        cpu.sort_by(f64::total_cmp);
+        println!("| {mode}: drain 3000 x ~210 B over 4 shards | {:.0} records/s | {:.0} CPU-s per million records | runs {:?} |", rate[rate.len() / 2], cpu[cpu.len() / 2], v);
+    }
+
+    // Latency: both consumers on one live stream, a record every 20 ms for 30 s.
+    create_stream(&c, "live", 2).await;
+    let polling = std::sync::Arc::new(ConsumerEngine::start(settings("live", "live-poll"), clients(&aws(&e)).await).await.unwrap());
+    let efo = std::sync::Arc::new(ConsumerEngine::start(fan_out("live", "live-efo"), clients(&aws(&e)).await).await.unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(33);
+    let (p, f) = (tokio::spawn(latencies(polling.clone(), until)), tokio::spawn(latencies(efo.clone(), until)));
+    for i in 0..1500 {
+        c.kinesis.put_record().stream_name("live").partition_key(format!("k{i}")).data(Blob::new(now_ms().to_string())).send().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (mut p, mut f) = (p.await.unwrap(), f.await.unwrap());
+    println!("| polling: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |", percentile(&mut p, 50), percentile(&mut p, 95), p.len());
+    println!("| fan-out: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |", percentile(&mut f, 50), percentile(&mut f, 95), f.len());
+    polling.stop().await;
+    efo.stop().await;
+}
