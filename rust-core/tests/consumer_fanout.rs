@@ -217,7 +217,7 @@ fn percentile(v: &mut [i64], p: usize) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_fan_out_against_polling() {
     let rounds: usize = std::env::var("KINESNOW_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
-    let records = 3000;
+    let records = 20_000;
     let e = Emulators::start("efo-bench");
     let c = clients(&aws(&e)).await;
     create_stream(&c, "backlog", 4).await;
@@ -227,6 +227,7 @@ async fn bench_fan_out_against_polling() {
         for (mode, efo) in [("polling", false), ("fan-out", true)] {
             let mut s = if efo { fan_out("backlog", &format!("b{round}-efo")) } else { settings("backlog", &format!("b{round}-poll")) };
             s.max_buffer_size = 64 << 20;
+            s.max_records_per_request = 10_000; // polling at its most (the processor's default is 1000)
             let engine = ConsumerEngine::start(s, clients(&aws(&e)).await).await.unwrap();
             let (t0, cpu0) = (tokio::time::Instant::now(), cpu_seconds());
             let (got, _) = drain(&engine, records, true).await;
@@ -241,7 +242,7 @@ async fn bench_fan_out_against_polling() {
         let mut cpu: Vec<f64> = v.iter().map(|r| r.1).collect();
         rate.sort_by(f64::total_cmp);
         cpu.sort_by(f64::total_cmp);
-        println!("| {mode}: drain 3000 x ~210 B over 4 shards | {:.0} records/s | {:.0} CPU-s per million records | runs {:?} |", rate[rate.len() / 2], cpu[cpu.len() / 2], v);
+        println!("| {mode}: drain {records} x ~210 B over 4 shards | {:.0} records/s | {:.0} CPU-s per million records | runs {:?} |", rate[rate.len() / 2], cpu[cpu.len() / 2], v);
     }
 
     // Latency: both consumers on one live stream, a record every 20 ms for 30 s.
@@ -260,4 +261,90 @@ async fn bench_fan_out_against_polling() {
     println!("| fan-out: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |", percentile(&mut f, 50), percentile(&mut f, 95), f.len());
     polling.stop().await;
     efo.stop().await;
+}
+
+/// A TCP proxy in front of kinesis-local that can freeze the connections open so far: their
+/// server-to-client bytes stop flowing while the connections stay open, as a stalled subscription
+/// would. Connections made afterwards flow normally.
+struct FreezingProxy {
+    url: String,
+    opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    frozen_below: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FreezingProxy {
+    async fn start(upstream: &str) -> Self {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Arc;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let (opened, frozen_below) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (o, f) = (opened.clone(), frozen_below.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let id = o.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                let f = f.clone();
+                tokio::spawn(async move {
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let down = tokio::spawn(async move {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut buf = vec![0u8; 64 * 1024];
+                        loop {
+                            let n = match sr.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            while id < f.load(Ordering::SeqCst) {
+                                tokio::time::sleep(Duration::from_millis(50)).await; // frozen: hold the bytes
+                            }
+                            if cw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                    // The client hung up: close the server side completely, as a dropped TCP
+                    // connection would, so the server ends the stalled subscription.
+                    down.abort();
+                });
+            }
+        });
+        Self { url, opened, frozen_below }
+    }
+
+    fn freeze_open_connections(&self) {
+        self.frozen_below.store(self.opened.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_subscription_is_replaced_by_the_watchdog_without_gaps_or_repeats() {
+    log();
+    let e = Emulators::start("efo-watchdog");
+    let c = clients(&aws(&e)).await;
+    create_stream(&c, "quiet", 1).await;
+    let proxy = FreezingProxy::start(&e.kinesis).await;
+    let mut through_proxy = aws(&e);
+    through_proxy.endpoint_override = Some(proxy.url.parse().unwrap());
+    through_proxy.dynamodb_endpoint_override = Some(e.dynamodb.parse().unwrap());
+    let mut s = fan_out("quiet", "quiet-app");
+    s.fan_out_watchdog = Duration::from_secs(3);
+    let engine = ConsumerEngine::start(s, clients(&through_proxy).await).await.unwrap();
+    let first = put(&c, "quiet", 0, 10).await;
+    let (got, _) = drain(&engine, 10, true).await;
+    assert_eq!(got, by_shard(&first));
+
+    proxy.freeze_open_connections(); // the subscription goes silent, its connection stays open
+    let frozen = tokio::time::Instant::now();
+    let second = put(&c, "quiet", 10, 10).await;
+    let (got, _) = drain(&engine, 10, true).await;
+    eprintln!("records after a frozen subscription arrived {:?} after the freeze", frozen.elapsed());
+    assert_eq!(got, by_shard(&second), "the replacement resumes right after the last record: no gap, no repeat");
+    assert!(engine.fan_out_stats().watchdog_replacements.load(Ordering::Relaxed) >= 1);
+    assert!(frozen.elapsed() >= Duration::from_secs(3), "nothing arrived before the watchdog fired");
+    assert!(engine.poll(1 << 20, Duration::from_millis(2500)).await.is_none(), "nothing more");
+    engine.stop().await;
 }

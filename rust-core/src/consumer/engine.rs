@@ -29,6 +29,8 @@ pub struct EngineSettings {
     pub initial_position: InitialPosition,
     /// Polling (GetRecords) or Enhanced Fan-Out (SubscribeToShard, consumer named after the application).
     pub consumer_type: ConsumerType,
+    /// A fan-out subscription silent this long is replaced.
+    pub fan_out_watchdog: Duration,
     pub max_records_per_request: u32,
     pub max_buffer_size: u64,
     /// A node whose heartbeat has not changed for this long is dead and its leases are taken over.
@@ -55,6 +57,7 @@ impl EngineSettings {
             application: c.application_name.clone(),
             initial_position: c.initial_position,
             consumer_type: c.consumer_type,
+            fan_out_watchdog: super::subscriber::WATCHDOG,
             max_records_per_request: c.max_records_per_request,
             max_buffer_size: c.max_buffer_size,
             failover_timeout: c.failover_timeout,

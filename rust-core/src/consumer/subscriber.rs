@@ -22,7 +22,8 @@ use crate::kinesis::limiter::Backoff;
 use crate::kinesis::position::Position;
 use crate::kinesis::KinesisError;
 
-/// A subscription silent this long (Kinesis sends an event at least every 5 s) is replaced.
+/// The default silence after which a subscription is replaced (Kinesis sends an event at least
+/// every 5 s).
 pub const WATCHDOG: Duration = Duration::from_secs(35);
 /// SubscribeToShard allows one call per second per consumer and shard.
 const RESUBSCRIBE_FLOOR: Duration = Duration::from_secs(1);
@@ -142,12 +143,13 @@ async fn subscribe(
 /// Reads events until the subscription ends; `start` follows the continuation.
 async fn read(shared: &Shared, shard_id: &str, generation: u64, committed: Option<&Position>, mut events: Events, start: &mut Start) -> End {
     loop {
-        let event = match tokio::time::timeout(WATCHDOG, events.recv()).await {
+        let watchdog = shared.settings.fan_out_watchdog;
+        let event = match tokio::time::timeout(watchdog, events.recv()).await {
             Err(_) => {
                 warn!(
                     component = shared.settings.component,
                     "the fan-out subscription of shard {shard_id} was silent for {} s; replacing it",
-                    WATCHDOG.as_secs()
+                    watchdog.as_secs()
                 );
                 shared.fan_out_stats.watchdog_replacements.fetch_add(1, Ordering::Relaxed);
                 return End::Renew;
