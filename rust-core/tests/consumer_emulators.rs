@@ -3,11 +3,10 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_kinesis::primitives::Blob;
-use kinesnow_core::aws::{clients, AwsClients};
+use kinesnow_core::aws::clients;
 use kinesnow_core::consumer::ConsumerEngine;
 use kinesnow_core::lease::{Checkpoint, LeaseStore};
 use support::{aws, by_shard, create_stream, drain, log, put, settings, Emulators};
