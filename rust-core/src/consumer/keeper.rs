@@ -133,6 +133,8 @@ impl Keeper {
             .shared
             .lock_shards()
             .iter()
+            // A finished shard's marker also gives its lease up: its row names no owner on purpose.
+            .filter(|(_, s)| !s.finished)
             .map(|(id, s)| (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter }))
             .collect();
         for (shard_id, mine) in held {
