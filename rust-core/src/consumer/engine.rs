@@ -20,7 +20,8 @@ use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, Initial
 use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::ShardRecords;
-use crate::lease::{table, Lease, LeaseError, LeaseStore};
+use crate::lease::migration::{self, MigrationSettings};
+use crate::lease::{Lease, LeaseError, LeaseStore};
 
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
@@ -48,6 +49,8 @@ pub struct EngineSettings {
     pub lag_warning_percent: u8,
     /// The component handle, so log events reach the processor's bulletins.
     pub component: u64,
+    /// Lock and wait timings of the one-time migration from a KCL lease table.
+    pub migration: MigrationSettings,
 }
 
 impl EngineSettings {
@@ -67,6 +70,7 @@ impl EngineSettings {
             hand_back_timeout: Duration::from_secs(30),
             lag_warning_percent: c.lag_warning_threshold_percent,
             component,
+            migration: MigrationSettings::default(),
         }
     }
 }
@@ -143,7 +147,16 @@ impl ConsumerEngine {
     /// Creates the lease table if needed, joins the nodes of the Application Name, takes its share
     /// of the readable shards and starts reading.
     pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
-        table::ensure_table(&clients.dynamodb, &settings.application, Duration::from_secs(60)).await?;
+        let owner = format!("kinesnow-{}", uuid_like());
+        migration::prepare_table(
+            &clients.dynamodb,
+            &settings.application,
+            &settings.stream,
+            &owner,
+            &settings.migration,
+            settings.component,
+        )
+        .await?;
         let store = LeaseStore::new(clients.dynamodb, &settings.application, &settings.stream);
         let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
             .await?
@@ -157,7 +170,7 @@ impl ConsumerEngine {
             fan_out,
             fan_out_stats: FanOutStats::default(),
             lag_warning_ms,
-            owner: format!("kinesnow-{}", uuid_like()),
+            owner,
             budget: MemoryBudget::new(settings.max_buffer_size),
             fetch_slots: Arc::new(tokio::sync::Semaphore::new(
                 ((settings.max_buffer_size / super::budget::MAX_RESPONSE_BYTES) as usize).clamp(1, 16),
@@ -323,6 +336,11 @@ impl Shared {
     }
 
     /// The shard's generation and committed position; `None` once the shard is finished or lost.
+    /// Where a shard without a checkpoint starts.
+    pub(super) fn initial_position(&self, shard_id: &str) -> InitialPosition {
+        self.lock_shards().get(shard_id).and_then(|s| s.initial).unwrap_or(self.settings.initial_position)
+    }
+
     pub(super) fn reader_generation(&self, shard_id: &str) -> Option<(u64, Option<Position>)> {
         self.lock_shards()
             .get(shard_id)
@@ -486,10 +504,17 @@ impl Shared {
     }
 
     /// Starts reading a shard whose lease was just taken.
-    pub(super) fn start_reading(self: &Arc<Self>, lease: Lease, committed: Option<Position>, parents: Vec<String>) {
+    pub(super) fn start_reading(
+        self: &Arc<Self>,
+        lease: Lease,
+        committed: Option<Position>,
+        parents: Vec<String>,
+        initial: Option<InitialPosition>,
+    ) {
         let shard_id = lease.shard_id.clone();
         let mut state = ShardState::new(lease, committed);
         state.parents = parents;
+        state.initial = initial;
         self.lock_shards().insert(shard_id.clone(), state);
         let handle = match &self.fan_out {
             None => tokio::spawn(reader::run(self.clone(), shard_id)),

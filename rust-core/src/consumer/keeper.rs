@@ -15,7 +15,9 @@ use tracing::{info, warn};
 
 use super::engine::Shared;
 use super::ConsumerError;
+use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::shards::{list_shards, ShardInfo};
+use crate::lease::kcl::StartHint;
 use crate::lease::balance::{self, Readable};
 use crate::lease::membership::Membership;
 use crate::lease::{Checkpoint, Holder, LeaseError, LeaseRow};
@@ -118,7 +120,7 @@ impl Keeper {
         let gone: HashSet<String> =
             self.unlisted.iter().filter(|(_, seen)| **seen < self.listing.started).map(|(id, _)| id.clone()).collect();
         let readable = readable(&self.listing.shards, &view.leases, &gone);
-        self.balance(&readable, now).await?;
+        self.balance(&readable, &view.leases, now).await?;
         for owner in self.membership.long_dead(now) {
             if self.shared.store.remove_node(&owner).await.is_ok() {
                 info!(component = self.shared.settings.component, "removed the heartbeat row of node {owner}, silent for long");
@@ -204,7 +206,7 @@ impl Keeper {
         Ok(())
     }
 
-    async fn balance(&self, readable: &[Readable], now: Instant) -> Result<(), ConsumerError> {
+    async fn balance(&self, readable: &[Readable], rows: &[LeaseRow], now: Instant) -> Result<(), ConsumerError> {
         let mine = {
             let shards = self.shared.lock_shards();
             shards.iter().filter(|(_, s)| !s.finished && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect()
@@ -241,9 +243,24 @@ impl Keeper {
                 seen.map_or(String::new(), |h| format!(" (taken over from node {}, silent)", h.owner)),
             );
             let parents = readable.iter().find(|r| r.shard_id == shard_id).map(|r| r.parents.clone()).unwrap_or_default();
-            self.shared.start_reading(lease, committed, parents);
+            let initial = start_without_checkpoint(rows, &shard_id, &parents);
+            self.shared.start_reading(lease, committed, parents, initial);
         }
         Ok(())
+    }
+}
+
+/// A shard without a checkpoint starts at the Initial Stream Position, except a child of a parent
+/// this application read records from to its end (it starts at TRIM_HORIZON, so nothing written to
+/// it before its lease was taken is skipped, even with LATEST) and a shard whose start KCL recorded.
+fn start_without_checkpoint(rows: &[LeaseRow], shard_id: &str, parents: &[String]) -> Option<InitialPosition> {
+    let row = |id: &str| rows.iter().find(|r| r.shard_id == id);
+    let parent_read = parents.iter().any(|p| row(p).is_some_and(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(Some(_)))));
+    match row(shard_id).and_then(|r| r.start) {
+        _ if parent_read => Some(InitialPosition::TrimHorizon),
+        Some(StartHint::TrimHorizon) => Some(InitialPosition::TrimHorizon),
+        Some(StartHint::Latest) => Some(InitialPosition::Latest),
+        None => None,
     }
 }
 
@@ -276,6 +293,7 @@ fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinesis::position::Position;
 
     fn shard(id: &str, parents: &[&str]) -> ShardInfo {
         ShardInfo { shard_id: id.into(), parent_shard_ids: parents.iter().map(|p| p.to_string()).collect(), closed: false }
@@ -287,6 +305,7 @@ mod tests {
             checkpoint: if ended { Checkpoint::ShardEnd(None) } else { Checkpoint::None },
             holder: None,
             parents: parents.iter().map(|p| p.to_string()).collect(),
+            start: None,
         }
     }
 
@@ -303,6 +322,19 @@ mod tests {
         assert_eq!(ids(readable(&listed, &rows, &none)), vec!["p2", "c1"]);
         let rows = vec![row("p1", true, &[]), row("p2", true, &[])];
         assert_eq!(ids(readable(&listed, &rows, &none)), vec!["merged", "c1"]);
+    }
+
+    #[test]
+    fn a_child_of_a_parent_read_to_its_end_starts_at_trim_horizon() {
+        let ended = |id: &str, position: Option<Position>| LeaseRow { checkpoint: Checkpoint::ShardEnd(position), ..row(id, true, &[]) };
+        let parents = vec!["p".to_owned()];
+        let read = vec![ended("p", Some(Position::new("7", None))), row("c", false, &["p"])];
+        assert_eq!(start_without_checkpoint(&read, "c", &parents), Some(InitialPosition::TrimHorizon));
+        // A parent that gave nothing (read from LATEST straight to its end) leaves the child to the setting.
+        assert_eq!(start_without_checkpoint(&[ended("p", None)], "c", &parents), None);
+        let hinted = LeaseRow { start: Some(StartHint::Latest), ..row("k", false, &[]) };
+        assert_eq!(start_without_checkpoint(&[hinted], "k", &[]), Some(InitialPosition::Latest));
+        assert_eq!(start_without_checkpoint(&[], "x", &[]), None);
     }
 
     #[test]

@@ -203,7 +203,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
             request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(&p.sequence_number)
         }
         Start::After(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq),
-        Start::Initial => match shared.settings.initial_position {
+        Start::Initial => match shared.initial_position(shard_id) {
             InitialPosition::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
             InitialPosition::Latest => request.shard_iterator_type(ShardIteratorType::Latest),
             InitialPosition::AtTimestamp(t) => {

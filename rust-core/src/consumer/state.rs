@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 
 use super::budget::Reservation;
+use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
 use crate::lease::Lease;
@@ -29,6 +30,9 @@ pub struct ShardState {
     pub lease: Lease,
     /// The shard's parents (split or merge), passed on with its records as lineage.
     pub parents: Vec<String>,
+    /// Where to start without a checkpoint when not at the Initial Stream Position: the start of a
+    /// child whose parent this application read, or a start position carried over from KCL.
+    pub initial: Option<InitialPosition>,
     pub buffer: VecDeque<Buffered>,
     pub buffered_bytes: u64,
     pub millis_behind: i64,
@@ -52,6 +56,7 @@ impl ShardState {
         Self {
             lease,
             parents: Vec::new(),
+            initial: None,
             buffer: VecDeque::new(),
             buffered_bytes: 0,
             millis_behind: -1,

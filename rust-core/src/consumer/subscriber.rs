@@ -113,7 +113,7 @@ async fn subscribe(
     let position = match start {
         Start::Committed(p) => StartingPosition::builder().r#type(ShardIteratorType::AtSequenceNumber).sequence_number(&p.sequence_number),
         Start::After(seq) => StartingPosition::builder().r#type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
-        Start::Initial => match shared.settings.initial_position {
+        Start::Initial => match shared.initial_position(shard_id) {
             InitialPosition::TrimHorizon => StartingPosition::builder().r#type(ShardIteratorType::TrimHorizon),
             InitialPosition::Latest => StartingPosition::builder().r#type(ShardIteratorType::Latest),
             InitialPosition::AtTimestamp(t) => {

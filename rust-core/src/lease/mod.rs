@@ -12,7 +12,10 @@
 //! one write per heartbeat, not N.
 
 pub mod balance;
+pub mod kcl;
 pub mod membership;
+pub mod migration;
+pub mod migration_lock;
 pub mod store;
 pub mod table;
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 
+use super::kcl::StartHint;
 use super::table::{service_error, HASH_KEY, RANGE_KEY};
 use super::{now_ms, LeaseError};
 use crate::kinesis::position::Position;
@@ -51,6 +52,8 @@ pub struct LeaseRow {
     pub holder: Option<Holder>,
     /// Parents recorded when a finished parent wrote this child's row (from ChildShards).
     pub parents: Vec<String>,
+    /// Where to start without a checkpoint, as carried over from a KCL lease (TRIM_HORIZON/LATEST).
+    pub start: Option<StartHint>,
 }
 
 /// A node's heartbeat row: its counter grows while the node lives.
@@ -283,7 +286,8 @@ fn lease_row(shard_id: String, item: &Item) -> Result<LeaseRow, LeaseError> {
         Some(AttributeValue::Ss(set)) => set.clone(),
         _ => Vec::new(),
     };
-    Ok(LeaseRow { checkpoint: checkpoint_of(&shard_id, item)?, shard_id, holder, parents })
+    let start = string(item, "startPosition").and_then(|t| StartHint::parse(&t));
+    Ok(LeaseRow { checkpoint: checkpoint_of(&shard_id, item)?, shard_id, holder, parents, start })
 }
 
 fn checkpoint_of(shard: &str, item: &Item) -> Result<Checkpoint, LeaseError> {

@@ -91,6 +91,7 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         hand_back_timeout: Duration::from_secs(30),
         lag_warning_percent: 50,
         component: 0,
+        migration: Default::default(),
     }
 }
 
