@@ -98,12 +98,15 @@ fn split_key(key: &str, default_stream: &str) -> Result<(String, String), String
     }
 }
 
+/// KCL writes a string set `parentShardId` (singular); `parentShardIds` is accepted too.
 fn parents(item: &Item) -> Vec<String> {
-    let ids: Vec<String> = match item.get("parentShardIds") {
+    let mut ids: Vec<String> = match item.get("parentShardId").or_else(|| item.get("parentShardIds")) {
         Some(AttributeValue::Ss(set)) => set.clone(),
         Some(AttributeValue::L(list)) => list.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
+        Some(AttributeValue::S(one)) => vec![one.clone()],
         _ => Vec::new(),
     };
+    ids.sort();
     // Multi-stream leases may name parents by their full lease key.
     ids.into_iter().map(|p| p.rsplit(':').next().unwrap_or(&p).to_owned()).collect()
 }
@@ -180,7 +183,7 @@ mod tests {
             item.insert("checkpointSubSequenceNumber".into(), AttributeValue::N(sub.to_string()));
         }
         if !parents.is_empty() {
-            item.insert("parentShardIds".into(), AttributeValue::Ss(parents.iter().map(|p| p.to_string()).collect()));
+            item.insert("parentShardId".into(), AttributeValue::Ss(parents.iter().map(|p| p.to_string()).collect()));
         }
         item
     }
