@@ -117,6 +117,26 @@ def test_resumes_exactly_after_a_killed_kcl_consumer(nifi):
     assert table_keys(f"{app}_migration") is None, "the temporary table is gone"
 
 
+def test_resumes_inside_a_kpl_aggregate_kcl_stopped_in(nifi):
+    stream, app = unique("kcl-mig-kpl"), unique("kcl-mig-kpl-app")
+    create_stream(stream, 1)
+    for i in range(10):
+        put_record(stream, data(f"rec-{i}"), f"pk-{i}")
+    [agg] = aggregate([[(f"agg-pk-{i}", data(f"agg-{i}").decode()) for i in range(5)]])
+    agg_seq, _ = put_record(stream, base64.b64decode(agg["data_b64"]), agg["partition_key"], agg["explicit_hash_key"])
+    for i in range(10, 15):
+        put_record(stream, data(f"rec-{i}"), f"pk-{i}")
+    # KCL stops after sub-record 1 of the aggregate: its checkpoint is (aggregate, 1).
+    lines = run_legacy_consumer(stream, app, max_records=12, exit="halt")
+    assert [(r["seq"], r["sub"]) for r in records(lines)][-1] == (agg_seq, 1)
+
+    flow = start_consumer(nifi, stream, app, **{"Initial Stream Position": "TRIM_HORIZON"})
+    expected = [f"agg-{i}" for i in (2, 3, 4)] + [f"rec-{i}" for i in range(10, 15)]
+    got = [r for _, r in wait_delivered(flow, len(expected))]
+    flow.stop()
+    assert got == expected, "the rest of the aggregate, then the later records: nothing again, nothing skipped"
+
+
 def test_a_split_parent_kcl_finished_is_not_read_again(nifi):
     stream, app = unique("kcl-mig-split"), unique("kcl-mig-split-app")
     [parent] = create_stream(stream, 1)
