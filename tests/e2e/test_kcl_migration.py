@@ -171,3 +171,107 @@ def test_a_split_parent_kcl_finished_is_not_read_again(nifi):
     flow.stop()
     assert got == expected, f"KCL did {sorted(ids[s] for s in done)}"
     assert not [r for r in got if r.startswith("p-")], "the finished parent is not read again"
+
+
+FAKE_LEASES = 3000
+
+
+def put_kcl_leases(table: str, count: int) -> None:
+    """KCL lease items (as KCL 2.x writes them) of shards that left the stream long ago: they make the
+    migration long enough to kill NiFi in the middle of it."""
+    items = [{"PutRequest": {"Item": {
+        "leaseKey": {"S": f"shardId-9{i:011d}"}, "checkpoint": {"S": f"4960{i:052d}"},
+        "checkpointSubSequenceNumber": {"N": str(i % 7)}, "leaseOwner": {"S": "kcl-worker-gone"},
+        "leaseCounter": {"N": "99"}, "ownerSwitchesSinceCheckpoint": {"N": "0"}}}} for i in range(count)]
+    for start in range(0, len(items), 25):
+        pending = {table: items[start:start + 25]}
+        while pending:
+            pending = dynamodb("BatchWriteItem", {"RequestItems": pending}).get("UnprocessedItems") or None
+
+
+def scan(table: str) -> list[dict]:
+    items, start = [], None
+    while True:
+        page = dynamodb("Scan", {"TableName": table, "ConsistentRead": True, **({"ExclusiveStartKey": start} if start else {})})
+        items += page.get("Items", [])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items
+
+
+def kcl_positions(items: list[dict]) -> dict:
+    return {i["leaseKey"]["S"]: (i["checkpoint"]["S"], i["checkpointSubSequenceNumber"]["N"]) for i in items}
+
+
+def our_positions(items: list[dict]) -> dict:
+    return {i["shardId"]["S"]: (i["sequenceNumber"]["S"], i["subSequenceNumber"]["N"]) for i in items
+            if not i["shardId"]["S"].startswith("__") and not i["streamName"]["S"].startswith("__")
+            and "sequenceNumber" in i}
+
+
+def a_complete_copy_exists(app: str, expected: dict) -> str:
+    """Which complete copy of the checkpoints exists right now (KCL's table or the marked migration copy)."""
+    if table_keys(app) == [("leaseKey", "HASH")] and kcl_positions(scan(app)) == expected:
+        return "the KCL table"
+    copy = f"{app}_migration"
+    if table_keys(copy):
+        items = scan(copy)
+        marked = any(i["streamName"]["S"] == "__migration__" and i["shardId"]["S"] == "__copied__" for i in items)
+        if marked and our_positions(items) == expected:
+            return f"{copy} (marked complete)"
+    raise AssertionError("no complete copy of the checkpoints exists")
+
+
+def wait_until(condition, timeout: float, interval: float = 0.02, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)
+
+
+def restart(nifi, flow: ConsumerFlow) -> None:
+    """Starts the killed NiFi again; the processor resumes RUNNING if NiFi had saved that state before the
+    kill (its flow is saved a moment after a change), else it is started, as a user would."""
+    restarted = NiFiInstance.start(port=nifi.port, instance_dir=nifi.instance_dir, keep=True)
+    nifi.pid = restarted.pid
+    if nifi.client.processor_state(flow.processor_id) != "RUNNING":
+        flow.start()
+
+
+def test_kill_9_during_the_migration_loses_no_checkpoint(nifi):
+    """NiFi is killed with SIGKILL twice while ConsumeKinesis migrates a KCL table (once while the rows
+    go to <app>_migration, once while they are copied into the recreated table); each time a complete
+    copy exists, and the restarted NiFi completes the migration (after taking over the dead node's lock,
+    silent for 30 s)."""
+    stream, app = unique("kcl-mig-kill"), unique("kcl-mig-kill-app")
+    create_stream(stream, 1)
+    ids = {}
+    for i in range(20):
+        ids[put_record(stream, data(f"rec-{i}"), f"pk-{i}")[0]] = f"rec-{i}"
+    done = {r["seq"] for r in records(run_legacy_consumer(stream, app, max_records=8, exit="halt"))}
+    put_kcl_leases(app, FAKE_LEASES)
+    expected = kcl_positions(scan(app))
+    assert len(expected) == FAKE_LEASES + 1
+
+    flow = start_consumer(nifi, stream, app, **{"Initial Stream Position": "TRIM_HORIZON"})
+    wait_until(lambda: table_keys(f"{app}_migration") is not None, 60, what="the migration to start")
+    nifi.kill()
+    first = a_complete_copy_exists(app, expected)
+    restart(nifi, flow)
+
+    ours = [("streamName", "HASH"), ("shardId", "RANGE")]
+    wait_until(lambda: table_keys(app) == ours and table_keys(f"{app}_migration") is not None, 120,
+               what="the rows being copied into the recreated table")
+    nifi.kill()
+    second = a_complete_copy_exists(app, expected)
+    assert second.startswith(f"{app}_migration"), second
+    restart(nifi, flow)
+
+    wait_until(lambda: table_keys(app) == ours and table_keys(f"{app}_migration") is None, 180, interval=0.5,
+               what="the migration to complete")
+    assert our_positions(scan(app)) == expected, "every checkpoint intact, exact to the sub-sequence number"
+    expected_records = sorted(ids[s] for s in ids if s not in done)
+    got = sorted(r for _, r in wait_delivered(flow, len(expected_records)))
+    flow.stop()
+    assert got == expected_records
+    print(f"\nkilled while a complete copy was in {first}, then in {second}; {len(expected)} checkpoints intact")
