@@ -197,9 +197,16 @@ async fn a_crash_at_any_step_loses_no_checkpoint() {
         assert!(matches!(&crashed, Err(LeaseError::Table { message, .. }) if message.contains("halted")), "{step:?}: {crashed:?}");
 
         // At every step one complete copy of the checkpoints exists.
-        let kcl_complete = exists(&db, &app).await
-            && db.describe_table().table_name(&app).send().await.unwrap().table().unwrap().key_schema()[0].attribute_name() == "leaseKey"
-            && db.scan().table_name(&app).send().await.unwrap().count() == 60;
+        // (A table being deleted counts as gone.)
+        let kcl_complete = match db.describe_table().table_name(&app).send().await {
+            Ok(d) => {
+                let table = d.table().unwrap();
+                table.table_status() == Some(&aws_sdk_dynamodb::types::TableStatus::Active)
+                    && table.key_schema()[0].attribute_name() == "leaseKey"
+                    && db.scan().table_name(&app).consistent_read(true).send().await.is_ok_and(|o| o.count() == 60)
+            }
+            Err(_) => false,
+        };
         let copy = format!("{app}_migration");
         let copy_complete = exists(&db, &copy).await && {
             let items = items_by_shard(&db, &copy).await.unwrap();
@@ -433,4 +440,38 @@ async fn a_finished_parent_is_not_read_again_and_its_children_start_at_their_beg
     assert_eq!(got, expected, "the children from their beginning; the parent not again");
     assert!(engine.poll(1024 * 1024, Duration::from_millis(1500)).await.is_none());
     engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_table_left_without_its_source_is_adopted() {
+    log();
+    let emulators = Emulators::start("migrate-adopt");
+    let db = clients(&aws(&emulators)).await.dynamodb;
+    // What NiFi's own migrator leaves when stopped after deleting the KCL table: rows in the
+    // streamName + shardId schema and its `__migration__` marker with status COMPLETE.
+    create_table(&db, "orphan_migration", &[("streamName", KeyType::Hash), ("shardId", KeyType::Range)]).await;
+    for (shard, seq) in [("shardId-000000000000", "101"), ("shardId-000000000001", "202")] {
+        db.put_item()
+            .table_name("orphan_migration")
+            .item("streamName", s("orders"))
+            .item("shardId", s(shard))
+            .item("sequenceNumber", s(seq))
+            .send()
+            .await
+            .unwrap();
+    }
+    db.put_item()
+        .table_name("orphan_migration")
+        .item("streamName", s("orders"))
+        .item("shardId", s("__migration__"))
+        .item("migrationStatus", s("COMPLETE"))
+        .send()
+        .await
+        .unwrap();
+    let report = prepare_table(&db, "orphan", "orders", "node-a", &quick(), 0).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Migrated { rows: 2 });
+    assert!(!exists(&db, "orphan_migration").await);
+    let got = positions(&db, "orphan").await;
+    assert_eq!(got.len(), 2, "the marker is not copied as a shard: {got:?}");
+    assert_eq!(got[&("orders".to_owned(), "shardId-000000000001".to_owned())].0.as_deref(), Some("202"));
 }
