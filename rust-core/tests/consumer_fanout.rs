@@ -1,7 +1,8 @@
 //! The consumer engine with Enhanced Fan-Out against real kinesis-local (SubscribeToShard over
 //! plain HTTP) and dynalite: registration, every record once in shard order, exact resume after a
 //! restart (KPL sub-records too), rewind on nack, ResourceInUse retried, renewal across the
-//! 5-minute subscription limit.
+//! 5-minute subscription limit, the watchdog, the client pool over HTTP/2, and memory held while
+//! nothing is taken (back-pressure).
 //!
 //! What kinesis-local cannot do: end a fan-out subscription at a shard's end with ChildShards (its
 //! subscriptions on a closed parent never end, see shared/reference/local-emulators.md §2), so the
