@@ -1,7 +1,11 @@
 //! AWS SDK clients built from the processor's settings: region, credentials (static or the default
 //! chain), endpoint overrides (one for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. Retries are left to the
 //! engine, which knows Kinesis' limits better than a generic policy.
+//!
+//! Every Kinesis client the engine makes for its fan-out pool has an HTTP client (connection pool)
+//! of its own: see [`AwsClients::separate_kinesis`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::retry::RetryConfig;
@@ -25,9 +29,51 @@ pub struct AwsSettings {
 pub struct AwsClients {
     pub kinesis: aws_sdk_kinesis::Client,
     pub dynamodb: aws_sdk_dynamodb::Client,
+    /// CA certificates (PEM) trusted besides the system roots; only set by [`clients_trusting`].
+    extra_ca_pem: Option<Arc<str>>,
+}
+
+impl AwsClients {
+    /// A Kinesis client with the same configuration as `kinesis` but an HTTP client, and so a
+    /// connection pool, of its own: subscriptions made through it never share an HTTP/2
+    /// connection with those of another such client.
+    pub fn separate_kinesis(&self) -> aws_sdk_kinesis::Client {
+        match &self.extra_ca_pem {
+            // No HTTP client in the configuration: the SDK builds a default one for each client.
+            None => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().clone()),
+            Some(pem) => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().to_builder().http_client(https_client(pem)).build()),
+        }
+    }
 }
 
 pub async fn clients(settings: &AwsSettings) -> AwsClients {
+    build(settings, None).await
+}
+
+/// Like [`clients`], with extra CA certificates (PEM) trusted besides the system roots, for an
+/// endpoint behind a private CA (the engine's HTTP/2 test puts a TLS terminator in front of
+/// kinesis-local). Not a processor property. The HTTPS proxy environment variables the SDK's
+/// default client honours are not applied to these clients.
+pub async fn clients_trusting(settings: &AwsSettings, extra_ca_pem: &str) -> Result<AwsClients, String> {
+    use rustls_pki_types::pem::PemObject;
+    let certs = rustls_pki_types::CertificateDer::pem_slice_iter(extra_ca_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("extra CA certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err("extra CA certificates: no PEM certificate found".into());
+    }
+    Ok(build(settings, Some(Arc::from(extra_ca_pem))).await)
+}
+
+/// An HTTPS client of its own (rustls, as the SDK's default) trusting the system roots and `pem`.
+fn https_client(pem: &str) -> aws_sdk_kinesis::config::SharedHttpClient {
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider, TlsContext, TrustStore};
+    let trust = TrustStore::default().with_pem_certificate(pem.as_bytes());
+    let context = TlsContext::builder().with_trust_store(trust).build().expect("a TLS context with a trust store is valid");
+    aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::AwsLc)).tls_context(context).build_https()
+}
+
+async fn build(settings: &AwsSettings, extra_ca_pem: Option<Arc<str>>) -> AwsClients {
     let sdk = sdk_config(settings).await;
     let text = |u: &url::Url| u.as_str().trim_end_matches('/').to_owned();
     let mut kinesis = aws_sdk_kinesis::config::Builder::from(&sdk);
@@ -38,9 +84,14 @@ pub async fn clients(settings: &AwsSettings) -> AwsClients {
     if let Some(url) = settings.dynamodb_endpoint_override.as_ref().or(settings.endpoint_override.as_ref()) {
         dynamodb = dynamodb.endpoint_url(text(url));
     }
+    if let Some(pem) = &extra_ca_pem {
+        kinesis = kinesis.http_client(https_client(pem));
+        dynamodb = dynamodb.http_client(https_client(pem));
+    }
     AwsClients {
         kinesis: aws_sdk_kinesis::Client::from_conf(kinesis.build()),
         dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
+        extra_ca_pem,
     }
 }
 

@@ -1,14 +1,18 @@
 //! The consumer engine with Enhanced Fan-Out against real kinesis-local (SubscribeToShard over
 //! plain HTTP) and dynalite: registration, every record once in shard order, exact resume after a
 //! restart (KPL sub-records too), rewind on nack, ResourceInUse retried, renewal across the
-//! 5-minute subscription limit.
+//! 5-minute subscription limit, the watchdog, the client pool over HTTP/2, and memory held while
+//! nothing is taken (back-pressure).
 //!
 //! What kinesis-local cannot do: end a fan-out subscription at a shard's end with ChildShards (its
 //! subscriptions on a closed parent never end, see shared/reference/local-emulators.md §2), so the
-//! shard-end path is tested on synthetic events in `consumer::subscriber`'s unit tests; its HTTP
-//! is HTTP/1.1 over plain http, so the client pool's effect on HTTP/2 connections is not visible.
+//! shard-end path is tested on synthetic events in `consumer::subscriber`'s unit tests. Its plain
+//! port speaks HTTP/1.1 to the SDK (one connection per subscription, whatever the pool); the
+//! client pool is shown over real HTTP/2 through a TLS terminator (`support/h2_tls_proxy.rs`).
 
 mod support;
+#[path = "support/h2_tls_proxy.rs"]
+mod h2_tls_proxy;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -16,7 +20,7 @@ use std::time::Duration;
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{ShardIteratorType, StartingPosition};
-use kinesnow_core::aws::clients;
+use kinesnow_core::aws::{clients, clients_trusting};
 use kinesnow_core::config::consume_kinesis::ConsumerType;
 use kinesnow_core::consumer::{ConsumerEngine, EngineSettings};
 use support::{aws, by_shard, create_stream, drain, log, put, settings, Emulators};
@@ -270,6 +274,8 @@ struct FreezingProxy {
     url: String,
     opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     frozen_below: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Bytes passed from kinesis-local to the engine so far.
+    delivered: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl FreezingProxy {
@@ -280,12 +286,13 @@ impl FreezingProxy {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let upstream = upstream.trim_start_matches("http://").to_owned();
         let (opened, frozen_below) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (o, f) = (opened.clone(), frozen_below.clone());
+        let delivered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (o, f, d) = (opened.clone(), frozen_below.clone(), delivered.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let id = o.fetch_add(1, Ordering::SeqCst);
                 let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
-                let f = f.clone();
+                let (f, d) = (f.clone(), d.clone());
                 tokio::spawn(async move {
                     let (mut cr, mut cw) = client.into_split();
                     let (mut sr, mut sw) = server.into_split();
@@ -303,6 +310,7 @@ impl FreezingProxy {
                             if cw.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }
+                            d.fetch_add(n as u64, Ordering::SeqCst);
                         }
                     });
                     let _ = tokio::io::copy(&mut cr, &mut sw).await;
@@ -312,7 +320,7 @@ impl FreezingProxy {
                 });
             }
         });
-        Self { url, opened, frozen_below }
+        Self { url, opened, frozen_below, delivered }
     }
 
     fn freeze_open_connections(&self) {
@@ -347,4 +355,216 @@ async fn a_silent_subscription_is_replaced_by_the_watchdog_without_gaps_or_repea
     assert!(frozen.elapsed() >= Duration::from_secs(3), "nothing arrived before the watchdog fired");
     assert!(engine.poll(1 << 20, Duration::from_millis(2500)).await.is_none(), "nothing more");
     engine.stop().await;
+}
+
+/// Puts `per_shard` records on every shard of the stream (an explicit hash key inside each shard's
+/// range); returns (shard, data) in put order.
+async fn put_on_every_shard(c: &kinesnow_core::aws::AwsClients, stream: &str, per_shard: usize, pad: usize) -> Vec<(String, String)> {
+    use aws_sdk_kinesis::types::PutRecordsRequestEntry;
+    let shards = c.kinesis.list_shards().stream_name(stream).send().await.unwrap();
+    let keys: Vec<(String, String)> = shards
+        .shards()
+        .iter()
+        .map(|s| (s.shard_id().to_owned(), s.hash_key_range().unwrap().starting_hash_key().to_owned()))
+        .collect();
+    let mut out = Vec::new();
+    let mut pending: Vec<(String, String, String)> = Vec::new();
+    for i in 0..per_shard {
+        for (shard, key) in &keys {
+            pending.push((shard.clone(), key.clone(), format!("{{\"n\":{i},\"shard\":\"{shard}\",\"pad\":\"{}\"}}", "x".repeat(pad))));
+        }
+    }
+    for chunk in pending.chunks(100) {
+        let entries = chunk
+            .iter()
+            .map(|(_, key, data)| {
+                PutRecordsRequestEntry::builder().partition_key("p").explicit_hash_key(key).data(Blob::new(data.clone())).build().unwrap()
+            })
+            .collect::<Vec<_>>();
+        let r = c.kinesis.put_records().stream_name(stream).set_records(Some(entries)).send().await.unwrap();
+        assert_eq!(r.failed_record_count(), Some(0));
+        for ((shard, _, data), result) in chunk.iter().zip(r.records()) {
+            assert_eq!(result.shard_id(), Some(shard.as_str()), "the explicit hash key picks the shard");
+            out.push((shard.clone(), data.clone()));
+        }
+    }
+    out
+}
+
+/// The client pool over real HTTP/2. The engine's Kinesis clients reach kinesis-local through a
+/// TLS terminator that negotiates ALPN "h2" and forwards each HTTP/2 request to kinesis-local's
+/// h2c port, noting which connection carried it. Eight shards are read with Enhanced Fan-Out twice:
+/// with 8 subscriptions per client (a pool of 1) all eight SubscribeToShard streams are multiplexed
+/// on ONE HTTP/2 connection, open at the same time, sharing its stream limit and flow-control
+/// window (and TCP's head-of-line blocking); with 2 per client (a pool of 4, as with 32 shards at
+/// the default of 8) they are spread over 4 connections, 2 each. Every record arrives once, in
+/// order, either way. Time to the first record of all shards and the drain time are printed, not
+/// asserted: on one machine with kinesis-local (about one event a second per subscription) the
+/// shared connection is not the bottleneck, so they show no difference worth a claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
+    log();
+    let e = Emulators::start("efo-h2");
+    let c = clients(&aws(&e)).await;
+    create_stream(&c, "wide", 8).await;
+    let written = put_on_every_shard(&c, "wide", 30, 100).await;
+    let expected = by_shard(&written);
+    assert_eq!(expected.len(), 8, "records on every shard");
+    let proxy = h2_tls_proxy::H2TlsProxy::start(&e.kinesis).await;
+    let mut through_proxy = aws(&e);
+    through_proxy.endpoint_override = Some(proxy.url.parse().unwrap());
+
+    for (per_client, pool) in [(8, 1), (2, 4)] {
+        let before = proxy.connections().len();
+        let mut s = fan_out("wide", &format!("wide-{per_client}"));
+        s.fan_out_subscriptions_per_client = per_client;
+        let started = tokio::time::Instant::now();
+        let engine = ConsumerEngine::start(s, clients_trusting(&through_proxy, &proxy.ca_pem).await.unwrap()).await.unwrap();
+        let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut first: BTreeMap<String, Duration> = BTreeMap::new();
+        let deadline = started + Duration::from_secs(60);
+        while got.values().map(Vec::len).sum::<usize>() < written.len() && tokio::time::Instant::now() < deadline {
+            if let Some(batch) = engine.poll(1 << 20, Duration::from_millis(500)).await {
+                for s in &batch.shards {
+                    first.entry(s.shard_id.clone()).or_insert_with(|| started.elapsed());
+                    got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+                }
+                engine.ack(batch.id).await.unwrap();
+            }
+        }
+        let drained = started.elapsed();
+        // Every subscription is still open here: its SubscribeToShard stream is counted by the proxy.
+        let connections: Vec<_> = proxy.connections()[before..].to_vec();
+        engine.stop().await;
+        assert_eq!(got, expected, "pool of {pool}: every record once, in shard order");
+
+        assert!(connections.iter().all(|c| c.alpn.as_deref() == Some("h2")), "HTTP/2 negotiated by ALPN: {connections:?}");
+        let carrying: Vec<_> = connections.iter().filter(|c| !c.subscribed_shards().is_empty()).collect();
+        let spread: Vec<_> = carrying.iter().map(|c| (c.subscribed_shards().len(), c.max_open_subscriptions)).collect();
+        eprintln!(
+            "pool of {pool} ({per_client} subscriptions per client): {} TLS connections (all h2), {} carried SubscribeToShard \
+             as (shards, most open at once) {spread:?}; first record of all 8 shards after {:?}, {} records drained in {drained:?}",
+            connections.len(),
+            carrying.len(),
+            first.values().max().unwrap(),
+            written.len(),
+        );
+        assert_eq!(carrying.len(), pool, "one HTTP/2 connection per pooled client: {spread:?}");
+        let mut all = std::collections::BTreeSet::new();
+        for c in &carrying {
+            let shards = c.subscribed_shards();
+            assert_eq!(shards.len(), per_client, "each pooled client carries its share of the shards: {spread:?}");
+            assert!(c.max_open_subscriptions >= per_client, "its subscriptions were open at once on the one connection: {spread:?}");
+            assert!(c.requests.iter().all(|r| r.operation == "SubscribeToShard"), "pooled clients only subscribe");
+            all.extend(shards);
+        }
+        assert_eq!(all.len(), 8, "no shard on two connections, none missing");
+    }
+}
+
+/// Back-pressure with Enhanced Fan-Out. Max Buffer Size is 64 KiB; a producer writes about 10 MB to
+/// 4 shards while nothing is taken for at least 12 s. A subscription's next event is read only once
+/// the budget has taken the previous one's records, so what the engine holds (buffered records plus
+/// the received events waiting for budget, at most one per subscription) must stay within the
+/// documented bound, sampled every 100 ms: Max Buffer Size (or one event, when an event is larger:
+/// it is admitted alone once the whole budget is free) plus one event per subscription. kinesis-local
+/// sends about one event a second per subscription with everything new on the shard, so its events
+/// are larger than this budget and the bound is computed from the largest event seen. The bytes
+/// that flowed from kinesis-local towards the engine during the stall are printed, not asserted:
+/// with nothing read they park in the kernel's socket buffers (loopback autotuning allows MBs per
+/// socket), outside the engine. Then everything is taken: every record once, in shard order, over
+/// the same subscriptions (the stall did not end them and the watchdog did not fire).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fan_out_reads_events_no_faster_than_the_buffer_budget_allows() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    log();
+    let e = Emulators::start("efo-budget");
+    let c = clients(&aws(&e)).await;
+    create_stream(&c, "flood", 4).await;
+    let proxy = FreezingProxy::start(&e.kinesis).await; // never frozen here: it counts the bytes delivered
+    let mut through_proxy = aws(&e);
+    through_proxy.endpoint_override = Some(proxy.url.parse().unwrap());
+    let budget = 64 * 1024;
+    let mut s = fan_out("flood", "flood-app");
+    s.max_buffer_size = budget;
+    let engine = Arc::new(ConsumerEngine::start(s, clients(&through_proxy).await).await.unwrap());
+    let shards = engine.leased_shards().len() as u64;
+    assert_eq!(shards, 4);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut max, mut max_waiting, mut samples) = (0u64, 0u64, 0u32);
+            while !stop.load(Ordering::SeqCst) {
+                max = max.max(engine.held_bytes());
+                max_waiting = max_waiting.max(engine.fan_out_stats().waiting_events.load(Ordering::SeqCst));
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            (max, max_waiting, samples)
+        })
+    };
+    let stalled = tokio::time::Instant::now();
+    let delivered_before = proxy.delivered.load(Ordering::SeqCst);
+    let written = put_on_every_shard(&c, "flood", 625, 4000).await; // 2,500 records of ~4 KB
+    let written_bytes: usize = written.iter().map(|(_, d)| d.len()).sum();
+    let produced = stalled.elapsed();
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(produced).max(Duration::from_secs(3))).await;
+    let stall = stalled.elapsed();
+    let delivered_in_stall = proxy.delivered.load(Ordering::SeqCst) - delivered_before;
+    let proxy_port: u16 = proxy.url.rsplit(':').next().unwrap().parse().unwrap();
+    let kinesis_port: u16 = e.kinesis.rsplit(':').next().unwrap().parse().unwrap();
+    let parked = socket_queues(proxy_port, kinesis_port);
+    let subscriptions_in_stall = engine.fan_out_stats().subscriptions.load(Ordering::Relaxed);
+    let held_at_end_of_stall = engine.held_bytes();
+    let waiting_at_end_of_stall = engine.fan_out_stats().waiting_event_bytes.load(Ordering::SeqCst);
+
+    let (got, _) = drain(&engine, written.len(), true).await;
+    stop.store(true, Ordering::SeqCst);
+    let (max_held, max_waiting, samples) = sampler.await.unwrap();
+    let stats = engine.fan_out_stats();
+    let largest = stats.largest_event_bytes.load(Ordering::Relaxed);
+    let bound = budget.max(largest) + shards * largest;
+    eprintln!(
+        "wrote {} records, {written_bytes} bytes of data in {produced:?}; not taken for {stall:?}. Engine held at most {max_held} bytes \
+         ({samples} samples; at the end of the stall {held_at_end_of_stall}, of which {waiting_at_end_of_stall} in events waiting \
+         for budget; at most {max_waiting} events waiting) against a bound of {bound} = max({budget}, largest event {largest}) + \
+         {shards} x {largest}; {delivered_in_stall} bytes flowed from kinesis-local \
+         to the engine during the stall ({parked}); subscriptions {subscriptions_in_stall} after the stall, {} at the end; watchdog {}",
+        written.len(),
+        stats.subscriptions.load(Ordering::Relaxed),
+        stats.watchdog_replacements.load(Ordering::Relaxed),
+    );
+    assert_eq!(got, by_shard(&written), "every record once, in shard order, after the stall");
+    assert!(max_held <= bound, "held {max_held} bytes, more than max(Max Buffer Size, one event) + one event per subscription ({bound})");
+    assert!(max_waiting <= shards, "at most one event per subscription waits for budget: {max_waiting}");
+    assert!(held_at_end_of_stall >= budget / 2, "the budget was full during the stall (the test stalled reading): {held_at_end_of_stall}");
+    assert!((written_bytes as u64) > 4 * bound, "the producer wrote far more than the bound");
+    assert_eq!(stats.watchdog_replacements.load(Ordering::Relaxed), 0, "the stall is not mistaken for a silent subscription");
+    assert!(engine.poll(1 << 20, Duration::from_millis(2500)).await.is_none(), "nothing more");
+    engine.stop().await;
+}
+
+/// Bytes waiting in loopback TCP queues (from /proc/net/tcp): unread in the engine's sockets to the
+/// proxy, unsent in the proxy's sockets to the engine, unsent in kinesis-local's sockets.
+fn socket_queues(proxy_port: u16, kinesis_port: u16) -> String {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else { return "no /proc/net/tcp".into() };
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0);
+    let (mut engine_rx, mut proxy_tx, mut kinesis_tx) = (0u64, 0u64, 0u64);
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (local, remote) = (port(f[1]), port(f[2]));
+        let (tx, rx) = f[4].split_once(':').unwrap();
+        let (tx, rx) = (u64::from_str_radix(tx, 16).unwrap(), u64::from_str_radix(rx, 16).unwrap());
+        if remote == proxy_port {
+            engine_rx += rx;
+        } else if local == proxy_port {
+            proxy_tx += tx;
+        } else if local == kinesis_port {
+            kinesis_tx += tx;
+        }
+    }
+    format!("at its end {engine_rx} bytes unread in the engine's sockets, {proxy_tx} unsent in the proxy's, {kinesis_tx} unsent in kinesis-local's")
 }

@@ -32,6 +32,9 @@ pub struct EngineSettings {
     pub consumer_type: ConsumerType,
     /// A fan-out subscription silent this long is replaced.
     pub fan_out_watchdog: Duration,
+    /// Fan-out subscriptions per pooled Kinesis client (each with its own HTTP connection pool);
+    /// [`fan_out::SUBSCRIPTIONS_PER_CLIENT`] unless a test compares pool sizes.
+    pub fan_out_subscriptions_per_client: usize,
     pub max_records_per_request: u32,
     pub max_buffer_size: u64,
     /// A node whose heartbeat has not changed for this long is dead and its leases are taken over.
@@ -61,6 +64,7 @@ impl EngineSettings {
             initial_position: c.initial_position,
             consumer_type: c.consumer_type,
             fan_out_watchdog: super::subscriber::WATCHDOG,
+            fan_out_subscriptions_per_client: fan_out::SUBSCRIPTIONS_PER_CLIENT,
             max_records_per_request: c.max_records_per_request,
             max_buffer_size: c.max_buffer_size,
             failover_timeout: c.failover_timeout,
@@ -136,6 +140,12 @@ pub struct FanOutStats {
     pub subscriptions: std::sync::atomic::AtomicU64,
     pub resource_in_use: std::sync::atomic::AtomicU64,
     pub watchdog_replacements: std::sync::atomic::AtomicU64,
+    /// Received events whose records wait for budget (at most one per subscription), and their
+    /// records' bytes as the budget counts them.
+    pub waiting_events: std::sync::atomic::AtomicU64,
+    pub waiting_event_bytes: std::sync::atomic::AtomicU64,
+    /// The largest event received so far, in the budget's bytes (all its records).
+    pub largest_event_bytes: std::sync::atomic::AtomicU64,
 }
 
 pub struct ConsumerEngine {
@@ -157,13 +167,13 @@ impl ConsumerEngine {
             settings.component,
         )
         .await?;
-        let store = LeaseStore::new(clients.dynamodb, &settings.application, &settings.stream);
+        let store = LeaseStore::new(clients.dynamodb.clone(), &settings.application, &settings.stream);
         let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
             .await?
             .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
         let fan_out = match settings.consumer_type {
             ConsumerType::SharedThroughput => None,
-            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients.kinesis, &settings).await?),
+            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients, &settings).await?),
         };
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -230,6 +240,15 @@ impl ConsumerEngine {
 
     pub fn budget_available(&self) -> u64 {
         self.shared.budget.available()
+    }
+
+    /// Bytes of records this engine holds and has not handed out (buffered, plus received fan-out
+    /// events waiting for budget), counted as the budget counts them, but without its clamping: a
+    /// record admitted with an oversized event counts in full. Records handed out in a batch and
+    /// not yet settled are not included. Walks every buffer: for tests and diagnostics.
+    pub fn held_bytes(&self) -> u64 {
+        let buffered: u64 = self.shared.lock_shards().values().flat_map(|s| s.buffer.iter()).map(|b| reader::record_cost(&b.record)).sum();
+        buffered + self.shared.fan_out_stats.waiting_event_bytes.load(Ordering::SeqCst)
     }
 
     /// Up to `max_bytes` of buffered records (at least one record when any is ready). Waits at most
@@ -553,12 +572,14 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
 }
 
 /// Registers (or finds) the consumer named after the application and builds the client pool: each
-/// pooled client is made from the same configuration without an HTTP client of its own, so the
-/// SDK gives each one a separate HTTP client and connection pool.
-async fn start_fan_out(kinesis: &aws_sdk_kinesis::Client, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
+/// pooled client has the same configuration and a separate HTTP client and connection pool
+/// ([`AwsClients::separate_kinesis`]), so over HTTP/2 each carries its own connection.
+async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
+    let kinesis = &clients.kinesis;
     let consumer_arn = fan_out::ensure_consumer(kinesis, &settings.stream, &settings.application, settings.component).await?;
     let shards = crate::kinesis::shards::list_shards(kinesis, &settings.stream).await?.len();
-    let pool = (0..fan_out::pool_size(shards)).map(|_| aws_sdk_kinesis::Client::from_conf(kinesis.config().clone())).collect();
+    let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
+    let pool = (0..size).map(|_| clients.separate_kinesis()).collect();
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
 }
 

@@ -192,7 +192,7 @@ pub(super) fn convert(shared: &Shared, shard_id: &str, sdk_records: &[aws_sdk_ki
 }
 
 /// Bytes a buffered record holds of the budget: its data plus its bookkeeping.
-pub(super) fn record_cost(record: &KinesisRecord) -> u64 {
+pub(crate) fn record_cost(record: &KinesisRecord) -> u64 {
     (record.data.len() + record.sequence_number.len() + record.partition_key.len() + 64) as u64
 }
 

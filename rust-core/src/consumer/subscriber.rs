@@ -2,8 +2,11 @@
 //! position (exact to the KPL sub-record, as in polling), renewed from the last continuation
 //! sequence number when Kinesis ends it (every 5 minutes), replaced when silent for longer than the
 //! watchdog, retried at least a second apart after ResourceInUseException. Events are read only as
-//! fast as the memory budget takes their records. The shard ends with an event that names its
-//! children (ChildShards) and no continuation.
+//! fast as the memory budget takes their records: the engine holds at most Max Buffer Size of
+//! records (or one event's, when a single event is larger: it is admitted alone once the whole
+//! budget is free) plus one received event per subscription waiting for budget; the rest stays
+//! with Kinesis behind HTTP flow control (`consumer_fanout.rs` measures this). The shard ends with
+//! an event that names its children (ChildShards) and no continuation.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -193,7 +196,14 @@ async fn take_event(
     let ended = children.is_some();
     let continuation = event.continuation_sequence_number();
     let needed: u64 = records.iter().map(record_cost).sum();
+    let stats = &shared.fan_out_stats;
+    stats.largest_event_bytes.fetch_max(needed, Ordering::Relaxed);
+    // While the budget is spent this waits, and the subscription is not read meanwhile: HTTP flow
+    // control (the h2 stream window, or TCP's) holds Kinesis back. The event waits counted, so the
+    // engine's held bytes stay within Max Buffer Size plus one event per subscription.
+    let waiting = Waiting::new(stats, needed);
     let mut reservation = shared.budget.reserve(needed).await;
+    drop(waiting);
     let buffered: Vec<Buffered> =
         records.into_iter().map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record }).collect();
     let pushed = shared.push(shard_id, generation, buffered, event.millis_behind_latest(), children);
@@ -205,6 +215,27 @@ async fn take_event(
     }
     *start = Start::After(continuation.to_owned());
     None
+}
+
+/// An event counted as waiting for budget until dropped (also when the wait is cancelled).
+struct Waiting<'a> {
+    stats: &'a super::engine::FanOutStats,
+    bytes: u64,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(stats: &'a super::engine::FanOutStats, bytes: u64) -> Self {
+        stats.waiting_events.fetch_add(1, Ordering::SeqCst);
+        stats.waiting_event_bytes.fetch_add(bytes, Ordering::SeqCst);
+        Self { stats, bytes }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.stats.waiting_event_bytes.fetch_sub(self.bytes, Ordering::SeqCst);
+        self.stats.waiting_events.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The children named by the shard's last event: it carries ChildShards, or no continuation.

@@ -12,8 +12,13 @@ use tracing::{info, warn};
 
 use super::{sdk_error_text, KinesisError};
 
-/// Subscriptions per pooled client: each client has its own HTTP connection pool.
+/// Subscriptions per pooled client by default: each client has its own HTTP client and connection
+/// pool, so over HTTP/2 (TLS with ALPN h2, as Kinesis serves SubscribeToShard) the subscriptions of
+/// one client share one connection and its stream limit, and those of different clients never do.
 pub const SUBSCRIPTIONS_PER_CLIENT: usize = 8;
+
+/// Most clients in the pool.
+pub const MAX_POOL: usize = 16;
 
 /// How long registration may take before the engine gives up.
 const ACTIVE_WAIT: Duration = Duration::from_secs(300);
@@ -87,9 +92,10 @@ pub async fn deregister(client: &Client, stream: &str, name: &str) -> Result<(),
     }
 }
 
-/// Clients for `shards` subscriptions: one per [`SUBSCRIPTIONS_PER_CLIENT`], at least 1, at most 16.
-pub fn pool_size(shards: usize) -> usize {
-    shards.div_ceil(SUBSCRIPTIONS_PER_CLIENT).clamp(1, 16)
+/// Clients for `shards` subscriptions: one per `per_client` subscriptions (the engine's default is
+/// [`SUBSCRIPTIONS_PER_CLIENT`]), at least 1, at most [`MAX_POOL`].
+pub fn pool_size(shards: usize, per_client: usize) -> usize {
+    shards.div_ceil(per_client.max(1)).clamp(1, MAX_POOL)
 }
 
 /// The pooled client for the `index`-th subscription started, round-robin over the pool.
@@ -107,6 +113,8 @@ mod tests {
         let pool: Vec<Client> = (0..3).map(|_| Client::from_conf(conf.clone())).collect();
         let which = |i| pool.iter().position(|c| std::ptr::eq(c, pooled(&pool, i))).unwrap();
         assert_eq!((0..7).map(which).collect::<Vec<_>>(), vec![0, 1, 2, 0, 1, 2, 0]);
-        assert_eq!((pool_size(1), pool_size(8), pool_size(9), pool_size(1000)), (1, 1, 2, 16));
+        let p = SUBSCRIPTIONS_PER_CLIENT;
+        assert_eq!((pool_size(1, p), pool_size(8, p), pool_size(9, p), pool_size(1000, p)), (1, 1, 2, 16));
+        assert_eq!((pool_size(8, 2), pool_size(8, 1), pool_size(7, 2), pool_size(3, 0)), (4, 8, 4, 3));
     }
 }

@@ -82,6 +82,7 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         initial_position: InitialPosition::TrimHorizon,
         consumer_type: kinesnow_core::config::consume_kinesis::ConsumerType::SharedThroughput,
         fan_out_watchdog: Duration::from_secs(35),
+        fan_out_subscriptions_per_client: kinesnow_core::kinesis::fan_out::SUBSCRIPTIONS_PER_CLIENT,
         max_records_per_request: 100,
         max_buffer_size: 4 * 1024 * 1024,
         failover_timeout: Duration::from_secs(7),
