@@ -1,5 +1,6 @@
 //! The consumer engine against real kinesis-local and dynalite: every record once and in shard
-//! order, checkpoints only after ack, rewind on nack, resume after restart, fenced checkpoints.
+//! order, checkpoints only after ack, rewind on nack, resume after restart, fenced checkpoints,
+//! and with LATEST a split child read from its start.
 
 mod support;
 
@@ -110,5 +111,35 @@ async fn kpl_aggregates_resume_exactly_at_the_committed_sub_record() {
     let (got, _) = drain(&engine, expected.len() - committed, true).await;
     let rest: Vec<String> = got.into_values().flatten().collect();
     assert_eq!(rest, expected[committed..].to_vec());
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_latest_a_childs_records_written_before_its_lease_are_not_skipped() {
+    log();
+    let emulators = Emulators::start("latest-split");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "events", 1).await;
+    let mut s = settings("events", "events-app");
+    s.initial_position = kinesnow_core::config::consume_kinesis::InitialPosition::Latest;
+    let engine = ConsumerEngine::start(s, clients(&aws(&emulators)).await).await.unwrap();
+    let parent = engine.leased_shards().into_iter().next().expect("the shard is leased");
+    tokio::time::sleep(Duration::from_secs(2)).await; // the LATEST iterator is taken
+    let before = put(&c, "events", 0, 5).await;
+    let (got, _) = drain(&engine, 5, true).await;
+    assert_eq!(got, by_shard(&before), "LATEST reads what is written after the start");
+
+    c.kinesis.split_shard().stream_name("events").shard_to_split(&parent).new_starting_hash_key("170141183460469231731687303715884105728").send().await.unwrap();
+    // Written at once, before the engine has seen the parent end and leased the children.
+    let mut children: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    for i in 0..10 {
+        let hash = if i % 2 == 0 { "1" } else { "300000000000000000000000000000000000000" };
+        let data = format!("{{\"child\":{i}}}");
+        let out = c.kinesis.put_record().stream_name("events").partition_key("k").explicit_hash_key(hash).data(Blob::new(data.clone())).send().await.unwrap();
+        assert_ne!(out.shard_id(), parent, "written to a child");
+        children.entry(out.shard_id().to_owned()).or_default().push(data);
+    }
+    let (got, _) = drain(&engine, 10, true).await;
+    assert_eq!(got, children, "the children are read from their start (TRIM_HORIZON), not from LATEST");
     engine.stop().await;
 }

@@ -78,6 +78,8 @@ def test_kill_9_mid_stream_loses_nothing_and_keeps_shard_order(nifi):
 
     restarted = NiFiInstance.start(port=nifi.port, instance_dir=nifi.instance_dir, keep=True)
     nifi.pid = restarted.pid
+    # The dead node's leases are taken over only after the Failover Timeout (7 s): nothing new yet.
+    queued_after_restart = c.connection_queue_count(queue["id"])
     deadline = time.monotonic() + 120
     seen: dict = {}
     while time.monotonic() < deadline:
@@ -94,7 +96,8 @@ def test_kill_9_mid_stream_loses_nothing_and_keeps_shard_order(nifi):
             break
         time.sleep(1)
     flow_files_at_end = sum(len(b) for b in seen.values())
-    assert flow_files_at_end > queued_at_kill + 2, "records must still arrive after the restart (killed mid-stream)"
+    assert flow_files_at_end > queued_after_restart >= queued_at_kill, \
+        "records must still arrive after the restart (killed mid-stream)"
     delivered = [n for batches in seen.values() for _, v in batches for n in v]
     assert set(delivered) == set(range(RECORDS)), f"missing: {sorted(set(range(RECORDS)) - set(delivered))[:20]}"
     for shard, batches in seen.items():

@@ -10,7 +10,9 @@ The crash-at-every-step, two-nodes, unknown-schema and DeleteTable-denied cases 
 in rust-core/tests/lease_migration.rs."""
 
 import base64
+import gzip
 import json
+import os
 import time
 
 import pytest
@@ -68,12 +70,23 @@ def data(record_id: str) -> bytes:
     return json.dumps({"id": record_id}).encode()
 
 
-def start_consumer(nifi, stream: str, app: str, **overrides: str) -> ConsumerFlow:
+def start_consumer(nifi, stream: str, app: str, saved_first: bool = False, **overrides: str) -> ConsumerFlow:
     client = nifi.client
     group = client.create_process_group(unique("kcl-migration"))["id"]
     flow = ConsumerFlow.add(client, group, consumer_properties(stream, app, **overrides))
+    if saved_first:  # a NiFi killed right after the start must still have the processor in its flow
+        ids = (flow.processor_id, flow.success_queue, flow.failure_queue)
+        wait_until(lambda: all(i in flow_on_disk(nifi) for i in ids), 60, interval=0.2, what="NiFi to save its flow")
     flow.start()
     return flow
+
+
+def flow_on_disk(nifi) -> str:
+    try:
+        with gzip.open(os.path.join(nifi.instance_dir, "conf", "flow.json.gz"), "rt") as f:
+            return f.read()
+    except (OSError, EOFError):  # being rewritten
+        return ""
 
 
 def test_resumes_exactly_after_a_killed_kcl_consumer(nifi):
@@ -253,7 +266,7 @@ def test_kill_9_during_the_migration_loses_no_checkpoint(nifi):
     expected = kcl_positions(scan(app))
     assert len(expected) == FAKE_LEASES + 1
 
-    flow = start_consumer(nifi, stream, app, **{"Initial Stream Position": "TRIM_HORIZON"})
+    flow = start_consumer(nifi, stream, app, saved_first=True, **{"Initial Stream Position": "TRIM_HORIZON"})
     wait_until(lambda: table_keys(f"{app}_migration") is not None, 60, what="the migration to start")
     nifi.kill()
     first = a_complete_copy_exists(app, expected)
