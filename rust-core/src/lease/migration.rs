@@ -466,7 +466,7 @@ fn is_halt(e: &LeaseError) -> bool {
     matches!(e, LeaseError::Table { message, .. } if message.starts_with(HALTED))
 }
 
-/// Reads `<app>` as a map, for tests and the doctor: (stream, shard) -> item.
+/// Every item of `table` keyed by (stream, shard), for tests and diagnostics.
 pub async fn items_by_shard(client: &Client, table: &str) -> Result<HashMap<(String, String), Item>, LeaseError> {
     let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
     Ok(scan_all(client, table).await?.into_iter().map(|i| ((text(&i, HASH_KEY), text(&i, RANGE_KEY)), i)).collect())
