@@ -9,7 +9,9 @@
 # the executions and inflate the RSS; FUZZ_SANITIZER=address to use one), then runs the targets one
 # at a time for the given time, each with -rss_limit_mb and -malloc_limit_mb (FUZZ_RSS_LIMIT_MB,
 # default 2048) and a 60 s limit per input, on its corpus fuzz/corpus/<target> (kept between runs,
-# git-ignored) and its committed seeds fuzz/seeds/<target> (fuzz/seed.py writes them). Without a
+# git-ignored), its committed seeds fuzz/seeds/<target> (fuzz/seed.py writes them) and the crashes
+# found before, minimised, in fuzz/regressions/<target> (they run first: a target whose defect is
+# not fixed stops at once). Without a
 # sanitizer the address space is capped too (3 x the RSS limit), so that no input can take the
 # machine's memory before libFuzzer's RSS check sees it.
 # A target stops at its first crash (panic, failed invariant, out of memory, timeout): the input is
@@ -56,6 +58,8 @@ for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
   log="fuzz/logs/$t.log"
   before="$(ls "fuzz/artifacts/$t" | sort)"
+  regressions=()
+  [[ -d "fuzz/regressions/$t" ]] && regressions=("fuzz/regressions/$t")
   dict=()
   [[ -f "fuzz/dicts/$t.dict" ]] && dict=(-dict="fuzz/dicts/$t.dict")
   echo "== $t: ${seconds} s"
@@ -63,7 +67,7 @@ for t in "${targets[@]}"; do
   set +e
   (
     [[ "$sanitizer" == none ]] && ulimit -v $((rss_limit * 3 * 1024))
-    exec "$bin_dir/$t" "fuzz/corpus/$t" "fuzz/seeds/$t" \
+    exec "$bin_dir/$t" "fuzz/corpus/$t" "fuzz/seeds/$t" "${regressions[@]}" \
       -max_total_time="$seconds" -rss_limit_mb="$rss_limit" -malloc_limit_mb="$rss_limit" -timeout=60 \
       -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$t/" "${dict[@]}"
   ) >"$log" 2>&1

@@ -174,13 +174,14 @@ def kpl_seeds():
             seeds[f"fixture-{path.stem}-body-cut"] = b"\x00" + cut_body(body, MAX_SEED - 1)
 
     def built(keys, groups):
-        """keys: texts; groups: (key index, data, repeat >= 1)."""
+        """keys: texts; groups: (key index, data, repeat in 1..192)."""
         out = bytes([1, len(keys) - 1])
         for key in keys:
             out += b"\x00" + text(key)
         out += bytes([len(groups)])
         for index, data, repeat in groups:
-            out += bytes([index, len(data)]) + data + struct.pack(">H", repeat - 1)
+            assert 1 <= repeat <= 0xC0
+            out += bytes([index, len(data)]) + data + bytes([repeat - 1])
         return out
 
     # Shaped like deaggregate.rs' unit tests: a round trip of three records over two keys, 1000
@@ -189,7 +190,7 @@ def kpl_seeds():
     seeds["built-seven-keys"] = built(["pk0", "pk1", "pk2", "pk3"], [(i % 4, str(i).encode(), 143) for i in range(7)])
     seeds["built-single"] = built(["only"], [(0, b"x", 1)])
     seeds["built-empty"] = bytes([1, 0, 0, 0, 0])
-    letters = bytes([1, 0, 0x80 | 3]) + struct.pack(">H", 300) + bytes([1, 0, 2]) + b"{}" + struct.pack(">H", 49)
+    letters = bytes([1, 0, 0x80 | 3]) + struct.pack(">H", 300) + bytes([1, 0, 2]) + b"{}" + bytes([49])
     seeds["built-long-key"] = letters
     return seeds
 

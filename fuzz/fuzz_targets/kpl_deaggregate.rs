@@ -4,9 +4,9 @@
 //! fuzzer gets past the digest, or sent as it is when it already starts with the magic (the digest
 //! and framing checks). First byte odd, the rest is read as instructions that build an aggregate with
 //! the crate's own encoder: up to 4 partition keys (given, or up to 64 KiB of one repeated letter) and
-//! up to 8 groups of identical sub-records (a key, data, a repeat count up to 65 536), at most
-//! 200 000 sub-records and 64 MiB of keys counted per sub-record. That is how a small input asks
-//! for a large expansion.
+//! up to 8 groups of identical sub-records (a key, data, a repeat count: byte r < 0xC0 is r + 1,
+//! else 2^(8 + r % 16)), at most 100 000 sub-records, 1 MiB of data (a Kinesis record's limit) and
+//! 16 MiB of keys counted per sub-record. That is how a small input asks for a large expansion.
 //!
 //! Checked for every input, besides "no panic":
 //! - a record that is not a valid aggregate comes back whole and unchanged, alone;
@@ -28,8 +28,9 @@ use libfuzzer_sys::fuzz_target;
 
 const SEQUENCE: &str = "49590338271490256608559692538361571095921575989136588898";
 const ARRIVAL_MS: i64 = 1_700_000_000_123;
-const MAX_SUB_RECORDS: usize = 200_000;
-const MAX_KEY_BYTES_PER_SUB_RECORD: usize = 64 << 20;
+const MAX_SUB_RECORDS: usize = 100_000;
+const MAX_DATA_BYTES: usize = 1 << 20;
+const MAX_KEY_BYTES_PER_SUB_RECORD: usize = 16 << 20;
 /// Memory the sub-records may take per byte of the aggregate, plus a constant.
 const BYTES_PER_INPUT_BYTE: usize = 128;
 const CONSTANT_BYTES: usize = 64 << 10;
@@ -128,17 +129,24 @@ fn built_aggregate(rest: &[u8]) -> Vec<u8> {
     let keys: Vec<String> = (0..key_count).map(|_| key(&mut input)).collect();
     let groups = input.byte() % 9;
     let mut records: Vec<(&str, &[u8])> = Vec::new();
-    let mut key_bytes = 0usize;
+    let (mut key_bytes, mut data_bytes) = (0usize, 0usize);
     for _ in 0..groups {
         let key = &keys[usize::from(input.byte()) % key_count];
         let len = usize::from(input.byte());
         let data = input.bytes(len);
-        let mut repeat = 1 + usize::from(input.u16());
+        let mut repeat = match input.byte() {
+            r @ 0..0xC0 => usize::from(r) + 1,
+            r => 1 << (8 + r % 16),
+        };
         repeat = repeat.min(MAX_SUB_RECORDS - records.len());
         if !key.is_empty() {
             repeat = repeat.min((MAX_KEY_BYTES_PER_SUB_RECORD - key_bytes) / key.len());
         }
+        if !data.is_empty() {
+            repeat = repeat.min((MAX_DATA_BYTES - data_bytes) / data.len());
+        }
         key_bytes += repeat * key.len();
+        data_bytes += repeat * data.len();
         records.extend(std::iter::repeat_n((key.as_str(), data), repeat));
     }
     aggregate(&records)

@@ -12,7 +12,7 @@
 //!                      tag = 0xFE: length:u16be bytes     otherwise: length:byte bytes
 //!           (bytes read as lossy UTF-8; a length past the end takes what is left)
 //! rows   := flags:byte (bit 0: Iceberg) attributeCount:byte%16 (name:text value:text)* content:rest
-//! kcl    := defaultStream:text itemCount:byte%9 item*
+//! kcl    := defaultStream:text (empty: the first of `streams`) itemCount:byte%9 item*
 //! item   := attributeCount:byte%16 (name:text value)*
 //! value  := kind:byte%10 then 0 S:text 1 N:text 2 BOOL:byte&1 3 NULL 4 SS:list(text) 5 NS:list(text)
 //!           6 L:list(value) 7 M:list(name:text value) 8 B:text 9 BS:list(text); L and M nest at
@@ -138,7 +138,11 @@ pub struct KclCase {
 pub fn kcl_case(data: &[u8]) -> KclCase {
     let w = words();
     let mut input = Input::new(data);
-    let default_stream = input.text(&w.streams);
+    let mut default_stream = input.text(&w.streams);
+    if default_stream.is_empty() {
+        // ConsumeKinesis' configuration requires a stream name.
+        default_stream.clone_from(&w.streams[0]);
+    }
     let count = input.byte() % 9;
     let items = (0..count).map(|_| item(&mut input)).collect();
     KclCase { default_stream, items }
