@@ -11,9 +11,10 @@
 # default 2048) and a 60 s limit per input, on its corpus fuzz/corpus/<target> (kept between runs,
 # git-ignored), its committed seeds fuzz/seeds/<target> (fuzz/seed.py writes them) and the crashes
 # found before, minimised, in fuzz/regressions/<target> (they run first: a target whose defect is
-# not fixed stops at once). Without a
-# sanitizer the address space is capped too (3 x the RSS limit), so that no input can take the
-# machine's memory before libFuzzer's RSS check sees it.
+# not fixed stops at once). libFuzzer enforces -malloc_limit_mb (one allocation) only with a
+# sanitizer's malloc hooks; without a sanitizer the address space is capped instead (3 x the RSS
+# limit: a larger allocation fails and aborts, which is a crash), so that no input can take the
+# machine's memory before libFuzzer's once-a-second RSS check sees it.
 # A target stops at its first crash (panic, failed invariant, out of memory, timeout): the input is
 # saved under fuzz/artifacts/<target>/ (git-ignored) and its path printed; reproduce it with
 # `cargo +nightly fuzz run -s none <target> <path>`. Logs go to fuzz/logs/<target>.log.
