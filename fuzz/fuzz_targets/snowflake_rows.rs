@@ -36,7 +36,7 @@ fuzz_target!(|input: &[u8]| {
     trace(|| format!("iceberg {} attributes {attrs:?} content {:?}: {prepared:?}", case.iceberg, String::from_utf8_lossy(&case.flow_file.content)));
     #[allow(unreachable_patterns)]
     match prepared {
-        Prepared::Rows { source, rows } => {
+        Prepared::Rows { source, rows, .. } => {
             let expected = match (attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
                 (Some(stream), Some(shard_id)) => Source::Shard { stream: stream.clone(), shard_id: shard_id.clone() },
                 _ => Source::Direct,
