@@ -114,6 +114,8 @@ pub struct Shared {
     pub(super) rebalance: Notify,
     /// A shard ended without naming its children: list the stream on the next pass.
     pub(super) list_now: std::sync::atomic::AtomicBool,
+    /// The closed shards of the keeper's latest listing (fan-out readers confirm their end).
+    pub(super) listing: Mutex<super::end_probe::ListingView>,
     /// Records are delivered only while this node's last heartbeat is recent enough that no
     /// other node can have judged it dead and taken its leases.
     deliver_until: Mutex<tokio::time::Instant>,
@@ -146,6 +148,9 @@ pub struct FanOutStats {
     pub waiting_event_bytes: std::sync::atomic::AtomicU64,
     /// The largest event received so far, in the budget's bytes (all its records).
     pub largest_event_bytes: std::sync::atomic::AtomicU64,
+    /// Shard ends confirmed by GetRecords (the listing showed the shard closed and its
+    /// subscription was quiet), counted when each confirmation begins.
+    pub end_probes: std::sync::atomic::AtomicU64,
 }
 
 pub struct ConsumerEngine {
@@ -193,6 +198,7 @@ impl ConsumerEngine {
             data_ready: Notify::new(),
             rebalance: Notify::new(),
             list_now: std::sync::atomic::AtomicBool::new(false),
+            listing: Mutex::new(super::end_probe::ListingView::of(&[], tokio::time::Instant::now())),
             deliver_until: Mutex::new(tokio::time::Instant::now()),
             #[cfg(feature = "test-support")]
             suspended_until: Mutex::new(None),

@@ -3,6 +3,7 @@
 //! only when NiFi acknowledges that the batch holding its records is committed.
 
 pub mod budget;
+mod end_probe;
 pub mod engine;
 mod keeper;
 pub mod output;
