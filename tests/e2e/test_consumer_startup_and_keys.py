@@ -96,8 +96,11 @@ class OtherNode:
     def _beat(self) -> None:
         while self._alive.is_set():
             time.sleep(1)
-            dynamodb("UpdateItem", {"TableName": self.copy, "Key": LOCK, "UpdateExpression": "ADD beat :one",
-                                    "ExpressionAttributeValues": {":one": {"N": "1"}}})
+            try:
+                dynamodb("UpdateItem", {"TableName": self.copy, "Key": LOCK, "UpdateExpression": "ADD beat :one",
+                                        "ExpressionAttributeValues": {":one": {"N": "1"}}})
+            except Exception:  # noqa: BLE001 - the emulators stop after a failed test; the test has failed already
+                return
 
     def release(self) -> None:
         self._alive.clear()
@@ -134,7 +137,7 @@ def test_a_start_waiting_for_another_nodes_migration_yields_stops_cleanly_and_re
     wait_until(lambda: time.monotonic() - started > 12, 15, "12 s after the start")
     assert nifi.client.processor_state(flow.processor_id) == "RUNNING"
     warnings = [b for b in nifi.client.bulletins(source_id=flow.processor_id)
-                if b.get("level") == "WARN" and "Not reading yet" in (b.get("message") or "")]
+                if b.get("level") in ("WARN", "WARNING") and "Not reading yet" in (b.get("message") or "")]
     assert warnings, f"a warning once the start takes long: {messages(flow)}"
     with open(nifi.log_path, "rb") as f:
         f.seek(log_start)
