@@ -11,7 +11,7 @@ mod reader;
 mod state;
 mod subscriber;
 
-pub use engine::{remove_fan_out_consumer, Batch, ConsumerEngine, EngineSettings, FanOutStats};
+pub use engine::{remove_fan_out_consumer, Batch, ConsumerEngine, EngineSettings, FanOutStats, Prepared};
 
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::KinesisError;
