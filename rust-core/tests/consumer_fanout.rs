@@ -647,7 +647,9 @@ async fn fan_out_reads_events_no_faster_than_the_buffer_budget_allows() {
     };
     let stalled = tokio::time::Instant::now();
     let delivered_before = proxy.delivered.load(Ordering::SeqCst);
-    let written = put_on_every_shard(&c, "flood", 625, 4000).await; // 2,500 records of ~4 KB
+    // 4,000 records of ~4 KB (16 MB): far more than the bound even when a loaded machine lets kinesis-local pack
+    // its events fuller (a 2,500-record run on a loaded machine saw 521 KB events, a bound of 2.6 MB, 10.1 MB written)
+    let written = put_on_every_shard(&c, "flood", 1000, 4000).await;
     let written_bytes: usize = written.iter().map(|(_, d)| d.len()).sum();
     let produced = stalled.elapsed();
     tokio::time::sleep(Duration::from_secs(12).saturating_sub(produced).max(Duration::from_secs(3))).await;
