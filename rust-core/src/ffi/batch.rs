@@ -115,10 +115,14 @@ fn len_i32(what: &'static str, len: usize) -> Result<i32, BatchError> {
 /// what reaches Java. `None` when the bytes are not exactly one well-formed batch.
 #[cfg(any(test, feature = "test-support"))]
 pub fn decode(bytes: &[u8]) -> Option<(i64, Vec<ShardFlowFiles>)> {
+    decode_wire(&mut super::wire::Reader::new(bytes)).ok().flatten()
+}
+
+#[cfg(any(test, feature = "test-support"))]
+fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, Vec<ShardFlowFiles>)>, super::wire::WireError> {
     use crate::consumer::output::Route;
-    let mut r = Reader(bytes);
     if r.i32()? != MAGIC {
-        return None;
+        return Ok(None);
     }
     let batch_id = r.i64()?;
     let mut shards = Vec::new();
@@ -128,21 +132,20 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, Vec<ShardFlowFiles>)> {
         let millis_behind = r.i64()?;
         let mut flow_files = Vec::new();
         for _ in 0..r.i32()? {
-            let route = match r.take(1)?[0] {
+            let route = match r.u8()? {
                 0 => Route::Success,
                 1 => Route::ParseFailure,
-                _ => return None,
+                _ => return Ok(None),
             };
             let record_count = r.i32()? as u32;
             let first_sequence = r.str16()?;
             let first_sub = u64::try_from(r.i64()?).ok();
             let last_sequence = r.str16()?;
             let last_sub = u64::try_from(r.i64()?).ok();
-            let key_len = usize::try_from(r.i32()?).ok()?;
-            let partition_key = String::from_utf8(r.take(key_len)?.to_vec()).ok()?;
+            let partition_key = r.str32()?;
             let arrival_ms = r.i64()?;
             let error = r.str16()?;
-            let content_len = usize::try_from(r.i32()?).ok()?;
+            let content_len = r.len()?;
             let content = r.take(content_len)?.to_vec();
             flow_files.push(FlowFileOut {
                 route,
@@ -160,35 +163,7 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, Vec<ShardFlowFiles>)> {
         let parent_shard_ids = if parents.is_empty() { Vec::new() } else { parents.split(',').map(str::to_owned).collect() };
         shards.push(ShardFlowFiles { shard_id, parent_shard_ids, millis_behind, flow_files });
     }
-    r.0.is_empty().then_some((batch_id, shards))
-}
-
-#[cfg(any(test, feature = "test-support"))]
-struct Reader<'a>(&'a [u8]);
-
-#[cfg(any(test, feature = "test-support"))]
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn str16(&mut self) -> Option<String> {
-        let len = u16::from_be_bytes(self.take(2)?.try_into().ok()?) as usize;
-        String::from_utf8(self.take(len)?.to_vec()).ok()
-    }
+    Ok(r.is_done().then_some((batch_id, shards)))
 }
 
 /// A partition key of exactly `bytes` UTF-8 bytes that is not one repeated byte (multi-byte

@@ -300,9 +300,14 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_synthetic
             *cache = Some((key, batch::synthetic(key.0, key.1, key.2)));
         }
         let shards = &cache.as_ref().expect("filled above").1;
-        let bytes = batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
-        Ok(env.byte_array_from_slice(&bytes)?.into_raw())
+        encoded_batch(env, shards)
     })
+}
+
+/// A test batch in the JNI layout, as a Java byte array.
+fn encoded_batch<'l>(env: &mut JNIEnv<'l>, shards: &[crate::consumer::output::ShardFlowFiles]) -> Result<jbyteArray, BridgeError> {
+    let bytes = batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
+    Ok(env.byte_array_from_slice(&bytes)?.into_raw())
 }
 
 /// A batch of one shard and two FlowFiles whose first partition key is `key_bytes` long
@@ -317,8 +322,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_partition
         let len = usize::try_from(key_bytes).map_err(|_| BridgeError::InvalidArgument("the key length must not be negative".into()))?;
         let mut shards = batch::synthetic(1, 2, 8);
         shards[0].flow_files[0].partition_key = batch::long_partition_key(len).into();
-        let bytes = batch::encode(1, &shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
-        Ok(env.byte_array_from_slice(&bytes)?.into_raw())
+        encoded_batch(env, &shards)
     })
 }
 

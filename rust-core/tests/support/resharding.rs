@@ -1,7 +1,8 @@
 //! Helpers for tests that reshard a stream under load: a producer whose data is `<key>#<n>` (n
 //! counting per key, so per-key order can be checked from the data alone), a poll loop that records
 //! every delivery in global order and acks like ConsumeKinesis, SplitShard and MergeShards on
-//! kinesis-local, and the checks (nothing lost, nothing twice, per-key write order).
+//! kinesis-local, and the checks (nothing lost, nothing twice, per-key write order). Included with
+//! `#[path]` by test crates that also declare `mod support` (whose `wait_active` it uses).
 
 #![allow(dead_code)]
 
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::wait_active;
 use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::AwsClients;
 use kinesnow_core::consumer::ConsumerEngine;
@@ -159,17 +161,6 @@ pub async fn open_shards(c: &AwsClients, stream: &str) -> Vec<(String, u128, u12
         .collect();
     open.sort_by_key(|(_, start, _)| *start);
     open
-}
-
-pub async fn wait_active(c: &AwsClients, stream: &str) {
-    for _ in 0..200 {
-        let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
-        if d.stream_description_summary().unwrap().stream_status().as_str() == "ACTIVE" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("stream {stream} stayed busy");
 }
 
 /// Splits an open shard in the middle of its hash key range.
