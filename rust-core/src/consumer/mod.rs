@@ -5,6 +5,9 @@
 pub mod budget;
 pub mod engine;
 mod keeper;
+mod ledger;
+#[cfg(test)]
+mod model;
 pub mod output;
 mod reader;
 mod state;
