@@ -106,6 +106,8 @@ pub struct Shared {
     pub(super) rebalance: Notify,
     /// A shard ended without naming its children: list the stream on the next pass.
     pub(super) list_now: std::sync::atomic::AtomicBool,
+    /// The closed shards of the keeper's latest listing (fan-out readers confirm their end).
+    pub(super) listing: Mutex<super::end_probe::ListingView>,
     /// Records are delivered only while this node's last heartbeat is recent enough that no
     /// other node can have judged it dead and taken its leases.
     deliver_until: Mutex<tokio::time::Instant>,
@@ -137,6 +139,9 @@ pub struct FanOutStats {
     pub waiting_event_bytes: std::sync::atomic::AtomicU64,
     /// The largest event received so far, in the budget's bytes (all its records).
     pub largest_event_bytes: std::sync::atomic::AtomicU64,
+    /// Shard ends confirmed by GetRecords (the listing showed the shard closed and its
+    /// subscription was quiet), counted when each confirmation begins.
+    pub end_probes: std::sync::atomic::AtomicU64,
 }
 
 pub struct ConsumerEngine {
@@ -144,28 +149,23 @@ pub struct ConsumerEngine {
     keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl ConsumerEngine {
-    /// Creates the lease table if needed, joins the nodes of the Application Name, takes its share
-    /// of the readable shards and starts reading.
-    pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
-        let owner = format!("kinesnow-{}", uuid_like());
-        migration::prepare_table(
-            &clients.dynamodb,
-            &settings.application,
-            &settings.stream,
-            &owner,
-            &settings.migration,
-            settings.component,
-        )
-        .await?;
+/// An engine whose long start-up work is done ([`ConsumerEngine::prepare`]) and that has not
+/// joined the nodes of its Application Name yet.
+pub struct Prepared {
+    settings: EngineSettings,
+    clients: AwsClients,
+    owner: String,
+    lag_warning_ms: Option<i64>,
+    fan_out: Option<FanOut>,
+}
+
+impl Prepared {
+    /// Writes this node's heartbeat, takes its first share of the shards and starts reading: a
+    /// listing, a heartbeat, a scan and the lease takes. Let it run to its end (then `stop` the
+    /// engine to undo it): dropped half-way, it would leave the heartbeat row and leases behind.
+    pub async fn join(self) -> Result<ConsumerEngine, ConsumerError> {
+        let Self { settings, clients, owner, lag_warning_ms, fan_out } = self;
         let store = LeaseStore::new(clients.dynamodb.clone(), &settings.application, &settings.stream);
-        let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
-            .await?
-            .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
-        let fan_out = match settings.consumer_type {
-            ConsumerType::SharedThroughput => None,
-            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients, &settings).await?),
-        };
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             fan_out,
@@ -183,6 +183,7 @@ impl ConsumerEngine {
             data_ready: Notify::new(),
             rebalance: Notify::new(),
             list_now: std::sync::atomic::AtomicBool::new(false),
+            listing: Mutex::new(super::end_probe::ListingView::of(&[], tokio::time::Instant::now())),
             deliver_until: Mutex::new(tokio::time::Instant::now()),
             #[cfg(feature = "test-support")]
             suspended_until: Mutex::new(None),
@@ -190,7 +191,7 @@ impl ConsumerEngine {
             readers: Mutex::new(Vec::new()),
         });
         let mut keeper = Keeper::new(shared.clone()).await?;
-        let engine = Self { shared, keeper: Mutex::new(None) };
+        let engine = ConsumerEngine { shared, keeper: Mutex::new(None) };
         if let Err(e) = keeper.first_pass().await {
             // Readers may have started and leases been taken: stop them and give the leases back.
             engine.stop().await;
@@ -199,7 +200,41 @@ impl ConsumerEngine {
         *engine.keeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(keeper.run()));
         Ok(engine)
     }
+}
 
+impl ConsumerEngine {
+    /// Creates the lease table if needed, joins the nodes of the Application Name, takes its share
+    /// of the readable shards and starts reading: [`Self::prepare`], then [`Prepared::join`].
+    pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
+        Self::prepare(settings, clients).await?.join().await
+    }
+
+    /// The long part of a start: the lease table is ready (a KCL table migrated, or the wait for
+    /// another node's migration, up to the migration's wait limit), the stream is known and the
+    /// Enhanced Fan-Out consumer is ACTIVE. Nothing of this node is in the lease table yet, so the
+    /// future may be dropped at any await to cancel the start: a migration this node was running is
+    /// then completed by the next start (or another node, once the lock's counter stops moving), as
+    /// after a crash; a fan-out consumer already registered is kept for the next start.
+    pub async fn prepare(settings: EngineSettings, clients: AwsClients) -> Result<Prepared, ConsumerError> {
+        let owner = format!("kinesnow-{}", uuid_like());
+        migration::prepare_table(
+            &clients.dynamodb,
+            &settings.application,
+            &settings.stream,
+            &owner,
+            &settings.migration,
+            settings.component,
+        )
+        .await?;
+        let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
+            .await?
+            .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
+        let fan_out = match settings.consumer_type {
+            ConsumerType::SharedThroughput => None,
+            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients, &settings).await?),
+        };
+        Ok(Prepared { settings, clients, owner, lag_warning_ms, fan_out })
+    }
     /// Fan-out subscriptions made, ResourceInUse retries and watchdog replacements so far.
     pub fn fan_out_stats(&self) -> &FanOutStats {
         &self.shared.fan_out_stats

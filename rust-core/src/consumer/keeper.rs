@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::end_probe::ListingView;
 use super::engine::Shared;
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
@@ -50,6 +51,7 @@ impl Keeper {
     pub async fn new(shared: Arc<Shared>) -> Result<Self, ConsumerError> {
         let started = Instant::now();
         let shards = list_shards(&shared.kinesis, &shared.settings.stream).await?;
+        *shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
         Ok(Self {
             membership: Membership::new(shared.owner.clone(), shared.settings.failover_timeout),
             shared,
@@ -238,8 +240,8 @@ impl Keeper {
         }
     }
 
-    /// Lists the stream when the listing is old, when a shard ended without naming its children,
-    /// or when the table has child rows the listing does not know (at most every 5 s).
+    /// Lists the stream when the listing is old, when a shard ended without naming its children
+    /// or a quiet fan-out reader asks (`end_probe`), or when the table has child rows the listing does not know (at most every 5 s).
     async fn refresh_listing(&mut self, rows: &[LeaseRow]) -> Result<(), ConsumerError> {
         let listed: HashSet<&str> = self.listing.shards.iter().map(|s| s.shard_id.as_str()).collect();
         let now = Instant::now();
@@ -256,6 +258,7 @@ impl Keeper {
         if due {
             let started = Instant::now();
             let shards = list_shards(&self.shared.kinesis, &self.shared.settings.stream).await?;
+            *self.shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
             self.listing = Listing { shards, started };
         }
         Ok(())
