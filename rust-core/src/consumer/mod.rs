@@ -6,6 +6,9 @@ pub mod budget;
 mod end_probe;
 pub mod engine;
 mod keeper;
+mod ledger;
+#[cfg(test)]
+mod model;
 pub mod output;
 mod reader;
 mod state;

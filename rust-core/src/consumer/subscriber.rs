@@ -84,10 +84,10 @@ enum End {
     Failed(KinesisError),
 }
 
-pub async fn run(shared: Arc<Shared>, shard_id: String, client: aws_sdk_kinesis::Client, consumer_arn: String) {
+pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64, client: aws_sdk_kinesis::Client, consumer_arn: String) {
     let mut stopping = shared.stopping.subscribe();
     let mut backoff = Backoff::new(RESUBSCRIBE_FLOOR, Duration::from_secs(10));
-    let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id) else { return };
+    let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id, generation) else { return };
     let mut progress = Progress::new(committed.clone());
     let mut last_subscribe: Option<tokio::time::Instant> = None;
     let mut probe = false;
@@ -95,7 +95,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, client: aws_sdk_kinesis:
         if *stopping.borrow() {
             return;
         }
-        match shared.reader_generation(&shard_id) {
+        match shared.reader_generation(&shard_id, generation) {
             None => return,
             Some((g, now_committed)) if g != generation => {
                 generation = g;
@@ -140,7 +140,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, client: aws_sdk_kinesis:
             End::Recheck => {}
             End::ShardEnd => {
                 info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
-                shared.on_reader_finished(&shard_id).await;
+                shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
             End::Failed(e) => pause(&shared, &shard_id, &e, &mut backoff).await,
