@@ -47,7 +47,7 @@ import pytest
 
 from kpl import aggregate
 from nifi_instance import NiFiInstance, free_port
-from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
+from services import AwsJsonError, dynamodb_call, dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -257,7 +257,10 @@ def applied(env, name: str, stream: str, app: str, table: str, evolution: bool =
     env["apps"].append(app)
     ids = flow.apply(c, "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": env["sf"].url}, name,
                      context_suffix=f" [{name}]")
-    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream, "AWS Kinesis Application Name": app})
+    # The emulators' ports as this run has them (KINESIS_PORT, DYNAMODB_PORT), not the local context's defaults.
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream, "AWS Kinesis Application Name": app,
+                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
+                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
     c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": table.split(".")[-1],
                                                      "Schema Evolution Enabled": "true" if evolution else "false"})
     for pid in (ids["consumer"], ids["sink"]):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from nifi_instance import NiFiInstance, free_port
-from services import kinesis_call, local_services  # noqa: F401  (session fixture)
+from services import dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -90,8 +90,11 @@ def applied(env, name: str, stream: str) -> dict:
     c = env["nifi"].client
     ids = flow.apply(c, "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": env["sf"].url}, name,
                      context_suffix=f" [{name}]")
+    # The emulators' ports as this run has them (KINESIS_PORT, DYNAMODB_PORT), not the local context's defaults.
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
-                                                "AWS Kinesis Application Name": f"{stream}-app"})
+                                                "AWS Kinesis Application Name": f"{stream}-app",
+                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
+                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
     return ids
 
 
@@ -171,7 +174,9 @@ def test_the_versioned_flow_definition_imports_and_delivers(env):
     ids = flow.import_definition(c, os.path.join(REPO, "parameter-contexts", "flow", "kinesis-to-snowflake.json"),
                                  "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": sf.url}, "from-definition")
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
-                                                "AWS Kinesis Application Name": f"{stream}-app"})
+                                                "AWS Kinesis Application Name": f"{stream}-app",
+                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
+                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
     assert set(ids["connections"]) >= {"success", "parse.failure", "failure"}, ids["connections"]
     for pid in (ids["consumer"], ids["sink"]):
         v = c.processor_validation(pid)
