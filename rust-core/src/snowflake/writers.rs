@@ -312,6 +312,45 @@ mod tests {
         assert!(tokio::time::timeout(Duration::from_millis(200), rx.recv()).await.is_err(), "no second outcome for any FlowFile");
     }
 
+    /// Collects the ERROR events (the bulletins) of the component the test runs as.
+    #[derive(Clone, Default)]
+    struct Errors(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Errors {
+        fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            struct Message<'a>(&'a mut String);
+            impl tracing::field::Visit for Message<'_> {
+                fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                    if field.name() == "message" {
+                        *self.0 = format!("{value:?}");
+                    }
+                }
+            }
+            if *event.metadata().level() == tracing::Level::ERROR {
+                let mut text = String::new();
+                event.record(&mut Message(&mut text));
+                self.0.lock().unwrap().push(text);
+            }
+        }
+    }
+
+    #[test]
+    fn a_writer_panic_is_an_error_bulletin() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let errors = Errors::default();
+        let subscriber = tracing_subscriber::registry().with(errors.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let (writers, mut rx, _) = writers(Arc::new(AtomicU64::new(0)));
+                writers.dispatch("c", Delivery::ExactlyOnce, work(1, 3));
+                assert_eq!(next(&mut rx).await.route, Route::Failure);
+            });
+        });
+        let errors = errors.0.lock().unwrap();
+        assert!(errors.iter().any(|e| e.contains("internal error") && e.contains("channel c") && e.contains("a writer bug")), "{errors:?}");
+    }
+
     #[tokio::test]
     async fn idle_writers_retire_and_leave_their_slot() {
         let started = Arc::new(AtomicU64::new(0));
