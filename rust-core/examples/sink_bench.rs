@@ -165,6 +165,7 @@ fn main() {
     // Product defaults otherwise: Max Batch Size 8 MB, Max Latency 250 ms, Max In-Flight Size
     // 64 MB, Commit Timeout 90 s, status polled every 250 ms.
     let properties = [
+        ("PutSnowflake Instance", "bench"),
         ("Account Identifier", ACCOUNT),
         ("Snowflake URL Override", args.url.as_str()),
         ("User", USER),

@@ -46,6 +46,7 @@ impl Classify for ComponentError {
             Self::Config(_) => ErrorClass::Configuration,
             Self::Consumer(e) => e.class(),
             Self::Sink(SinkError::Api(e)) => e.class(),
+            Self::Sink(SinkError::NoInstance) => ErrorClass::Configuration,
             Self::Batch(_) | Self::SinkIo(_) => ErrorClass::Fatal,
             Self::NotStarted(_) => ErrorClass::Retryable,
         }
@@ -308,6 +309,7 @@ mod tests {
             ("Database", "D"),
             ("Schema", "S"),
             ("Table", "T"),
+            (crate::config::put_snowflake::INSTANCE, "a1b2c3"),
         ]);
         let c = Component::open(ComponentType::PutSnowflake, &props).unwrap();
         assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
@@ -317,6 +319,23 @@ mod tests {
         c.stop();
         assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
         std::fs::remove_file(dir).unwrap();
+    }
+
+    /// Issue 15, defect 5: without an instance id, standalone NiFis sharing a Channel Name Prefix
+    /// shared channels and skipped each other's rows; such a start is refused.
+    #[test]
+    fn put_snowflake_refuses_to_start_without_its_instance_id() {
+        let props = PropertyMap::from_pairs([
+            ("Account Identifier", "a-b"),
+            ("Authentication Strategy", "SNOWFLAKE_MANAGED_TOKEN"),
+            ("Database", "D"),
+            ("Schema", "S"),
+            ("Table", "T"),
+        ]);
+        let c = Component::open(ComponentType::PutSnowflake, &props).unwrap();
+        let err = c.start(1).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Configuration);
+        assert!(err.to_string().contains("instance id"), "{err}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! PutSnowflake's engine against the Snowflake stand-in (real HTTP, real DuckDB): exactly-once per
-//! shard under replays, reopened channels, withheld commits, throttling, expired tokens and pipe
-//! failover; row errors to invalid; configuration errors to failure; schema evolution; Iceberg.
+//! shard under replays, re-deliveries while pending, reopened channels, withheld commits,
+//! throttling, expired tokens and pipe failover; split FlowFiles at least once; one instance's
+//! channels apart from another's; empty FlowFiles; idle writers retired; row errors to invalid;
+//! configuration errors to failure; schema evolution; Iceberg.
 
 mod standin_support;
 
@@ -13,9 +15,18 @@ use serde_json::{json, Value};
 use standin_support::{query_param, Standin, ACCOUNT, KEY, USER};
 
 const TABLE: &str = "DB.PUBLIC.EVENTS";
+/// The instance id Java would pass from the processor's local state.
+const INSTANCE: &str = "test";
+const CHANNEL_0: &str = "kinesnow_test_orders_shardId-000000000000";
 
 fn config(standin: &Standin, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
+    config_of(standin, INSTANCE, extra)
+}
+
+/// The settings a PutSnowflake with instance id `instance` runs with.
+fn config_of(standin: &Standin, instance: &str, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
     let mut pairs: Vec<(&str, &str)> = vec![
+        ("PutSnowflake Instance", instance),
         ("Account Identifier", ACCOUNT),
         ("Snowflake URL Override", &standin.url),
         ("User", USER),
@@ -42,10 +53,15 @@ impl Sink {
 
     /// With `ca` (PEM) trusted besides the public web roots.
     fn start_trusting(config: &PutSnowflakeConfig, ca: Option<Vec<u8>>) -> Self {
+        Self::start_with(config, |s| s.extra_root_ca_pem = ca)
+    }
+
+    /// With the settings changed by `adjust` first.
+    fn start_with(config: &PutSnowflakeConfig, adjust: impl FnOnce(&mut SinkSettings)) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let mut settings = SinkSettings::from_config(config, 0);
         settings.status_interval = Duration::from_millis(100);
-        settings.extra_root_ca_pem = ca;
+        adjust(&mut settings);
         let engine = rt.block_on(async { SinkEngine::start(config, settings) }).unwrap();
         Self { rt, engine: Some(engine) }
     }
@@ -134,7 +150,7 @@ fn every_record_lands_once_and_a_replay_is_skipped_by_offset_token() {
     assert_eq!(routes(&outcomes, Route::Success), 120, "{outcomes:?}");
     assert_exactly_once(&standin, 120);
     let first = &outcomes[&1];
-    assert_eq!(first.channel, "kinesnow_orders_shardId-000000000000");
+    assert_eq!(first.channel, CHANNEL_0);
     assert_eq!(first.offset_token, "495900000000000100000000000000000000");
     let metadata = &standin.query(&format!("SELECT KINESISMETADATA AS M FROM {TABLE} WHERE N = 1"))[0]["M"];
     assert_eq!(metadata["shardedSequenceNumber"], "495900000000000100000000000000000000");
@@ -207,7 +223,7 @@ fn withheld_commits_time_out_and_are_sent_again_exactly_once() {
     let outcomes = sink.outcomes(40, Duration::from_secs(30));
     assert_eq!(routes(&outcomes, Route::Success), 40);
     assert_exactly_once(&standin, 40);
-    let opens = standin.requests("/channels/kinesnow_orders_shardId-000000000000").iter().filter(|r| r["method"] == "PUT").count();
+    let opens = standin.requests(&format!("/channels/{CHANNEL_0}")).iter().filter(|r| r["method"] == "PUT").count();
     assert!(opens >= 2, "the channel was reopened after the commit timeout ({opens} opens)");
 }
 
@@ -218,7 +234,7 @@ fn a_child_shards_rows_wait_until_its_parents_rows_are_committed() {
     let sink = Sink::start(&config(&standin, &[]));
     let (parent, child) = ("shardId-000000000000", "shardId-000000000002");
     // Snowflake is slow to commit the parent's channel; the child's FlowFiles come right after.
-    standin.fault(json!({"kind": "withhold_commits", "count": -1, "channel": format!("kinesnow_orders_{parent}")}));
+    standin.fault(json!({"kind": "withhold_commits", "count": -1, "channel": format!("kinesnow_test_orders_{parent}")}));
     sink.submit((1..=10).map(|i| record(i, parent, i as u64, json!({"n": i, "shard": parent}))).collect());
     let children: Vec<FlowFileIn> = (11..=20)
         .map(|i| {
@@ -231,7 +247,7 @@ fn a_child_shards_rows_wait_until_its_parents_rows_are_committed() {
     std::thread::sleep(Duration::from_secs(3));
     assert!(sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty());
     assert_eq!(sink.engine().held_for_parents(), 10, "the child's FlowFiles are held");
-    let child_rows = standin.requests(&format!("/channels/kinesnow_orders_{child}")).len();
+    let child_rows = standin.requests(&format!("/channels/kinesnow_test_orders_{child}")).len();
     assert_eq!(child_rows, 0, "the child's channel was not even opened while the parent's rows were uncommitted");
     standin.clear_faults();
     let outcomes = sink.outcomes(20, Duration::from_secs(30));
@@ -330,14 +346,16 @@ fn iceberg_metadata_is_structured_and_complete_even_for_lines_without_it() {
         "CREATE OR REPLACE ICEBERG TABLE {TABLE} (N NUMBER, D DATE, KINESISMETADATA OBJECT(stream STRING, shardId STRING, approximateArrival BIGINT, partitionKey STRING, sequenceNumber STRING, subSequenceNumber INTEGER, shardedSequenceNumber STRING))"
     ));
     let sink = Sink::start(&config(&standin, &[("Iceberg Enabled", "true")]));
-    // A LINE_DELIMITED FlowFile of USE_VALUE records: the lines carry no metadata of their own.
+    // A LINE_DELIMITED FlowFile of USE_VALUE records: the lines carry no metadata of their own (so
+    // their tokens are not exact: they go through the shard's at-least-once channel).
     let mut lines = record(1, "shardId-000000000000", 7, Value::Null);
     lines.content = b"{\"n\":1,\"d\":\"2024-10-15\"}\n{\"n\":2,\"d\":\"2024-10-16\"}\n".to_vec();
     lines.attributes.insert("record.count".into(), "2".into());
     sink.submit(vec![lines, record(2, "shardId-000000000001", 1, json!({"n": 3, "d": "2024-10-17"}))]);
     let outcomes = sink.outcomes(2, Duration::from_secs(20));
     assert!(outcomes.values().all(|o| o.route == Route::Success), "{outcomes:?}");
-    assert_eq!(outcomes[&1].offset_token, "495900000000000700000000000000000000");
+    assert_eq!(outcomes[&1].channel, format!("{CHANNEL_0}_atleastonce"));
+    assert_eq!(outcomes[&2].offset_token, "495900000000000100000000000000000000");
     let rows = standin.query(&format!("SELECT N, CAST(D AS VARCHAR) AS D, KINESISMETADATA AS M FROM {TABLE} ORDER BY N"));
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["D"], "2024-10-15");
@@ -450,6 +468,7 @@ fn a_snowflake_managed_token_file_is_used_as_it_is() {
     let file = std::env::temp_dir().join(format!("kinesnow-session-token-{}", std::process::id()));
     std::fs::write(&file, format!("{token}\n")).unwrap();
     let config = PutSnowflakeConfig::parse(&PropertyMap::from_pairs([
+        ("PutSnowflake Instance", INSTANCE),
         ("Account Identifier", ACCOUNT),
         ("Snowflake URL Override", standin.url.as_str()),
         ("Authentication Strategy", "SNOWFLAKE_MANAGED_TOKEN"),
@@ -500,4 +519,155 @@ fn a_named_pipe_is_used_when_destination_type_is_pipe() {
     assert_exactly_once(&standin, 3);
     let appends = standin.requests("/rows");
     assert!(!appends.is_empty() && appends.iter().all(|r| r["path"].as_str().unwrap().contains("/pipes/EVENTS_PIPE/")), "{appends:?}");
+}
+
+/// `[]` with a shard's attributes, as a filter or a JSON transform can leave it.
+fn empty_array(id: i64, shard: &str, seq: u64) -> FlowFileIn {
+    FlowFileIn { content: b"[]".to_vec(), ..record(id, shard, seq, Value::Null) }
+}
+
+/// Issue 15, defect 4. Before: the `[]` FlowFile reached the channel writer with no rows, and the
+/// writer panicked once the first FlowFile committed (`Pending::last_token`): 1 of 3 outcomes
+/// after 20 s, and the next submit for the shard panicked ("writers live as long as the engine").
+#[test]
+fn an_empty_flow_file_goes_to_empty_and_its_channel_keeps_working() {
+    let standin = Standin::start("empty", 100);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    let shard = "shardId-000000000000";
+    sink.submit(vec![record(1, shard, 1, json!({"n": 1})), empty_array(2, shard, 2), record(3, shard, 3, json!({"n": 3}))]);
+    let outcomes = sink.outcomes(3, Duration::from_secs(20));
+    assert_eq!(outcomes[&2].route, Route::Empty, "{:?}", outcomes[&2]);
+    assert_eq!((outcomes[&2].rows_sent, outcomes[&2].rows_skipped), (0, 0));
+    assert_eq!(routes(&outcomes, Route::Success), 2);
+    sink.submit(vec![record(4, shard, 4, json!({"n": 4})), empty_array(5, shard, 5)]);
+    let later = sink.outcomes(2, Duration::from_secs(20));
+    assert_eq!((later[&4].route, later[&5].route), (Route::Success, Route::Empty));
+    assert_exactly_once(&standin, 3);
+}
+
+/// Issue 15, defect 5. Before: two standalone NiFis with the same Channel Name Prefix shared the
+/// shard's channel; B loaded the shard's later records, then A's queued earlier ones were skipped
+/// as already committed (10 of 20 rows in the table).
+#[test]
+fn two_instances_never_share_a_channel_so_a_moved_shard_loses_nothing() {
+    let standin = Standin::start("instances", 100);
+    create_events(&standin, "");
+    let a = Sink::start(&config_of(&standin, "aaaa11112222", &[]));
+    let b = Sink::start(&config_of(&standin, "bbbb33334444", &[]));
+    let shard = "shardId-000000000000";
+    // The shard moved from A to B: B reads on from A's checkpoint while A still has FlowFiles queued.
+    b.submit((11..=20).map(|i| record(i, shard, i as u64, json!({"n": i, "shard": shard, "seq": i}))).collect());
+    let b_outcomes = b.outcomes(10, Duration::from_secs(20));
+    assert_eq!(routes(&b_outcomes, Route::Success), 10);
+    a.submit((1..=10).map(|i| record(i, shard, i as u64, json!({"n": i, "shard": shard, "seq": i}))).collect());
+    let outcomes = a.outcomes(10, Duration::from_secs(20));
+    assert_eq!(outcomes.values().map(|o| o.rows_skipped).sum::<u32>(), 0, "nothing of A's was skipped");
+    assert_exactly_once(&standin, 20);
+    assert_eq!(outcomes[&1].channel, "kinesnow_aaaa11112222_orders_shardId-000000000000");
+    assert_eq!(b_outcomes[&11].channel, "kinesnow_bbbb33334444_orders_shardId-000000000000");
+}
+
+/// A PutSnowflake started without an instance id would share its channels: it is refused.
+#[test]
+fn an_engine_without_an_instance_id_is_refused() {
+    let standin = Standin::start("noinstance", 100);
+    let mut config = config(&standin, &[]);
+    config.instance = None;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let err = rt.block_on(async { SinkEngine::start(&config, SinkSettings::from_config(&config, 0)) }).err().expect("refused");
+    assert!(err.to_string().contains("instance id"), "{err}");
+}
+
+/// Issue 15, defect 6. Before: SplitJson's children all carried the parent's last sequence number
+/// and got the same token, so after the first child committed the others were skipped (1 of 3
+/// rows loaded).
+#[test]
+fn split_children_are_loaded_at_least_once_and_leave_the_shards_token_alone() {
+    let standin = Standin::start("split-children", 100);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    let shard = "shardId-000000000000";
+    sink.submit(vec![record(1, shard, 10, json!({"n": 1}))]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(20))[&1].route, Route::Success);
+    // Children of an older record (sequence 5), one at a time, each after the previous committed.
+    for i in 2..=4 {
+        let mut child = record(i, shard, 5, json!({"n": i}));
+        child.attributes.extend([("fragment.identifier".to_string(), "f".to_string()), ("fragment.index".to_string(), (i - 2).to_string()), ("fragment.count".to_string(), "3".to_string())]);
+        sink.submit(vec![child]);
+        let o = &sink.outcomes(1, Duration::from_secs(20))[&i];
+        assert_eq!((o.route, o.rows_sent), (Route::Success, 1), "{o:?}");
+        assert_eq!(o.channel, format!("{CHANNEL_0}_atleastonce"));
+    }
+    assert_exactly_once(&standin, 4);
+    // The shard's exact channel still holds record 10's token: record 11 loads, a replay of 10 does not.
+    sink.submit(vec![record(5, shard, 11, json!({"n": 5})), record(6, shard, 10, json!({"n": 1}))]);
+    let outcomes = sink.outcomes(2, Duration::from_secs(20));
+    assert_eq!((outcomes[&5].rows_sent, outcomes[&6].rows_skipped), (1, 1));
+    assert_exactly_once(&standin, 5);
+}
+
+/// Issue 15, defect 6. Before: the stream's name alone named the channel, so a same-named stream
+/// in another region shared it and its record was skipped (1 of 2 rows).
+#[test]
+fn same_named_streams_of_two_regions_have_their_own_channels() {
+    let standin = Standin::start("regions", 100);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    for (i, region) in [(1, "us-east-1"), (2, "eu-west-1")] {
+        let mut ff = record(i, "shardId-000000000000", 5, json!({"n": i}));
+        ff.attributes.insert("aws.kinesis.region".into(), region.into());
+        sink.submit(vec![ff]);
+        let o = &sink.outcomes(1, Duration::from_secs(20))[&i];
+        assert_eq!(o.channel, format!("kinesnow_test_{region}_orders_shardId-000000000000"));
+    }
+    assert_exactly_once(&standin, 2);
+}
+
+/// Issue 15, defect 9. Before: a re-delivery that arrived while the original waited for its commit
+/// was compared with the committed token only and sent again (10 rows for 5 records).
+#[test]
+fn a_redelivery_while_the_original_waits_is_not_loaded_again() {
+    let standin = Standin::start("redelivery", 100);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[]));
+    standin.fault(json!({"kind": "withhold_commits", "count": -1}));
+    let shard = "shardId-000000000000";
+    sink.submit((1..=5).map(|i| record(i, shard, i as u64, json!({"n": i, "shard": shard, "seq": i}))).collect());
+    std::thread::sleep(Duration::from_millis(1500));
+    // NiFi rolled the session back and hands the same records over again under new ids.
+    sink.submit((1..=5).map(|i| record(i + 5, shard, i as u64, json!({"n": i, "shard": shard, "seq": i}))).collect());
+    std::thread::sleep(Duration::from_millis(1500));
+    standin.clear_faults();
+    let outcomes = sink.outcomes(10, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 10);
+    assert_eq!((6..=10).map(|i| outcomes[&i].rows_skipped).sum::<u32>(), 5, "the re-delivery sent nothing");
+    assert_exactly_once(&standin, 5);
+    let tokens: Vec<String> = standin.requests("/rows").iter().filter_map(|r| query_param(r, "offsetToken")).collect();
+    let mut sorted = tokens.clone();
+    sorted.sort_by_key(|t| (t.len(), t.clone()));
+    assert_eq!(tokens, sorted, "append tokens only grow");
+}
+
+/// Issue 15, defect 13. Before: a writer task and a status entry stayed for every channel ever
+/// used. Now idle writers retire, and a retired channel starts again with its next FlowFile.
+#[test]
+fn idle_writers_retire_with_their_status_entries_and_come_back() {
+    let standin = Standin::start("retire", 100);
+    create_events(&standin, "");
+    let sink = Sink::start_with(&config(&standin, &[]), |s| s.channel.idle_retire = Duration::from_millis(300));
+    sink.submit(records(4, 2, 1));
+    assert_eq!(routes(&sink.outcomes(8, Duration::from_secs(20)), Route::Success), 8);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sink.engine().channels_running() != (0, 0) {
+        assert!(Instant::now() < deadline, "writers still running: {:?}", sink.engine().channels_running());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Back: the channel reopens and its committed token still skips a replay.
+    let mut again = records(4, 3, 1);
+    again.iter_mut().take(8).for_each(|ff| ff.id += 100);
+    sink.submit(again);
+    let outcomes = sink.outcomes(12, Duration::from_secs(20));
+    assert_eq!(outcomes.values().map(|o| o.rows_skipped).sum::<u32>(), 8);
+    assert_exactly_once(&standin, 12);
 }

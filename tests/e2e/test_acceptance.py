@@ -37,6 +37,7 @@ import base64
 import glob
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -46,12 +47,25 @@ import pytest
 
 from kpl import aggregate
 from nifi_instance import NiFiInstance, free_port
-from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
+from services import AwsJsonError, dynamodb_call, dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
 import apply as flow  # noqa: E402
+
+
+# PutSnowflake's channels are <prefix>_<instance>_<region>_<stream>_<shard>; the instance id is the processor's own
+# (kept in its local state), the region ConsumeKinesis' (aws.kinesis.region).
+CHANNEL = re.compile(r"^kinesnow_(?P<instance>[0-9a-f]{12})_(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)_(?P<rest>.+)$")
+
+
+def without_instance(names: list[str]) -> list[str]:
+    """The channel names as kinesnow_<stream>_<shard>, once each is checked to carry one instance id and a region."""
+    matches = [CHANNEL.match(n) for n in names]
+    assert all(matches), names
+    assert len({m["instance"] for m in matches}) <= 1, f"one PutSnowflake, one instance id: {names}"
+    return [f"kinesnow_{m['rest']}" for m in matches]
 
 ACCOUNT = "kinesnow-local"
 USER = "KINESNOW"
@@ -243,7 +257,10 @@ def applied(env, name: str, stream: str, app: str, table: str, evolution: bool =
     env["apps"].append(app)
     ids = flow.apply(c, "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": env["sf"].url}, name,
                      context_suffix=f" [{name}]")
-    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream, "AWS Kinesis Application Name": app})
+    # The emulators' ports as this run has them (KINESIS_PORT, DYNAMODB_PORT), not the local context's defaults.
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream, "AWS Kinesis Application Name": app,
+                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
+                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
     c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": table.split(".")[-1],
                                                      "Schema Evolution Enabled": "true" if evolution else "false"})
     for pid in (ids["consumer"], ids["sink"]):
@@ -411,7 +428,7 @@ def test_every_record_once_in_key_order_across_split_restarts_and_kill_9(env):
     assert c.connection_queue_count(ids["parse_failure_queue"]) == 0
     assert sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"] == 0
     assert {"AMOUNT", "REGION", "KIND", "USER", "PHASE", "KINESISMETADATA"} <= set(table_columns(sf, table))
-    assert channels_of(sf, table) == [f"kinesnow_{stream}_{s}" for s in sorted([parent, "shardId-000000000001", *children])]
+    assert without_instance(channels_of(sf, table)) == [f"kinesnow_{stream}_{s}" for s in sorted([parent, "shardId-000000000001", *children])]
     env["main"] = {"ids": ids, "producer": producer, "table": table}
 
 
@@ -491,7 +508,8 @@ def test_a_parents_last_records_load_before_its_childrens_first(env):
     c.start_processor(ids["consumer"])
     c.start_processor(ids["sink"])
     assert wait_for_rows(sf, table, 300, 120) == 300
-    fault = sf.fault({"kind": "withhold_commits", "count": -1, "channel": f"kinesnow_{stream}_{parent}"})
+    parent_channel = next(n for n in channels_of(sf, table) if n.endswith(f"_{stream}_{parent}"))
+    fault = sf.fault({"kind": "withhold_commits", "count": -1, "channel": parent_channel})
     try:
         producer.put(300, phase=1)  # the parent's last records
         shard = next(s for s in wait_active(stream)["Shards"] if s["ShardId"] == parent)

@@ -7,18 +7,32 @@ import base64
 import glob
 import json
 import os
+import re
 import sys
 import time
 
 import pytest
 
 from nifi_instance import NiFiInstance, free_port
-from services import kinesis_call, local_services  # noqa: F401  (session fixture)
+from services import dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
 import apply as flow  # noqa: E402
+
+
+# PutSnowflake's channels are <prefix>_<instance>_<region>_<stream>_<shard>; the instance id is the processor's own
+# (kept in its local state), the region ConsumeKinesis' (aws.kinesis.region).
+CHANNEL = re.compile(r"^kinesnow_(?P<instance>[0-9a-f]{12})_(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)_(?P<rest>.+)$")
+
+
+def without_instance(names: list[str]) -> list[str]:
+    """The channel names as kinesnow_<stream>_<shard>, once each is checked to carry one instance id and a region."""
+    matches = [CHANNEL.match(n) for n in names]
+    assert all(matches), names
+    assert len({m["instance"] for m in matches}) <= 1, f"one PutSnowflake, one instance id: {names}"
+    return [f"kinesnow_{m['rest']}" for m in matches]
 
 ACCOUNT = "kinesnow-local"
 USER = "KINESNOW"
@@ -76,8 +90,11 @@ def applied(env, name: str, stream: str) -> dict:
     c = env["nifi"].client
     ids = flow.apply(c, "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": env["sf"].url}, name,
                      context_suffix=f" [{name}]")
+    # The emulators' ports as this run has them (KINESIS_PORT, DYNAMODB_PORT), not the local context's defaults.
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
-                                                "AWS Kinesis Application Name": f"{stream}-app"})
+                                                "AWS Kinesis Application Name": f"{stream}-app",
+                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
+                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
     return ids
 
 
@@ -121,7 +138,7 @@ def test_every_record_lands_once_across_stop_start_and_kill_9(env):
     assert metadata["stream"] == stream and metadata["shardId"].startswith("shardId-")
     assert len(metadata["shardedSequenceNumber"]) > 20
     channels = sf.admin("GET", "/admin/channels")["channels"]
-    names = sorted(ch["channel_name"] for ch in channels)
+    names = without_instance(sorted(ch["channel_name"] for ch in channels))
     assert names == [f"kinesnow_{stream}_shardId-000000000000", f"kinesnow_{stream}_shardId-000000000001"], names
 
 
@@ -157,7 +174,9 @@ def test_the_versioned_flow_definition_imports_and_delivers(env):
     ids = flow.import_definition(c, os.path.join(REPO, "parameter-contexts", "flow", "kinesis-to-snowflake.json"),
                                  "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": sf.url}, "from-definition")
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
-                                                "AWS Kinesis Application Name": f"{stream}-app"})
+                                                "AWS Kinesis Application Name": f"{stream}-app",
+                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
+                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
     assert set(ids["connections"]) >= {"success", "parse.failure", "failure"}, ids["connections"]
     for pid in (ids["consumer"], ids["sink"]):
         v = c.processor_validation(pid)

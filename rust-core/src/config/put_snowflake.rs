@@ -26,8 +26,9 @@ pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
 pub const MAX_LATENCY: &str = "Max Latency";
 pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
 pub const MAX_IN_FLIGHT_SIZE: &str = "Max In-Flight Size";
-/// Not a property: the NiFi cluster node this processor runs on, passed by Java when clustered.
-pub const CLUSTER_NODE: &str = "NiFi Cluster Node";
+/// Not a property: this PutSnowflake's own id, which Java keeps in the processor's local state and
+/// passes on every start. It is part of every channel name (see `snowflake::naming`).
+pub const INSTANCE: &str = "PutSnowflake Instance";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     ACCOUNT_IDENTIFIER,
@@ -89,6 +90,8 @@ pub struct PutSnowflakeConfig {
     pub iceberg: bool,
     pub schema_evolution: bool,
     pub channel_prefix: String,
+    /// This processor instance's id (`INSTANCE`); the engine refuses to start without one.
+    pub instance: Option<String>,
     pub max_batch_size: u64,
     pub max_latency: Duration,
     pub commit_timeout: Duration,
@@ -134,7 +137,7 @@ impl PutSnowflakeConfig {
         if !channel_prefix.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
             r.problem(CHANNEL_PREFIX, format!("'{channel_prefix}' may only hold letters, digits, '_' and '-'"));
         }
-        let channel_prefix = with_cluster_node(channel_prefix, r.optional(CLUSTER_NODE).as_deref());
+        let instance = r.optional(INSTANCE);
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
         let max_latency = r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
         let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
@@ -154,6 +157,7 @@ impl PutSnowflakeConfig {
             iceberg,
             schema_evolution,
             channel_prefix,
+            instance,
             max_batch_size,
             max_latency,
             commit_timeout,
@@ -240,30 +244,19 @@ fn check_pem(r: &mut Reader, property: &str, pem: &str, has_password: bool) {
     }
 }
 
-/// In a NiFi cluster each node writes to its own channels (`<prefix>_<node>_...`): when a shard
-/// moves to another node (failover, rebalancing), FlowFiles of it still queued on the old node load
-/// into the old node's channel instead of being skipped as older than the new node's offset tokens.
-/// A node keeps its address across restarts, so replays on one node still dedupe by offset token.
-fn with_cluster_node(prefix: String, node: Option<&str>) -> String {
-    match node.map(str::trim).filter(|n| !n.is_empty()) {
-        Some(node) => {
-            let safe: String = node.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-            format!("{prefix}_{safe}")
-        }
-        None => prefix,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
-    fn cluster_nodes_get_their_own_channels() {
-        assert_eq!(with_cluster_node("kinesnow".into(), Some("nifi-2.example:8443")), "kinesnow_nifi_2_example_8443");
-        assert_eq!(with_cluster_node("kinesnow".into(), None), "kinesnow");
-        assert_eq!(with_cluster_node("kinesnow".into(), Some(" ")), "kinesnow");
+    fn the_instance_id_is_read_from_its_fact() {
+        let mut p = minimal();
+        assert_eq!(parse(p.clone()).unwrap().instance, None, "validation runs without it");
+        p.push((INSTANCE, "3f2a9c01b7de"));
+        let c = parse(p).unwrap();
+        assert_eq!(c.instance.as_deref(), Some("3f2a9c01b7de"));
+        assert_eq!(c.channel_prefix, "kinesnow", "the prefix stays as set");
     }
-    use super::*;
 
     /// Shape only (a truncated body): the rules look at the armour, not the key.
     const KEY: &str = concat!("-----BEGIN ", "PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n");

@@ -1,16 +1,22 @@
 //! The Snowpipe Streaming v2 client behind PutSnowflake: authentication (`auth`), the REST calls
-//! (`api`), FlowFile-to-row mapping (`rows`), offset tokens (`offset`), one writer per channel
-//! (`channel`), commit tracking (`status`) and the engine Java talks to (`sink`).
+//! (`api`), FlowFile-to-row mapping (`rows`), offset tokens (`offset`), channel names (`naming`),
+//! a channel's bookkeeping (`book`) and its writer task (`channel`), the running writers
+//! (`writers`, watched through `supervise`), parent-before-child (`lineage`), commit tracking
+//! (`status`) and the engine Java talks to (`sink`).
 
 pub mod api;
 pub mod auth;
+pub mod book;
 pub mod channel;
 pub mod lineage;
+pub mod naming;
 pub mod offset;
 pub mod rows;
 pub mod sink;
 pub mod status;
+pub mod supervise;
+pub mod writers;
 
-pub use channel::{Outcome, Route};
+pub use book::{Outcome, Route};
 pub use rows::FlowFileIn;
 pub use sink::{SinkEngine, SinkError, SinkSettings};

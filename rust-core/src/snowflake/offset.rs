@@ -55,6 +55,27 @@ impl OffsetToken {
     pub fn is_part(&self) -> bool {
         self.part.is_some()
     }
+
+    /// The smallest whole token above this one (the number plus one): what a channel whose
+    /// tokens the processor assigns itself uses next.
+    pub fn successor(&self) -> Self {
+        let mut digits = self.number.clone().into_bytes();
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if digits[i] == b'9' {
+                digits[i] = b'0';
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+        Self { number: String::from_utf8(digits).expect("ASCII digits"), part: None }
+    }
 }
 
 pub fn sharded_sequence_number(sequence: &str, sub_sequence: u64) -> String {
@@ -118,6 +139,16 @@ mod tests {
         let c = OffsetToken::sharded("4960", 0).unwrap();
         assert!(a < b && b < c);
         assert_eq!(sharded_sequence_number("4959", 2), "495900000000000000000002");
+    }
+
+    #[test]
+    fn a_successor_is_the_next_whole_number() {
+        assert_eq!(t("0").successor(), t("1"));
+        assert_eq!(t("199").successor(), t("200"));
+        assert_eq!(t("999").successor().to_string(), "1000");
+        assert_eq!(t("100:3").successor(), t("101"));
+        let big = t("49590338271490256608559692538361571095921575989136588898");
+        assert!(big.successor() > big);
     }
 
     #[test]

@@ -1,11 +1,27 @@
 //! Turns a FlowFile into the rows PutSnowflake sends: JSON objects whose first-level keys are the
-//! columns, each with the offset token of the record it came from.
+//! columns, each with the offset token of the record it came from, and decides whether those tokens
+//! are exact.
 //!
 //! Content may be one JSON object, a JSON array of objects, or newline-delimited objects (what
-//! ConsumeKinesis writes). A `kinesisMetadata` object is added from the FlowFile's attributes when
-//! the rows do not carry one; in Iceberg mode it always holds every declared field, null where
-//! unknown, because a structured OBJECT column rejects missing fields. Anything that is not a JSON
-//! object makes the whole FlowFile invalid, before a byte is sent.
+//! ConsumeKinesis writes). Content without any object (empty, blank, `[]`) is [`Prepared::Empty`].
+//! A `kinesisMetadata` object is added from the FlowFile's attributes when the rows do not carry
+//! one; in Iceberg mode it always holds every declared field, null where unknown, because a
+//! structured OBJECT column rejects missing fields. Anything that is not a JSON object makes the
+//! whole FlowFile invalid, before a byte is sent.
+//!
+//! **Exact tokens.** A shard's rows are loaded exactly once only when each row's token names one
+//! Kinesis record and no other row anywhere has it. That holds when
+//! - every row carries `kinesisMetadata.shardedSequenceNumber` of its shard, strictly increasing
+//!   within the FlowFile (ConsumeKinesis' Inject Metadata and Use Wrapper), or
+//! - the FlowFile is evidently one whole record as ConsumeKinesis wrote it: `record.count` is 1, no
+//!   `fragment.*` attribute (SplitJson, SplitText, SplitRecord and their kin set them), and the
+//!   first and last sequence numbers, when both are given, agree. Its rows then share the record's
+//!   `shardedSequenceNumber` in parts (see `offset`).
+//!
+//! Any other FlowFile (a split child, several records without per-record metadata, missing or
+//! malformed sequence attributes, not from Kinesis) is [`Delivery::AtLeastOnce`]: it goes through a
+//! channel whose tokens the processor assigns itself, so it is never skipped and never moves an
+//! exact channel's committed token.
 
 use std::collections::HashMap;
 
@@ -14,18 +30,35 @@ use serde_json::{Map, Value};
 use super::offset::{sharded_sequence_number, OffsetToken};
 
 pub const ATTR_STREAM: &str = "aws.kinesis.stream.name";
+pub const ATTR_REGION: &str = "aws.kinesis.region";
 pub const ATTR_SHARD: &str = "aws.kinesis.shard.id";
 pub const ATTR_PARTITION_KEY: &str = "aws.kinesis.partition.key";
+pub const ATTR_FIRST_SEQUENCE: &str = "aws.kinesis.first.sequence.number";
+pub const ATTR_FIRST_SUB: &str = "aws.kinesis.first.subsequence.number";
 pub const ATTR_LAST_SEQUENCE: &str = "aws.kinesis.last.sequence.number";
 pub const ATTR_LAST_SUB: &str = "aws.kinesis.last.subsequence.number";
 pub const ATTR_ARRIVAL_MS: &str = "aws.kinesis.approximate.arrival.timestamp.ms";
 pub const ATTR_RECORD_COUNT: &str = "record.count";
 /// The shard's parents (comma-separated) when it was created by a split or merge.
 pub const ATTR_PARENT_SHARDS: &str = "aws.kinesis.parent.shard.ids";
+/// What NiFi's split processors set on each piece (`fragment.identifier`, `.index`, `.count`).
+pub const FRAGMENT_PREFIX: &str = "fragment.";
 
-/// The attributes PutSnowflake reads; Java passes only these across JNI.
-pub const ATTRIBUTES: &[&str] =
-    &[ATTR_STREAM, ATTR_SHARD, ATTR_PARTITION_KEY, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB, ATTR_ARRIVAL_MS, ATTR_RECORD_COUNT, ATTR_PARENT_SHARDS];
+/// The attributes PutSnowflake reads; Java passes every `aws.kinesis.*` and `fragment.*` attribute
+/// and `record.count` across JNI.
+pub const ATTRIBUTES: &[&str] = &[
+    ATTR_STREAM,
+    ATTR_REGION,
+    ATTR_SHARD,
+    ATTR_PARTITION_KEY,
+    ATTR_FIRST_SEQUENCE,
+    ATTR_FIRST_SUB,
+    ATTR_LAST_SEQUENCE,
+    ATTR_LAST_SUB,
+    ATTR_ARRIVAL_MS,
+    ATTR_RECORD_COUNT,
+    ATTR_PARENT_SHARDS,
+];
 
 pub const METADATA_KEY: &str = "kinesisMetadata";
 /// The fields of `kinesisMetadata`, as NiFi's ConsumeKinesis and Openflow's Kinesis connector name them.
@@ -40,23 +73,35 @@ pub struct FlowFileIn {
     pub content: Vec<u8>,
 }
 
-/// Where a FlowFile's records came from: a Kinesis shard (exactly-once by offset token), or
-/// anywhere else (tokens from a counter: at-least-once across replays).
+/// Where a FlowFile's records came from: a Kinesis shard (named by region when known, stream and
+/// shard id), or anywhere else.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
-    Shard { stream: String, shard_id: String },
+    Shard { region: Option<String>, stream: String, shard_id: String },
     Direct,
+}
+
+/// How a FlowFile's rows are delivered, which decides the channel they take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// The rows' tokens are exact: rows at or below the channel's tokens are not sent again.
+    ExactlyOnce,
+    /// The rows have no exact tokens: the channel assigns fresh ones, a replay loads them again.
+    AtLeastOnce,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     pub json: Vec<u8>,
+    /// For [`Delivery::AtLeastOnce`] rows a placeholder, replaced by the channel.
     pub token: OffsetToken,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prepared {
-    Rows { source: Source, rows: Vec<Row> },
+    Rows { source: Source, delivery: Delivery, rows: Vec<Row> },
+    /// No JSON object at all (empty, blank or `[]`): nothing to send.
+    Empty,
     /// Not sent: why the content is not rows.
     Invalid(String),
 }
@@ -67,39 +112,26 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    /// `direct_token` is the next counter value, used only when the FlowFile is not from a shard.
-    pub fn prepare(&self, flow_file: &FlowFileIn, direct_token: impl FnOnce() -> u64) -> Prepared {
-        let objects = match objects(&flow_file.content) {
+    pub fn prepare(&self, flow_file: &FlowFileIn) -> Prepared {
+        let mut objects = match objects(&flow_file.content) {
+            Ok(objects) if objects.is_empty() => return Prepared::Empty,
             Ok(objects) => objects,
             Err(reason) => return Prepared::Invalid(reason),
         };
         let attrs = &flow_file.attributes;
         let source = match (attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
-            (Some(stream), Some(shard)) => Source::Shard { stream: stream.clone(), shard_id: shard.clone() },
+            (Some(stream), Some(shard)) => Source::Shard {
+                region: attrs.get(ATTR_REGION).map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()),
+                stream: stream.clone(),
+                shard_id: shard.clone(),
+            },
             _ => Source::Direct,
         };
-        let flow_file_token = match &source {
-            Source::Shard { .. } => match shard_token(attrs) {
-                Ok(token) => token,
-                Err(reason) => return Prepared::Invalid(reason),
-            },
-            Source::Direct => OffsetToken::from_counter(direct_token()),
-        };
+        let (delivery, tokens) = tokens(&source, attrs, &objects);
         let single = objects.len() == 1;
-        let mut objects = objects;
-        let own_tokens = match &source {
-            Source::Shard { .. } => row_tokens(&objects),
-            Source::Direct => None,
-        };
-        let count = objects.len() as u64;
         let mut rows = Vec::with_capacity(objects.len());
-        for (i, parsed) in objects.iter_mut().enumerate() {
+        for (parsed, token) in objects.iter_mut().zip(tokens) {
             let changed = self.add_metadata(&mut parsed.object, &source, attrs, single);
-            let token = match &own_tokens {
-                Some(tokens) => tokens[i].clone(),
-                None if i as u64 + 1 == count => flow_file_token.clone(),
-                None => flow_file_token.part(i as u64 + 1),
-            };
             // A row that needs no change is sent as it came, without writing it out again.
             let json = match parsed.line {
                 Some(line) if !changed => line.to_vec(),
@@ -107,12 +139,12 @@ impl Mapping {
             };
             rows.push(Row { json, token });
         }
-        Prepared::Rows { source, rows }
+        Prepared::Rows { source, delivery, rows }
     }
 
     /// Adds or completes `kinesisMetadata`; returns whether the object changed.
     fn add_metadata(&self, object: &mut Map<String, Value>, source: &Source, attrs: &HashMap<String, String>, single: bool) -> bool {
-        let Source::Shard { stream, shard_id } = source else { return false };
+        let Source::Shard { stream, shard_id, .. } = source else { return false };
         let mut changed = !object.contains_key(METADATA_KEY);
         let metadata = object.entry(METADATA_KEY).or_insert_with(|| {
             let mut m = Map::new();
@@ -149,23 +181,58 @@ impl Mapping {
     }
 }
 
-/// The FlowFile's last `shardedSequenceNumber`, from ConsumeKinesis' attributes.
-fn shard_token(attrs: &HashMap<String, String>) -> Result<OffsetToken, String> {
-    let sequence = attrs
-        .get(ATTR_LAST_SEQUENCE)
-        .ok_or_else(|| format!("the FlowFile names a shard but has no {ATTR_LAST_SEQUENCE} attribute"))?;
-    let sub = match attrs.get(ATTR_LAST_SUB) {
-        Some(s) => s.parse::<u64>().map_err(|_| format!("{ATTR_LAST_SUB} '{s}' is not a number"))?,
-        None => 0,
-    };
-    OffsetToken::sharded(sequence, sub).ok_or_else(|| format!("{ATTR_LAST_SEQUENCE} '{sequence}' is not a Kinesis sequence number"))
+/// The rows' delivery and tokens (see the module comment for the rule).
+fn tokens(source: &Source, attrs: &HashMap<String, String>, objects: &[Parsed<'_>]) -> (Delivery, Vec<OffsetToken>) {
+    if let Source::Shard { stream, shard_id, .. } = source {
+        if let Some(tokens) = row_tokens(objects, stream, shard_id) {
+            return (Delivery::ExactlyOnce, tokens);
+        }
+        if let Some(record) = whole_record_token(attrs) {
+            let count = objects.len() as u64;
+            let tokens = (1..=count).map(|done| if done == count { record.clone() } else { record.part(done) }).collect();
+            return (Delivery::ExactlyOnce, tokens);
+        }
+    }
+    (Delivery::AtLeastOnce, vec![OffsetToken::from_counter(0); objects.len()])
 }
 
-/// Per-row tokens when every row carries `kinesisMetadata.shardedSequenceNumber` and they grow.
-fn row_tokens(objects: &[Parsed<'_>]) -> Option<Vec<OffsetToken>> {
+/// The token of the one record a FlowFile holds, when its attributes show it whole as
+/// ConsumeKinesis wrote it: `record.count` 1, no `fragment.*`, first and last sequence agreeing.
+fn whole_record_token(attrs: &HashMap<String, String>) -> Option<OffsetToken> {
+    if attrs.keys().any(|k| k.starts_with(FRAGMENT_PREFIX)) {
+        return None;
+    }
+    if attrs.get(ATTR_RECORD_COUNT).and_then(|c| c.trim().parse::<u64>().ok()) != Some(1) {
+        return None;
+    }
+    let last = attrs.get(ATTR_LAST_SEQUENCE)?;
+    let last_sub = match attrs.get(ATTR_LAST_SUB) {
+        Some(s) => s.parse::<u64>().ok()?,
+        None => 0,
+    };
+    if let Some(first) = attrs.get(ATTR_FIRST_SEQUENCE) {
+        let first_sub = match attrs.get(ATTR_FIRST_SUB) {
+            Some(s) => s.parse::<u64>().ok()?,
+            None => 0,
+        };
+        if first != last || first_sub != last_sub {
+            return None;
+        }
+    }
+    OffsetToken::sharded(last, last_sub)
+}
+
+/// Per-row tokens when every row carries `kinesisMetadata.shardedSequenceNumber` of this shard
+/// (a `stream` or `shardId` it names must be this FlowFile's) and they grow.
+fn row_tokens(objects: &[Parsed<'_>], stream: &str, shard_id: &str) -> Option<Vec<OffsetToken>> {
     let mut tokens: Vec<OffsetToken> = Vec::with_capacity(objects.len());
     for parsed in objects {
-        let text = parsed.object.get(METADATA_KEY)?.get("shardedSequenceNumber")?.as_str()?;
+        let metadata = parsed.object.get(METADATA_KEY)?;
+        let names_other = |field: &str, ours: &str| metadata.get(field).is_some_and(|v| v.as_str() != Some(ours));
+        if names_other("stream", stream) || names_other("shardId", shard_id) {
+            return None;
+        }
+        let text = metadata.get("shardedSequenceNumber")?.as_str()?;
         let token = OffsetToken::parse(text).filter(|t| !t.is_part())?;
         if tokens.last().is_some_and(|last| *last >= token) {
             return None;
@@ -181,7 +248,8 @@ struct Parsed<'a> {
     line: Option<&'a [u8]>,
 }
 
-/// The JSON objects of the content: one object, an array of objects, or one object per line.
+/// The JSON objects of the content (none for empty, blank or `[]` content): one object, an array
+/// of objects, or one object per line.
 fn objects(content: &[u8]) -> Result<Vec<Parsed<'_>>, String> {
     if std::str::from_utf8(content).is_err() {
         return Err("the content is not UTF-8 text, so it is not JSON".into());
@@ -213,9 +281,6 @@ fn objects(content: &[u8]) -> Result<Vec<Parsed<'_>>, String> {
             Ok(other) => return Err(format!("line {} is a JSON {}, not an object", n + 1, kind(&other))),
             Err(e) => return Err(format!("line {} is not JSON: {e}", n + 1)),
         }
-    }
-    if objects.is_empty() {
-        return Err("the content holds no JSON object".into());
     }
     Ok(objects)
 }
@@ -250,14 +315,23 @@ mod tests {
         (ATTR_LAST_SEQUENCE, "4960"),
         (ATTR_LAST_SUB, "3"),
         (ATTR_ARRIVAL_MS, "1700000000000"),
+        (ATTR_RECORD_COUNT, "1"),
     ];
 
     fn rows(p: Prepared) -> (Source, Vec<(Value, String)>) {
         match p {
-            Prepared::Rows { source, rows } => {
+            Prepared::Rows { source, rows, delivery } => {
+                assert_eq!(delivery, Delivery::ExactlyOnce, "{source:?}");
                 (source, rows.into_iter().map(|r| (serde_json::from_slice(&r.json).unwrap(), r.token.to_string())).collect())
             }
-            Prepared::Invalid(reason) => panic!("invalid: {reason}"),
+            other => panic!("expected rows, got {other:?}"),
+        }
+    }
+
+    fn delivery(p: Prepared) -> Delivery {
+        match p {
+            Prepared::Rows { delivery, .. } => delivery,
+            other => panic!("expected rows, got {other:?}"),
         }
     }
 
@@ -272,8 +346,8 @@ mod tests {
 
     #[test]
     fn a_single_record_gets_its_metadata_and_token_from_the_attributes() {
-        let (source, rows) = rows(PLAIN.prepare(&flow_file(r#"{"id":1}"#, SHARD), || unreachable!()));
-        assert_eq!(source, Source::Shard { stream: "orders".into(), shard_id: "shardId-000000000001".into() });
+        let (source, rows) = rows(PLAIN.prepare(&flow_file(r#"{"id":1}"#, SHARD)));
+        assert_eq!(source, Source::Shard { region: None, stream: "orders".into(), shard_id: "shardId-000000000001".into() });
         let (row, token) = &rows[0];
         assert_eq!(token, "496000000000000000000003");
         assert_eq!(row["kinesisMetadata"]["partitionKey"], "pk-7");
@@ -285,7 +359,7 @@ mod tests {
     #[test]
     fn lines_with_their_own_metadata_keep_it_and_use_its_tokens() {
         let content = "{\"a\":1,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"495900000000000000000000\"}}\r\n\n{\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}}\n";
-        let (_, rows) = rows(PLAIN.prepare(&flow_file(content, SHARD), || unreachable!()));
+        let (_, rows) = rows(PLAIN.prepare(&flow_file(content, SHARD)));
         let tokens: Vec<_> = rows.iter().map(|r| r.1.as_str()).collect();
         assert_eq!(tokens, ["495900000000000000000000", "496000000000000000000003"]);
         assert!(rows[0].0["kinesisMetadata"].get("partitionKey").is_none(), "attributes of the first record must not be copied");
@@ -295,7 +369,7 @@ mod tests {
     fn rows_needing_no_change_are_sent_as_they_came() {
         let line = r#"{"z":1,"a":2.50,"kinesisMetadata":{"shardedSequenceNumber":"495900000000000000000000"}}"#;
         let content = format!("{line}\r\n{{\"b\":1}}\n");
-        match PLAIN.prepare(&flow_file(&content, SHARD), || unreachable!()) {
+        match PLAIN.prepare(&flow_file(&content, SHARD)) {
             Prepared::Rows { rows, .. } => {
                 assert_eq!(rows[0].json, line.as_bytes(), "key order and number text kept");
                 assert_ne!(rows[1].json, br#"{"b":1}"#.to_vec(), "metadata was added to the second");
@@ -303,7 +377,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let pretty = "{\n  \"a\": 1\n}";
-        match PLAIN.prepare(&flow_file(pretty, &[]), || 5) {
+        match PLAIN.prepare(&flow_file(pretty, &[])) {
             Prepared::Rows { rows, .. } => assert_eq!(rows[0].json, br#"{"a":1}"#.to_vec(), "a multi-line object is written on one line"),
             other => panic!("{other:?}"),
         }
@@ -311,7 +385,7 @@ mod tests {
 
     #[test]
     fn lines_without_metadata_share_the_flow_file_token_in_parts() {
-        let (_, rows) = rows(PLAIN.prepare(&flow_file("{\"a\":1}\n{\"a\":2}\n{\"a\":3}", SHARD), || unreachable!()));
+        let (_, rows) = rows(PLAIN.prepare(&flow_file("{\"a\":1}\n{\"a\":2}\n{\"a\":3}", SHARD)));
         let tokens: Vec<_> = rows.iter().map(|r| r.1.as_str()).collect();
         assert_eq!(tokens, ["496000000000000000000003:1", "496000000000000000000003:2", "496000000000000000000003"]);
         assert_eq!(rows[1].0["kinesisMetadata"], serde_json::json!({"stream":"orders","shardId":"shardId-000000000001"}));
@@ -319,7 +393,7 @@ mod tests {
 
     #[test]
     fn iceberg_metadata_carries_every_field() {
-        let (_, rows) = rows(Mapping { iceberg: true }.prepare(&flow_file("{\"a\":1}\n{\"a\":2}", SHARD), || unreachable!()));
+        let (_, rows) = rows(Mapping { iceberg: true }.prepare(&flow_file("{\"a\":1}\n{\"a\":2}", SHARD)));
         let metadata = rows[0].0["kinesisMetadata"].as_object().unwrap();
         for field in METADATA_FIELDS {
             assert!(metadata.contains_key(*field), "{field}");
@@ -328,29 +402,44 @@ mod tests {
     }
 
     #[test]
-    fn other_flow_files_are_direct_with_counter_tokens_and_no_metadata() {
-        let (source, rows) = rows(PLAIN.prepare(&flow_file(r#"[{"a":1},{"b":2}]"#, &[]), || 77));
-        assert_eq!(source, Source::Direct);
-        assert_eq!(rows[0].1, "77:1");
-        assert_eq!(rows[1].1, "77");
-        assert!(rows[0].0.get("kinesisMetadata").is_none());
+    fn other_flow_files_are_direct_at_least_once_and_without_metadata() {
+        match PLAIN.prepare(&flow_file(r#"[{"a":1},{"b":2}]"#, &[])) {
+            Prepared::Rows { source, delivery, rows } => {
+                assert_eq!(source, Source::Direct);
+                assert_eq!(delivery, Delivery::AtLeastOnce);
+                assert_eq!(rows.len(), 2);
+                assert!(!rows[0].json.windows(15).any(|w| w == b"kinesisMetadata"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn pretty_printed_objects_are_one_row() {
-        let (_, rows) = rows(PLAIN.prepare(&flow_file("{\n  \"a\": 1\n}\n", &[]), || 1));
-        assert_eq!(rows.len(), 1);
+        match PLAIN.prepare(&flow_file("{\n  \"a\": 1\n}\n", &[])) {
+            Prepared::Rows { rows, .. } => assert_eq!(rows.len(), 1),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn non_objects_make_the_flow_file_invalid_with_the_place() {
-        assert_eq!(invalid(PLAIN.prepare(&flow_file("42", &[]), || 1)), "the content is a JSON number, not an object");
-        assert_eq!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n[1]", &[]), || 1)), "line 2 is a JSON array, not an object");
-        assert!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n{oops", &[]), || 1)).starts_with("line 2 is not JSON"));
-        assert_eq!(invalid(PLAIN.prepare(&flow_file("\n \n", &[]), || 1)), "the content holds no JSON object");
+        assert_eq!(invalid(PLAIN.prepare(&flow_file("42", &[]))), "the content is a JSON number, not an object");
+        assert_eq!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n[1]", &[]))), "line 2 is a JSON array, not an object");
+        assert!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n{oops", &[]))).starts_with("line 2 is not JSON"));
         let bad = FlowFileIn { id: 1, attributes: HashMap::new(), content: vec![b'{', 0xff, b'}'] };
-        assert_eq!(invalid(PLAIN.prepare(&bad, || 1)), "the content is not UTF-8 text, so it is not JSON");
-        assert_eq!(invalid(PLAIN.prepare(&flow_file(r#"[{"a":1},2]"#, &[]), || 1)), "array element 2 is a JSON number, not an object");
+        assert_eq!(invalid(PLAIN.prepare(&bad)), "the content is not UTF-8 text, so it is not JSON");
+        assert_eq!(invalid(PLAIN.prepare(&flow_file(r#"[{"a":1},2]"#, &[]))), "array element 2 is a JSON number, not an object");
+    }
+
+    /// Issue 15, defect 4: `[]` used to become a FlowFile of no rows, which the channel writer
+    /// panicked on.
+    #[test]
+    fn content_without_any_object_is_empty_not_rows() {
+        for content in ["[]", " [ ]\n", "", "\n \r\n"] {
+            assert_eq!(PLAIN.prepare(&flow_file(content, SHARD)), Prepared::Empty, "{content:?}");
+            assert_eq!(PLAIN.prepare(&flow_file(content, &[])), Prepared::Empty, "{content:?}");
+        }
     }
 
     /// Found by the snowflake_rows fuzz target: a sequence attribute ending in ':' gave the FlowFile
@@ -364,8 +453,55 @@ mod tests {
     }
 
     #[test]
-    fn a_shard_flow_file_without_sequence_attributes_is_invalid() {
-        let attrs = &[(ATTR_STREAM, "s"), (ATTR_SHARD, "shardId-0")];
-        assert!(invalid(PLAIN.prepare(&flow_file("{}", attrs), || 1)).contains(ATTR_LAST_SEQUENCE));
+    fn a_shard_flow_file_without_usable_sequence_attributes_is_at_least_once() {
+        let attrs = &[(ATTR_STREAM, "s"), (ATTR_SHARD, "shardId-0"), (ATTR_RECORD_COUNT, "1")];
+        assert_eq!(delivery(PLAIN.prepare(&flow_file("{}", attrs))), Delivery::AtLeastOnce);
+        let mut bad: Vec<_> = SHARD.to_vec();
+        bad.retain(|(k, _)| *k != ATTR_LAST_SEQUENCE);
+        bad.push((ATTR_LAST_SEQUENCE, "49x"));
+        assert_eq!(delivery(PLAIN.prepare(&flow_file("{}", &bad))), Delivery::AtLeastOnce);
+    }
+
+    /// Issue 15, defect 6: the children of SplitJson/SplitText/SplitRecord all carry the parent's
+    /// last sequence number; each used to get that same token, so all but the first were skipped.
+    #[test]
+    fn split_children_and_multi_record_flow_files_without_metadata_are_at_least_once() {
+        let mut child: Vec<_> = SHARD.to_vec();
+        child.extend([("fragment.identifier", "f1"), ("fragment.index", "1"), ("fragment.count", "3")]);
+        assert_eq!(delivery(PLAIN.prepare(&flow_file(r#"{"a":1}"#, &child))), Delivery::AtLeastOnce);
+        // Several records, no per-record metadata: ConsumeKinesis may batch them differently on a replay.
+        let mut batch: Vec<_> = SHARD.iter().copied().filter(|(k, _)| *k != ATTR_RECORD_COUNT).collect();
+        batch.push((ATTR_RECORD_COUNT, "2"));
+        assert_eq!(delivery(PLAIN.prepare(&flow_file("{\"a\":1}\n{\"a\":2}", &batch))), Delivery::AtLeastOnce);
+        // record.count missing: not evidently as ConsumeKinesis wrote it.
+        let unknown: Vec<_> = SHARD.iter().copied().filter(|(k, _)| *k != ATTR_RECORD_COUNT).collect();
+        assert_eq!(delivery(PLAIN.prepare(&flow_file(r#"{"a":1}"#, &unknown))), Delivery::AtLeastOnce);
+        // One record according to record.count, but first and last sequence numbers differ.
+        let mut span: Vec<_> = SHARD.to_vec();
+        span.push((ATTR_FIRST_SEQUENCE, "4950"));
+        assert_eq!(delivery(PLAIN.prepare(&flow_file(r#"{"a":1}"#, &span))), Delivery::AtLeastOnce);
+        let mut same: Vec<_> = SHARD.to_vec();
+        same.extend([(ATTR_FIRST_SEQUENCE, "4960"), (ATTR_FIRST_SUB, "3")]);
+        assert_eq!(delivery(PLAIN.prepare(&flow_file(r#"{"a":1}"#, &same))), Delivery::ExactlyOnce);
+    }
+
+    #[test]
+    fn split_children_with_their_own_metadata_keep_exact_tokens() {
+        let mut child: Vec<_> = SHARD.to_vec();
+        child.extend([("fragment.index", "2"), ("fragment.count", "3")]);
+        let line = r#"{"a":2,"kinesisMetadata":{"shardId":"shardId-000000000001","shardedSequenceNumber":"495800000000000000000000"}}"#;
+        let (_, rows) = rows(PLAIN.prepare(&flow_file(line, &child)));
+        assert_eq!(rows[0].1, "495800000000000000000000");
+        // Metadata of another shard is not this shard's token.
+        let other = r#"{"a":2,"kinesisMetadata":{"shardId":"shardId-000000000009","shardedSequenceNumber":"495800000000000000000000"}}"#;
+        assert_eq!(delivery(PLAIN.prepare(&flow_file(other, &child))), Delivery::AtLeastOnce);
+    }
+
+    #[test]
+    fn the_region_names_the_source_when_known() {
+        let mut attrs: Vec<_> = SHARD.to_vec();
+        attrs.push((ATTR_REGION, "eu-west-1"));
+        let (source, _) = rows(PLAIN.prepare(&flow_file("{}", &attrs)));
+        assert_eq!(source, Source::Shard { region: Some("eu-west-1".into()), stream: "orders".into(), shard_id: "shardId-000000000001".into() });
     }
 }

@@ -1,29 +1,40 @@
 //! The PutSnowflake engine: takes FlowFiles from Java, maps them to rows, hands them to the
-//! writer of their channel (one per source shard), and gives back each FlowFile's outcome once it
+//! writer of their channel (`naming` decides which), and gives back each FlowFile's outcome once it
 //! is known. Memory is bounded by Max In-Flight Size: Java asks [`SinkEngine::capacity`] before it
 //! takes FlowFiles from its queue.
+//!
+//! Taking FlowFiles is per FlowFile: each one submitted gets exactly one outcome, even when
+//! something fails inside the engine (then `failure`), and a FlowFile submitted again while it has
+//! no outcome yet is not taken twice. So Java never has a reason to roll back a session whose
+//! FlowFiles were partly handed over.
 
-use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::Instrument;
+use tracing::error;
 
 use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
-use super::channel::{ChannelSettings, ChannelWriter, Outcome, Route, Work};
+use super::book::{Outcome, Route, Work};
+use super::channel::{ChannelSettings, ChannelWriter};
 use super::lineage::LineageGate;
-use super::rows::{FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
+use super::naming::ChannelNames;
+use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
 use super::status::StatusBoard;
+use super::supervise::{panic_message, spawn_restarting};
+use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
 
 #[derive(Clone)]
 pub struct SinkSettings {
     pub component: u64,
     pub channel_prefix: String,
+    /// This PutSnowflake's own id (from NiFi's local state): part of every channel name.
+    pub instance: Option<String>,
     pub mapping: Mapping,
     pub channel: ChannelSettings,
     pub max_in_flight_bytes: u64,
@@ -38,12 +49,14 @@ impl SinkSettings {
         Self {
             component,
             channel_prefix: config.channel_prefix.clone(),
+            instance: config.instance.clone(),
             mapping: Mapping { iceberg: config.iceberg },
             channel: ChannelSettings {
                 component,
                 max_batch_bytes: config.max_batch_size as usize,
                 max_latency: config.max_latency,
                 commit_timeout: config.commit_timeout,
+                idle_retire: Duration::from_secs(300),
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
@@ -67,30 +80,38 @@ pub fn pipe_name(config: &PutSnowflakeConfig) -> String {
     }
 }
 
+/// What the gate holds for a FlowFile: its channel, delivery and rows.
+type Routed = (String, Delivery, Work);
+
 pub struct SinkEngine {
     settings: SinkSettings,
-    api: Arc<SnowflakeApi>,
-    channels: Mutex<HashMap<String, mpsc::UnboundedSender<Work>>>,
-    writers: Mutex<Vec<JoinHandle<()>>>,
+    names: ChannelNames,
+    writers: Writers,
     poller: JoinHandle<()>,
     board: StatusBoard,
     outcomes_tx: mpsc::UnboundedSender<Outcome>,
     outcomes_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Outcome>>,
     in_flight_bytes: Arc<AtomicU64>,
-    direct_counter: AtomicU64,
-    /// Holds a child shard's FlowFiles until its parents' channels have committed theirs.
-    gate: Mutex<LineageGate>,
+    /// Holds a child shard's FlowFiles until its parents' FlowFiles have their outcomes; knows
+    /// every FlowFile handed to a writer and without an outcome taken by Java yet.
+    gate: Mutex<LineageGate<Routed>>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     #[error("{0}")]
     Api(#[from] ApiError),
+    #[error(
+        "PutSnowflake was started without its instance id (NiFi passes it from the processor's local state); \
+         without it, NiFi instances sharing a Channel Name Prefix would share channels and skip each other's rows"
+    )]
+    NoInstance,
 }
 
 impl SinkEngine {
     /// Must run inside the runtime (it spawns the status poller).
     pub fn start(config: &PutSnowflakeConfig, settings: SinkSettings) -> Result<Self, SinkError> {
+        let instance = settings.instance.clone().ok_or(SinkError::NoInstance)?;
         let credentials = Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication).map_err(ApiError::from)?;
         let destination = Destination {
             control: control_url(config),
@@ -100,23 +121,34 @@ impl SinkEngine {
         };
         let api = Arc::new(SnowflakeApi::new(destination, credentials, config.commit_timeout, settings.extra_root_ca_pem.as_deref())?);
         let board = StatusBoard::default();
+        let component = settings.component;
         // Spans carry the component, so every event below (the API's retries too) reaches its processor's log.
-        let span = tracing::info_span!("put_snowflake", component = settings.component);
-        let poller = tokio::spawn(board.clone().run(api.clone(), settings.status_interval, settings.component).instrument(span));
+        let span = tracing::info_span!("put_snowflake", component);
+        let poller = {
+            let (board, api, interval) = (board.clone(), api.clone(), settings.status_interval);
+            spawn_restarting("channel status poller", component, Duration::from_secs(1), span, move || {
+                board.clone().run(api.clone(), interval, component)
+            })
+        };
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
-        // Direct FlowFiles get tokens from a counter that starts at the clock, so a restart continues above.
-        let start = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64;
+        let in_flight_bytes = Arc::new(AtomicU64::new(0));
+        let factory: WriterFactory = {
+            let (api, board, channel_settings) = (api.clone(), board.clone(), settings.channel.clone());
+            Arc::new(move |name: String, delivery, queue, flights| {
+                let status = board.watch(&name);
+                Box::pin(ChannelWriter::new(name, delivery, api.clone(), channel_settings.clone(), queue, flights, status).run()) as WriterTask
+            })
+        };
+        let sink = OutcomeSink { outcomes: outcomes_tx.clone(), in_flight_bytes: in_flight_bytes.clone() };
         Ok(Self {
+            names: ChannelNames::new(&settings.channel_prefix, &instance),
+            writers: Writers::new(component, factory, sink),
             settings,
-            api,
-            channels: Mutex::new(HashMap::new()),
-            writers: Mutex::new(Vec::new()),
             poller,
             board,
             outcomes_tx,
             outcomes_rx: tokio::sync::Mutex::new(outcomes_rx),
-            in_flight_bytes: Arc::new(AtomicU64::new(0)),
-            direct_counter: AtomicU64::new(start),
+            in_flight_bytes,
             gate: Mutex::new(LineageGate::default()),
         })
     }
@@ -127,63 +159,69 @@ impl SinkEngine {
     }
 
     /// Maps each FlowFile and queues its rows on its channel; content that is not rows gets its
-    /// `invalid` outcome at once. Must run inside the runtime.
+    /// outcome at once (`invalid`, `empty`). Every FlowFile gets exactly one outcome. Must run
+    /// inside the runtime.
     pub fn submit(&self, flow_files: Vec<FlowFileIn>) {
         for flow_file in flow_files {
-            let prepared = self.settings.mapping.prepare(&flow_file, || self.direct_counter.fetch_add(1, Ordering::AcqRel));
-            match prepared {
-                Prepared::Invalid(reason) => {
-                    let _ = self.outcomes_tx.send(Outcome {
-                        flow_file_id: flow_file.id,
-                        route: Route::Invalid,
-                        channel: String::new(),
-                        offset_token: String::new(),
-                        message: format!("not sent: {reason}"),
-                        rows_sent: 0,
-                        rows_skipped: 0,
-                    });
-                }
-                Prepared::Rows { source, rows } => {
-                    let bytes = rows.iter().map(|r| r.json.len() as u64 + 1).sum();
-                    self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
-                    let channel = self.channel_name(&source);
-                    let parents = self.parent_channels(&source, &flow_file);
-                    let work = Work { flow_file_id: flow_file.id, rows, bytes };
-                    if let Some(work) = self.lock_gate().admit(&channel, parents, work) {
-                        self.dispatch(&channel, work);
-                    }
+            let id = flow_file.id;
+            if self.lock_gate().contains(id) {
+                // Submitted again (a session rolled back) while its first submission is under way.
+                continue;
+            }
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.submit_one(flow_file))) {
+                let message = format!(
+                    "internal error in PutSnowflake while taking the FlowFile (a bug, please report it): {}; sending it again is safe",
+                    panic_message(panic.as_ref())
+                );
+                error!(component = self.settings.component, "FlowFile {id}: {message}");
+                self.immediate(id, Route::Failure, String::new(), message);
+            }
+        }
+    }
+
+    fn submit_one(&self, flow_file: FlowFileIn) {
+        match self.settings.mapping.prepare(&flow_file) {
+            Prepared::Invalid(reason) => self.immediate(flow_file.id, Route::Invalid, String::new(), format!("not sent: {reason}")),
+            Prepared::Empty => self.immediate(flow_file.id, Route::Empty, String::new(), "the FlowFile holds no rows; nothing was sent".into()),
+            Prepared::Rows { source, delivery, rows } => {
+                let bytes = rows.iter().map(|r| r.json.len() as u64 + 1).sum();
+                let channel = self.names.channel(&source, delivery);
+                let parents = self.parent_keys(&source, &flow_file);
+                let key = self.names.lineage_key(&source);
+                let work = Work { flow_file_id: flow_file.id, rows, bytes };
+                self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
+                let admitted = self.lock_gate().admit(flow_file.id, &key, parents, (channel, delivery, work));
+                if let Some((channel, delivery, work)) = admitted {
+                    self.writers.dispatch(&channel, delivery, work);
                 }
             }
         }
     }
 
-    /// `<prefix>_<stream>_<shardId>`, or `<prefix>_direct` for FlowFiles not from Kinesis.
-    pub fn channel_name(&self, source: &Source) -> String {
-        match source {
-            Source::Shard { stream, shard_id } => format!("{}_{stream}_{shard_id}", self.settings.channel_prefix),
-            Source::Direct => format!("{}_direct", self.settings.channel_prefix),
-        }
+    fn immediate(&self, id: i64, route: Route, channel: String, message: String) {
+        let _ = self.outcomes_tx.send(Outcome { flow_file_id: id, route, channel, offset_token: String::new(), message, rows_sent: 0, rows_skipped: 0 });
     }
 
-    /// The channels of the source shard's parents, from `aws.kinesis.parent.shard.ids`.
-    fn parent_channels(&self, source: &Source, flow_file: &FlowFileIn) -> Vec<String> {
-        let (Source::Shard { stream, .. }, Some(parents)) = (source, flow_file.attributes.get(ATTR_PARENT_SHARDS)) else {
+    /// The channel of a FlowFile from `source` delivered as `delivery` (see `naming`).
+    pub fn channel_name(&self, source: &Source, delivery: Delivery) -> String {
+        self.names.channel(source, delivery)
+    }
+
+    /// The lineage keys of the source shard's parents, from `aws.kinesis.parent.shard.ids`.
+    fn parent_keys(&self, source: &Source, flow_file: &FlowFileIn) -> Vec<String> {
+        let (Source::Shard { region, stream, .. }, Some(parents)) = (source, flow_file.attributes.get(ATTR_PARENT_SHARDS)) else {
             return Vec::new();
         };
         parents
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
-            .map(|p| self.channel_name(&Source::Shard { stream: stream.clone(), shard_id: p.to_owned() }))
+            .map(|p| self.names.lineage_key(&Source::Shard { region: region.clone(), stream: stream.clone(), shard_id: p.to_owned() }))
             .collect()
     }
 
-    fn lock_gate(&self) -> std::sync::MutexGuard<'_, LineageGate> {
+    fn lock_gate(&self) -> std::sync::MutexGuard<'_, LineageGate<Routed>> {
         self.gate.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn dispatch(&self, channel: &str, work: Work) {
-        self.writer(channel).send(work).expect("writers live as long as the engine");
     }
 
     /// FlowFiles held back for their parents' channels right now.
@@ -191,37 +229,22 @@ impl SinkEngine {
         self.lock_gate().held()
     }
 
-    fn writer(&self, channel: &str) -> mpsc::UnboundedSender<Work> {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sender) = channels.get(channel) {
-            return sender.clone();
-        }
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let writer = ChannelWriter::new(
-            channel.to_owned(),
-            self.api.clone(),
-            self.settings.channel.clone(),
-            receiver,
-            self.outcomes_tx.clone(),
-            self.in_flight_bytes.clone(),
-            self.board.watch(channel),
-        );
-        let span = tracing::info_span!("channel", component = self.settings.component);
-        self.writers.lock().unwrap_or_else(|p| p.into_inner()).push(tokio::spawn(writer.run().instrument(span)));
-        channels.insert(channel.to_owned(), sender.clone());
-        sender
+    /// Channels with a running writer, and channels on the status board (both shrink as idle
+    /// writers retire).
+    pub fn channels_running(&self) -> (usize, usize) {
+        (self.writers.running(), self.board.len())
     }
 
     /// Outcomes known so far, waiting up to `wait` for the first one. Children's FlowFiles held
     /// for these are sent on.
     pub async fn outcomes(&self, wait: Duration, max: usize) -> Vec<Outcome> {
         let out = self.collect_outcomes(wait, max).await;
-        let released: Vec<(String, Work)> = {
+        let released: Vec<Routed> = {
             let mut gate = self.lock_gate();
             out.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
         };
-        for (channel, work) in released {
-            self.dispatch(&channel, work);
+        for (channel, delivery, work) in released {
+            self.writers.dispatch(&channel, delivery, work);
         }
         out
     }
@@ -254,10 +277,7 @@ impl SinkEngine {
     /// their replay skips whatever Snowflake committed meanwhile.
     pub fn stop(&self) {
         self.poller.abort();
-        for writer in self.writers.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-            writer.abort();
-        }
-        self.channels.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.writers.stop();
     }
 }
 

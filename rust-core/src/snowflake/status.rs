@@ -1,5 +1,6 @@
 //! Commit tracking for all channels with one poller: every interval it asks Snowflake's bulk
-//! channel status for the channels that wait for a commit, and hands each its status.
+//! channel status for the channels that wait for a commit, and hands each its status. A channel's
+//! entry lives as long as its writer's [`StatusWatch`], so retired writers leave nothing behind.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,10 +26,23 @@ pub struct StatusBoard {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
 }
 
-/// A channel's end: whether it waits for a commit, and the statuses that arrive.
+/// A channel's end: whether it waits for a commit, and the statuses that arrive. Dropping it
+/// removes the channel from the board.
 pub struct StatusWatch {
+    channel: String,
+    board: StatusBoard,
     awaiting: Arc<AtomicBool>,
     receiver: watch::Receiver<Option<ChannelStatus>>,
+}
+
+impl Drop for StatusWatch {
+    fn drop(&mut self) {
+        let mut entries = self.board.entries.lock().unwrap_or_else(|p| p.into_inner());
+        // A newer writer of the same channel may have its own entry by now: leave that one.
+        if entries.get(&self.channel).is_some_and(|e| Arc::ptr_eq(&e.awaiting, &self.awaiting)) {
+            entries.remove(&self.channel);
+        }
+    }
 }
 
 impl StatusWatch {
@@ -50,7 +64,16 @@ impl StatusBoard {
         let awaiting = Arc::new(AtomicBool::new(false));
         let (sender, receiver) = watch::channel(None);
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).insert(channel.to_owned(), Entry { awaiting: awaiting.clone(), sender });
-        StatusWatch { awaiting, receiver }
+        StatusWatch { channel: channel.to_owned(), board: self.clone(), awaiting, receiver }
+    }
+
+    /// Channels on the board.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn awaiting(&self) -> Vec<String> {
@@ -81,5 +104,27 @@ impl StatusBoard {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_watch_leaves_the_board_but_not_a_newer_watch_of_its_channel() {
+        let board = StatusBoard::default();
+        let old = board.watch("a");
+        let b = board.watch("b");
+        assert_eq!(board.len(), 2);
+        drop(b);
+        assert_eq!(board.len(), 1);
+        let newer = board.watch("a");
+        drop(old);
+        assert_eq!(board.len(), 1, "the newer watch of 'a' stays");
+        newer.set_awaiting(true);
+        assert_eq!(board.awaiting(), vec!["a".to_owned()]);
+        drop(newer);
+        assert!(board.is_empty());
     }
 }

@@ -21,6 +21,7 @@ public final class SinkBatch {
     public static final int ROUTE_SUCCESS = 0;
     public static final int ROUTE_INVALID = 1;
     public static final int ROUTE_FAILURE = 2;
+    public static final int ROUTE_EMPTY = 3;
 
     private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     private final DataOutputStream out = new DataOutputStream(bytes);

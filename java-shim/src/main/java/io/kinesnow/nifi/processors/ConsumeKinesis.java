@@ -40,6 +40,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
         + "its records. KPL aggregated records are split into their user records.")
 @WritesAttributes({
     @WritesAttribute(attribute = "aws.kinesis.stream.name", description = "The stream the records came from"),
+    @WritesAttribute(attribute = "aws.kinesis.region", description = "The AWS region of the stream (the Region property); "
+            + "PutSnowflake names its channels with it, so same-named streams of two regions do not share channels"),
     @WritesAttribute(attribute = "aws.kinesis.shard.id", description = "The shard the records came from"),
     @WritesAttribute(attribute = "aws.kinesis.parent.shard.ids", description = "The shard's parents (comma-separated) when "
             + "a split or merge created it; PutSnowflake uses it to load a parent's records before its children's"),
@@ -261,6 +263,7 @@ public class ConsumeKinesis extends AbstractProcessor {
 
     private void writeFlowFiles(final ProcessContext context, final ProcessSession session, final RecordBatch batch) {
         final String stream = context.getProperty(STREAM_NAME).getValue();
+        final String region = context.getProperty(REGION).getValue();
         final boolean json = !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
         long consumed = 0;
         long failed = 0;
@@ -268,7 +271,7 @@ public class ConsumeKinesis extends AbstractProcessor {
             for (final RecordBatch.FlowFileData data : shard.flowFiles()) {
                 FlowFile flowFile = session.create();
                 flowFile = session.write(flowFile, data::writeTo);
-                flowFile = session.putAllAttributes(flowFile, attributes(stream, shard, data, json));
+                flowFile = session.putAllAttributes(flowFile, attributes(stream, region, shard, data, json));
                 session.getProvenanceReporter().receive(flowFile, "kinesis://" + stream + "/" + shard.shardId());
                 if (data.route() == RecordBatch.ROUTE_SUCCESS) {
                     consumed += data.recordCount();
@@ -338,10 +341,13 @@ public class ConsumeKinesis extends AbstractProcessor {
         }
     }
 
-    private static Map<String, String> attributes(final String stream, final RecordBatch.Shard shard,
+    private static Map<String, String> attributes(final String stream, final String region, final RecordBatch.Shard shard,
                                                   final RecordBatch.FlowFileData data, final boolean json) {
         final Map<String, String> attributes = new HashMap<>();
         attributes.put("aws.kinesis.stream.name", stream);
+        if (region != null && !region.isBlank()) {
+            attributes.put("aws.kinesis.region", region.trim());
+        }
         attributes.put("aws.kinesis.shard.id", shard.shardId());
         if (!shard.parentShardIds().isEmpty()) {
             attributes.put("aws.kinesis.parent.shard.ids", shard.parentShardIds());

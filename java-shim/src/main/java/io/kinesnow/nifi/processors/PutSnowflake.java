@@ -3,6 +3,7 @@ package io.kinesnow.nifi.processors;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.SinkBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.Stateful;
 import org.apache.nifi.annotation.behavior.TriggerSerially;
 import org.apache.nifi.annotation.behavior.TriggerWhenEmpty;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
@@ -10,13 +11,15 @@ import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
 import org.apache.nifi.annotation.documentation.Tags;
 import org.apache.nifi.annotation.lifecycle.OnScheduled;
-import org.apache.nifi.controller.NodeTypeProvider;
 import org.apache.nifi.annotation.lifecycle.OnStopped;
 import org.apache.nifi.components.AllowableValue;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationContext;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.components.Validator;
+import org.apache.nifi.components.state.Scope;
+import org.apache.nifi.components.state.StateManager;
+import org.apache.nifi.components.state.StateMap;
 import org.apache.nifi.flowfile.FlowFile;
 import org.apache.nifi.processor.AbstractSessionFactoryProcessor;
 import org.apache.nifi.processor.FlowFileFilter;
@@ -35,6 +38,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.UUID;
 
 @Tags({"snowflake", "snowpipe", "streaming", "ingest", "kinesis", "kinesnow"})
 @InputRequirement(InputRequirement.Requirement.INPUT_REQUIRED)
@@ -44,6 +48,10 @@ import java.util.Set;
         + "high-performance REST API, with its client written in Rust. Each source shard gets its own channel and its records' "
         + "shardedSequenceNumber is the offset token, so every record lands exactly once across restarts and replays. A "
         + "FlowFile goes to success only after Snowflake reports its rows committed.")
+@Stateful(scopes = Scope.LOCAL, description = "This processor's own id (instance.id), part of every channel name, so "
+        + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
+        + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
+        + "that load again.")
 @WritesAttributes({
     @WritesAttribute(attribute = "snowflake.channel", description = "The Snowpipe Streaming channel the rows went through"),
     @WritesAttribute(attribute = "snowflake.offset.token", description = "The offset token of the FlowFile's last row"),
@@ -115,8 +123,11 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
             .required(true).allowableValues("true", "false").defaultValue("false").build();
     static final PropertyDescriptor CHANNEL_PREFIX = new PropertyDescriptor.Builder()
             .name("Channel Name Prefix")
-            .description("Channels are named <prefix>_<stream>_<shard>, one per source shard; change the prefix only with care, "
-                    + "since a new channel has no committed offset token.")
+            .description("Channels are named <prefix>_<instance>_<region>_<stream>_<shard>, one per source shard and "
+                    + "processor instance (the instance id is kept in the processor's local state; the region comes from "
+                    + "aws.kinesis.region when ConsumeKinesis wrote it), with _atleastonce appended for rows without exact "
+                    + "offset tokens and <prefix>_<instance>_direct for FlowFiles not from Kinesis. Change the prefix only "
+                    + "with care, since a new channel has no committed offset token.")
             .required(true).defaultValue("kinesnow").addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_BATCH_SIZE = new PropertyDescriptor.Builder()
             .name("Max Batch Size").description("The most uncompressed row data sent in one append request, up to 16 MB.")
@@ -145,6 +156,13 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
             .name("failure").description("FlowFiles that could not be delivered: missing table or pipe, no privilege, and similar.").build();
     public static final Relationship REL_INVALID = new Relationship.Builder()
             .name("invalid").description("FlowFiles whose content is not JSON objects, or whose rows Snowflake rejected.").build();
+    public static final Relationship REL_EMPTY = new Relationship.Builder()
+            .name("empty").description("FlowFiles without any row (no content, blank lines, or an empty JSON array): nothing is "
+                    + "sent. Auto-terminated unless connected.")
+            .autoTerminateDefault(true).build();
+
+    /** The local-state key of this processor's own id. */
+    static final String INSTANCE_STATE_KEY = "instance.id";
 
     /** A FlowFile batch waits this long for its outcomes when nothing else is to be done. */
     private static final long OUTCOME_WAIT_MILLIS = 100;
@@ -175,7 +193,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
 
     @Override
     public Set<Relationship> getRelationships() {
-        return Set.of(REL_SUCCESS, REL_FAILURE, REL_INVALID);
+        return Set.of(REL_SUCCESS, REL_FAILURE, REL_INVALID, REL_EMPTY);
     }
 
     @Override
@@ -183,18 +201,31 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
         return engine.validate(context, PROPERTIES);
     }
 
-    /** In a NiFi cluster, this node's address: the engine gives each node its own channels. */
-    private String[] clusterNode() {
-        final NodeTypeProvider nodes = getNodeTypeProvider();
-        if (nodes == null || !nodes.isClustered()) {
-            return new String[0];
+    /**
+     * This processor's own id, from its local state (made on the first start and kept): every channel name carries
+     * it, so NiFi instances, clustered or standalone, never share a channel.
+     */
+    static String instanceId(final StateManager state) {
+        try {
+            final StateMap current = state.getState(Scope.LOCAL);
+            final String known = current.get(INSTANCE_STATE_KEY);
+            if (known != null && !known.isBlank()) {
+                return known;
+            }
+            final String made = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+            final Map<String, String> next = new HashMap<>(current.toMap());
+            next.put(INSTANCE_STATE_KEY, made);
+            state.setState(next, Scope.LOCAL);
+            return made;
+        } catch (final IOException e) {
+            throw new UncheckedIOException("PutSnowflake cannot read or keep its instance id in the local state", e);
         }
-        return nodes.getCurrentNode().map(node -> new String[] {"NiFi Cluster Node", node}).orElse(new String[0]);
     }
 
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
-        engine.open(context, PROPERTIES, getLogger(), clusterNode());
+        final String instance = instanceId(context.getStateManager());
+        engine.open(context, PROPERTIES, getLogger(), "PutSnowflake Instance", instance);
         transitUri = "snowflake://" + context.getProperty(ACCOUNT_IDENTIFIER).getValue() + "/"
                 + context.getProperty(DATABASE).getValue() + "/" + context.getProperty(SCHEMA).getValue() + "/"
                 + context.getProperty(TABLE).getValue();
@@ -268,11 +299,14 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
         };
     }
 
-    /** The attributes the core reads: where the records came from (ConsumeKinesis writes them). */
+    /**
+     * The attributes the core reads: where the records came from (ConsumeKinesis writes them) and whether a split
+     * processor cut the FlowFile (fragment.*), which decides whether its rows have exact offset tokens.
+     */
     private static Map<String, String> sourceAttributes(final FlowFile flowFile) {
         final Map<String, String> attributes = new HashMap<>();
         for (final Map.Entry<String, String> e : flowFile.getAttributes().entrySet()) {
-            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().equals("record.count")) {
+            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().startsWith("fragment.") || e.getKey().equals("record.count")) {
                 attributes.put(e.getKey(), e.getValue());
             }
         }
@@ -320,6 +354,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
                     getLogger().warn("{} routed to invalid: {}", flowFile, outcome.message());
                     session.transfer(flowFile, REL_INVALID);
                 }
+                case SinkBatch.ROUTE_EMPTY -> session.transfer(flowFile, REL_EMPTY);
                 default -> session.transfer(flowFile, REL_FAILURE);
             }
             if (h.waiting.isEmpty()) {

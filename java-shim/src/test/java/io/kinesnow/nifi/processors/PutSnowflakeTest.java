@@ -2,6 +2,7 @@ package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import org.apache.nifi.components.PropertyDescriptor;
+import org.apache.nifi.components.state.Scope;
 import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
 import org.junit.jupiter.api.BeforeEach;
@@ -11,12 +12,15 @@ import org.junit.jupiter.api.io.TempDir;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
 
 import static io.kinesnow.nifi.processors.ProcessorTestSupport.assertProblem;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class PutSnowflakeTest {
@@ -154,5 +158,63 @@ class PutSnowflakeTest {
         runner.assertTransferCount(PutSnowflake.REL_FAILURE, 0);
         assertEquals(2, runner.getQueueSize().getObjectCount(), "both FlowFiles are back in the queue");
         assertEquals(0, NativeBridge.openComponents(), "the engine is closed");
+    }
+
+    /**
+     * Issue 15, defect 4: {@code []} used to reach the channel writer as a FlowFile without rows and kill it (with a
+     * reachable Snowflake); a zero-byte FlowFile went to invalid. Before the fix this test failed: no relationship
+     * named empty, and the FlowFiles stayed queued or went to invalid.
+     */
+    @Test
+    void flowFilesWithoutRowsGoToEmptyWithoutBeingSent(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
+        runner.enqueue("[]", Map.of("aws.kinesis.stream.name", "orders", "aws.kinesis.shard.id", "shardId-000000000000",
+                "aws.kinesis.last.sequence.number", "4959", "record.count", "1"));
+        runner.enqueue("");
+        runner.enqueue(" \n\r\n");
+        runner.run(3);
+        runner.assertTransferCount("empty", 3);
+        runner.assertTransferCount(PutSnowflake.REL_INVALID, 0);
+        runner.getFlowFilesForRelationship("empty").forEach(f -> f.assertAttributeEquals("snowflake.rows.sent", "0"));
+        assertEquals(0, runner.getQueueSize().getObjectCount());
+    }
+
+    @Test
+    void theEmptyRelationshipIsAutoTerminatedByDefault() {
+        assertTrue(PutSnowflake.REL_EMPTY.isAutoTerminated());
+        assertTrue(runner.getProcessor().getRelationships().contains(PutSnowflake.REL_EMPTY));
+    }
+
+    /**
+     * Issue 15, defect 5: standalone NiFis sharing a Channel Name Prefix shared channels (only cluster nodes got
+     * their own). Every PutSnowflake now keeps its own id in its local state, made on the first start and reused on
+     * every later one. Before the fix this test failed: nothing was kept in the local state.
+     */
+    @Test
+    void eachInstanceKeepsItsOwnIdInLocalStateAcrossRestarts(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
+        runner.run(1);
+        final String first = runner.getStateManager().getState(Scope.LOCAL).get("instance.id");
+        assertNotNull(first, "an instance id is kept");
+        assertTrue(first.matches("[0-9a-f]{12}"), first);
+        runner.run(1);
+        assertEquals(first, runner.getStateManager().getState(Scope.LOCAL).get("instance.id"), "a restart reuses it");
+
+        final TestRunner other = TestRunners.newTestRunner(PutSnowflake.class);
+        runner.getProcessContext().getProperties().forEach((descriptor, value) -> {
+            if (value != null) {
+                other.setProperty(descriptor, value);
+            }
+        });
+        other.run(1);
+        assertNotEquals(first, other.getStateManager().getState(Scope.LOCAL).get("instance.id"), "another NiFi, another id");
+    }
+
+    @Test
+    void anIdAlreadyKeptIsUsed(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
+        runner.getStateManager().setState(Map.of("instance.id", "kept0000abcd"), Scope.LOCAL);
+        runner.run(1);
+        assertEquals("kept0000abcd", runner.getStateManager().getState(Scope.LOCAL).get("instance.id"));
     }
 }

@@ -1,0 +1,168 @@
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::*;
+
+fn t(n: u64) -> OffsetToken {
+    OffsetToken::from_counter(n)
+}
+
+fn work(id: i64, tokens: &[u64]) -> Work {
+    let rows = tokens.iter().map(|&n| Row { json: format!("{{\"n\":{n}}}").into_bytes(), token: t(n) }).collect();
+    Work { flow_file_id: id, rows, bytes: 10 * tokens.len() as u64 }
+}
+
+fn ids(done: &[Done]) -> Vec<i64> {
+    done.iter().map(|d| d.outcome.flow_file_id).collect()
+}
+
+/// Sends everything that waits in one append; returns the append's token and its rows.
+fn send_all(book: &mut ChannelBook, now: Instant) -> Option<(OffsetToken, String)> {
+    let take = book.rows_fitting(usize::MAX);
+    let (body, end) = book.body(take)?;
+    book.appended(take, end.clone(), now);
+    Some((end, String::from_utf8(body).unwrap()))
+}
+
+/// Issue 15, defect 9: a re-delivery that arrived while the original waited for its commit was
+/// sent again (the writer compared with the committed token only), so its rows loaded twice.
+#[test]
+fn a_redelivery_while_the_original_waits_sends_nothing_and_completes_with_it() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    assert!(book.opened(None, 0).is_empty());
+    book.accept(work(1, &[1, 2, 3]), now);
+    assert_eq!(send_all(&mut book, now).unwrap().0, t(3));
+    assert!(book.accept(work(2, &[1, 2, 3]), now).is_empty());
+    assert_eq!(book.rows_fitting(usize::MAX), 0, "nothing of the re-delivery is sent");
+    let done = book.commit_reported(Some(t(3)));
+    assert_eq!(ids(&done), vec![1, 2]);
+    assert_eq!((done[1].outcome.rows_sent, done[1].outcome.rows_skipped), (0, 3));
+    assert_eq!(done[1].outcome.route, Route::Success);
+}
+
+/// Issue 15, defect 9: an append's token was its last row's; with an older re-delivery behind a
+/// newer FlowFile the token went down, and so did the channel's committed token.
+#[test]
+fn the_token_sent_is_the_highest_and_never_goes_down() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[10, 11]), now);
+    book.accept(work(2, &[4, 5, 12]), now); // partly older rows, then a new one
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!(end, t(12));
+    assert_eq!(body.lines().count(), 3, "4 and 5 are at or below the queued 11 and are not sent: {body}");
+    assert_eq!(ids(&book.commit_reported(Some(t(12)))), vec![1, 2]);
+    book.accept(work(3, &[1, 2]), now);
+    assert!(send_all(&mut book, now).is_none(), "rows below the committed token are never sent");
+}
+
+#[test]
+fn a_lower_committed_token_is_a_stale_answer() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(5)), 0);
+    book.accept(work(1, &[6, 7]), now);
+    send_all(&mut book, now);
+    assert_eq!(ids(&book.commit_reported(Some(t(7)))), vec![1]);
+    assert!(book.commit_reported(Some(t(3))).is_empty());
+    assert_eq!(book.committed(), Some(&t(7)));
+    book.close();
+    book.opened(Some(t(6)), 0); // an open answering from before the last commit
+    assert_eq!(book.committed(), Some(&t(7)));
+    book.accept(work(2, &[6, 7, 8]), now);
+    let (_, body) = send_all(&mut book, now).unwrap();
+    assert_eq!(body, "{\"n\":8}\n");
+}
+
+#[test]
+fn a_reopen_sends_what_was_not_committed_again_and_nothing_else() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1, 2]), now);
+    book.accept(work(2, &[3, 4]), now);
+    send_all(&mut book, now);
+    book.close();
+    assert!(book.next_append_in(now, Duration::ZERO, 1).is_none(), "nothing is sent while closed");
+    let done = book.opened(Some(t(2)), 0);
+    assert_eq!(ids(&done), vec![1]);
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!((end, body.lines().count()), (t(4), 2));
+}
+
+/// Issue 15, defect 4: a FlowFile without rows made the writer panic (`Pending::last_token`).
+#[test]
+fn a_flow_file_without_rows_is_done_at_once() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    let done = book.accept(work(1, &[]), now);
+    assert_eq!(done[0].outcome.route, Route::Empty);
+    assert!(book.is_idle());
+    book.opened(Some(t(3)), 0);
+    assert_eq!(book.accept(work(2, &[]), now)[0].outcome.route, Route::Empty);
+}
+
+#[test]
+fn at_least_once_rows_get_fresh_tokens_above_the_committed_one_and_are_never_skipped() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c_atleastonce".into(), Delivery::AtLeastOnce);
+    book.accept(work(1, &[0, 0]), now);
+    assert!(send_all(&mut book, now).is_none(), "tokens are given once the channel is open");
+    book.opened(Some(t(41)), 0);
+    book.accept(work(2, &[0]), now);
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!(end, t(44));
+    assert_eq!(body.lines().count(), 3);
+    let done = book.commit_reported(Some(t(44)));
+    assert_eq!(ids(&done), vec![1, 2]);
+    assert_eq!(done[0].outcome.offset_token, "43");
+    // The same rows again (a replay): loaded again, never skipped.
+    book.accept(work(3, &[0, 0]), now);
+    assert_eq!(send_all(&mut book, now).unwrap().0, t(46));
+}
+
+#[test]
+fn fail_unsent_keeps_fully_sent_flow_files_and_a_covered_one_is_sent_after_the_reopen() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1]), now);
+    send_all(&mut book, now);
+    book.accept(work(2, &[2, 3]), now);
+    book.accept(work(3, &[2, 3]), now); // covered by 2, which is not sent yet
+    let failed = book.fail_unsent("rejected");
+    assert_eq!(ids(&failed), vec![2], "1 is sent and may commit; 3 had nothing of its own to send");
+    assert!(!book.is_open());
+    book.opened(Some(t(1)), 0);
+    let (end, _) = send_all(&mut book, now).unwrap();
+    assert_eq!(end, t(3), "3's rows are its own now");
+}
+
+#[test]
+fn row_errors_mark_the_named_append() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1]), now);
+    send_all(&mut book, now);
+    book.accept(work(2, &[2]), now);
+    send_all(&mut book, now);
+    assert!(book.row_errors(1, Some(t(2)), "bad").unwrap().contains("rejected 1 row(s)"));
+    assert!(book.row_errors(1, Some(t(2)), "bad").is_none(), "counted once");
+    let done = book.commit_reported(Some(t(2)));
+    assert_eq!(done.iter().map(|d| d.outcome.route).collect::<Vec<_>>(), vec![Route::Success, Route::Invalid]);
+}
+
+#[test]
+fn overdue_commits_are_found_by_time() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1]), now);
+    send_all(&mut book, now);
+    assert!(book.commit_overdue(now + Duration::from_secs(1), Duration::from_secs(2)).is_none());
+    assert_eq!(book.commit_overdue(now + Duration::from_secs(3), Duration::from_secs(2)), Some(&t(1)));
+}

@@ -1,0 +1,119 @@
+//! Engine tasks under watch. A panic in a task must not go unseen or wedge what the task served:
+//! the supervisor sees it through the task's `JoinHandle`, reports it as an error bulletin (a
+//! `tracing` event with the component) and lets the caller recover. Aborting a supervisor aborts
+//! the task it watches.
+
+use std::any::Any;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::task::{AbortHandle, JoinError, JoinHandle};
+use tracing::{error, Instrument, Span};
+
+/// Aborts a task when dropped, so a supervisor that is aborted takes its task with it.
+pub struct AbortOnDrop(pub AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How a watched task ended.
+pub enum Ended {
+    Returned,
+    Panicked(String),
+    Cancelled,
+}
+
+impl From<Result<(), JoinError>> for Ended {
+    fn from(result: Result<(), JoinError>) -> Self {
+        match result {
+            Ok(()) => Self::Returned,
+            Err(e) if e.is_panic() => Self::Panicked(panic_message(e.into_panic().as_ref())),
+            Err(_) => Self::Cancelled,
+        }
+    }
+}
+
+/// Runs `task` on its own tokio task and waits for its end.
+pub async fn run_watched(task: impl Future<Output = ()> + Send + 'static, span: Span) -> Ended {
+    let handle = tokio::spawn(task.instrument(span));
+    let _abort = AbortOnDrop(handle.abort_handle());
+    Ended::from(handle.await)
+}
+
+/// Spawns a task made by `make` and makes it again after a panic (with an error bulletin and a
+/// pause of `pause`), until it returns or is cancelled.
+pub fn spawn_restarting<F, Fut>(what: &'static str, component: u64, pause: Duration, span: Span, make: F) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            match run_watched(make(), span.clone()).await {
+                Ended::Panicked(message) => {
+                    error!(component, "internal error in the {what} (a bug, please report it): {message}; it starts again");
+                    tokio::time::sleep(pause).await;
+                }
+                Ended::Returned | Ended::Cancelled => return,
+            }
+        }
+    })
+}
+
+/// The text of a panic's payload.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_task_is_reported_and_made_again_until_it_returns() {
+        let runs = Arc::new(AtomicU32::new(0));
+        let counter = runs.clone();
+        let handle = spawn_restarting("test task", 7, Duration::from_millis(1), Span::none(), move || {
+            let counter = counter.clone();
+            async move {
+                if counter.fetch_add(1, Ordering::SeqCst) < 2 {
+                    panic!("boom");
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(5), handle).await.expect("ends").expect("the supervisor itself never panics");
+        assert_eq!(runs.load(Ordering::SeqCst), 3, "two panics, then a run that returned");
+    }
+
+    #[tokio::test]
+    async fn aborting_the_supervisor_aborts_the_task() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let supervisor = tokio::spawn(run_watched(
+            async move {
+                let _tx = tx; // dropped when this task is aborted
+                std::future::pending::<()>().await;
+            },
+            Span::none(),
+        ));
+        tokio::task::yield_now().await;
+        supervisor.abort();
+        assert!(tokio::time::timeout(Duration::from_secs(5), rx).await.expect("the task ended").is_err(), "the task was dropped, not finished");
+    }
+
+    #[test]
+    fn panic_messages_are_read_from_str_and_string_payloads() {
+        assert_eq!(panic_message(&"static"), "static");
+        assert_eq!(panic_message(&String::from("owned")), "owned");
+        assert_eq!(panic_message(&42u8), "a panic without a message");
+    }
+}
