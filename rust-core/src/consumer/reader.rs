@@ -8,6 +8,7 @@ use std::time::Duration;
 use aws_sdk_kinesis::error::ProvideErrorMetadata;
 use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use super::engine::Shared;
@@ -67,10 +68,9 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
         // A fetch slot bounds the responses held while waiting for budget: memory stays within
         // Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
         let slot = tokio::select! {
-            s = shared.fetch_slots.clone().acquire_owned() => s.expect("fetch slots are never closed"),
+            s = fetch_turn(&limiter, &shared.fetch_slots) => s,
             _ = stopping.changed() => return,
         };
-        limiter.ready().await;
         let response = shared
             .kinesis
             .get_records()
@@ -196,6 +196,13 @@ pub(crate) fn record_cost(record: &KinesisRecord) -> u64 {
     (record.data.len() + record.sequence_number.len() + record.partition_key.len() + 64) as u64
 }
 
+/// Takes a fetch slot for the shard's next GetRecords, then waits until its limiter allows the call.
+async fn fetch_turn(limiter: &ShardLimiter, slots: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    let slot = slots.clone().acquire_owned().await.expect("fetch slots are never closed");
+    limiter.ready().await;
+    slot
+}
+
 async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Result<String, KinesisError> {
     let request = shared.kinesis.get_shard_iterator().stream_name(&shared.settings.stream).shard_id(shard_id);
     let request = match start {
@@ -262,4 +269,58 @@ fn pause_after(shared: &Shared, shard_id: &str, error: &KinesisError, limiter: &
         }
     };
     limiter.delay(delay);
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// Twelve shards share two fetch slots. Eight are busy: small responses, so their limiters allow
+    /// a call every 200 ms (5 a second). Four are throttled: after each call their limiter backs off
+    /// for 2 s. A call takes 20 ms, so the two slots could serve 100 calls a second, more than the
+    /// 42 the shards' limiters allow together. The busy shards must read at their own limit whatever
+    /// the throttled ones do: a shard pausing in its limiter must not hold a slot meanwhile.
+    /// Virtual time (paused clock): deterministic, not a timing test.
+    #[tokio::test(start_paused = true)]
+    async fn shards_waiting_for_their_limiter_do_not_hold_fetch_slots() {
+        let slots = Arc::new(Semaphore::new(2));
+        let end = Instant::now() + Duration::from_secs(10);
+        let shards: Vec<_> = (0..12)
+            .map(|i| {
+                let slots = slots.clone();
+                let back_off = (i % 3 == 0).then_some(Duration::from_secs(2));
+                tokio::spawn(async move {
+                    let mut limiter = ShardLimiter::default();
+                    let mut calls = 0u64;
+                    loop {
+                        let slot = fetch_turn(&limiter, &slots).await;
+                        if Instant::now() >= end {
+                            return (back_off.is_some(), calls);
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await; // the call
+                        limiter.record_call(1000);
+                        if let Some(pause) = back_off {
+                            limiter.delay(pause);
+                        }
+                        calls += 1;
+                        drop(slot);
+                    }
+                })
+            })
+            .collect();
+        let (mut busy, mut throttled) = (Vec::new(), Vec::new());
+        for shard in shards {
+            let (is_throttled, calls) = shard.await.unwrap();
+            if is_throttled {
+                throttled.push(calls)
+            } else {
+                busy.push(calls)
+            }
+        }
+        // At 5 calls a second (one per 200 ms + 20 ms), a busy shard makes about 45 calls in 10 s.
+        assert!(busy.iter().all(|&c| c >= 40), "busy shards' calls in 10 s: {busy:?} (throttled: {throttled:?})");
+        assert!(throttled.iter().all(|&c| c <= 5), "throttled shards keep to their back-off: {throttled:?}");
+    }
 }

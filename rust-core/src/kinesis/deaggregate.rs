@@ -202,9 +202,24 @@ pub fn aggregate<K: AsRef<str>, D: AsRef<[u8]>>(records: &[(K, D)]) -> Vec<u8> {
     seal(&message.encode_to_vec())
 }
 
-/// Frames a protobuf body as a KPL aggregate: magic, body, MD5 of the body.
+/// A valid KPL aggregate built to expand without bound: one partition key of `key_len` bytes
+/// and `sub_records` empty sub-records that all point at it (4 bytes each on the wire). With a
+/// 512 KiB key and 130,000 sub-records it is a 1 MiB Kinesis record that a de-aggregator copying
+/// the key into every sub-record would turn into 68 GB. For tests only.
 #[cfg(any(test, feature = "test-support"))]
-fn seal(body: &[u8]) -> Vec<u8> {
+pub fn key_bomb(key_len: usize, sub_records: usize) -> Vec<u8> {
+    let mut body = vec![0x0A]; // field 1, the partition key table
+    prost::encoding::encode_varint(key_len as u64, &mut body);
+    body.resize(body.len() + key_len, b'k');
+    for _ in 0..sub_records {
+        body.extend_from_slice(&[0x1A, 0x02, 0x08, 0x00]); // field 3: Record { partition_key_index: 0 }
+    }
+    seal(&body)
+}
+
+/// Frames a protobuf body as a KPL aggregate: magic, body, MD5 of the body. For tests only.
+#[cfg(any(test, feature = "test-support"))]
+pub fn seal(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(KPL_MAGIC.len() + body.len() + KPL_DIGEST_LEN);
     out.extend_from_slice(&KPL_MAGIC);
     out.extend_from_slice(body);
