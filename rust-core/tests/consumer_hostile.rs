@@ -16,10 +16,7 @@ use std::time::Duration;
 use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::clients;
 use kinesnow_core::consumer::ConsumerEngine;
-use kinesnow_core::kinesis::deaggregate::{aggregate, key_bomb};
-
-/// `kinesis::deaggregate::MAX_EXPANSION_BYTES`, which the fix introduces.
-const MAX_EXPANSION_BYTES: u64 = 16 << 20;
+use kinesnow_core::kinesis::deaggregate::{aggregate, key_bomb, MAX_EXPANSION_BYTES};
 use support::{aws, create_stream, log, settings, Emulators};
 
 #[global_allocator]

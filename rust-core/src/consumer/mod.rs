@@ -6,6 +6,7 @@ pub mod budget;
 pub mod engine;
 mod keeper;
 pub mod output;
+mod intake;
 mod reader;
 mod state;
 mod subscriber;

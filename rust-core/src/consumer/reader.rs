@@ -1,6 +1,7 @@
 //! The polling reader of one shard: GetShardIterator from the committed position, then GetRecords
-//! under the shard's limiter, de-aggregation, and hand-off into the shard's buffer within the memory
-//! budget. It ends when the shard ends, its lease is lost, or the engine stops.
+//! under the shard's limiter and a fetch slot, and hand-off into the shard's buffer within the
+//! memory budget (de-aggregation included, `intake.rs`). It ends when the shard ends, its lease is
+//! lost, or the engine stops.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,13 +9,13 @@ use std::time::Duration;
 use aws_sdk_kinesis::error::ProvideErrorMetadata;
 use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use super::engine::Shared;
-use super::state::Buffered;
+use super::intake::{self, Fetched};
 use crate::config::consume_kinesis::InitialPosition;
-use crate::kinesis::deaggregate::{deaggregate_into, Outcome};
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
@@ -65,8 +66,8 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
                 }
             },
         };
-        // A fetch slot bounds the responses held while waiting for budget: memory stays within
-        // Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
+        // A fetch slot bounds the responses held while decoding and waiting for budget: memory
+        // stays within Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
         let slot = tokio::select! {
             s = fetch_turn(&limiter, &shared.fetch_slots) => s,
             _ = stopping.changed() => return,
@@ -78,7 +79,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
             .limit(shared.settings.max_records_per_request as i32)
             .send()
             .await;
-        let out = match response {
+        let mut out = match response {
             Ok(out) => out,
             Err(e) => {
                 let error = KinesisError::from_sdk(
@@ -106,29 +107,26 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
         );
         let fetched_bytes: u64 = out.records().iter().map(|r| r.data().as_ref().len() as u64).sum();
         limiter.record_call(fetched_bytes);
-        let mut records = convert(&shared, &shard_id, out.records());
-        if let Start::Committed(position) = &start {
-            records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
-        }
         let last_sequence = out.records().last().map(|r| r.sequence_number().to_owned());
-        let next = out.next_shard_iterator().map(str::to_owned);
+        let next = out.next_shard_iterator.take();
         let millis_behind = out.millis_behind_latest().unwrap_or(-1);
         warn_if_lagging(&shared, &shard_id, millis_behind, &mut lag_warned);
         let caught_up = out.records().is_empty() && millis_behind == 0;
-        let needed: u64 = records.iter().map(|r| record_cost(r)).sum();
-        let mut reservation = tokio::select! {
-            r = shared.budget.reserve(needed) => r,
-            _ = stopping.changed() => return,
-        };
-        drop(slot);
-        let buffered: Vec<Buffered> = records
-            .into_iter()
-            .map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record })
-            .collect();
         let ended = next.is_none().then(|| {
             out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
         });
-        if !shared.push(&shard_id, generation, buffered, millis_behind, ended) {
+        let fetched = Fetched { records: std::mem::take(&mut out.records), millis_behind, ended };
+        let committed = match &start {
+            Start::Committed(position) => Some(position),
+            _ => None,
+        };
+        let mut ignore = |_| {};
+        let pushed = tokio::select! {
+            pushed = intake::hand_over(&shared, &shard_id, generation, committed, fetched, &mut ignore) => pushed,
+            _ = stopping.changed() => return,
+        };
+        drop(slot);
+        if !pushed {
             continue; // rewound or lost while fetching: the generation check above restarts or ends
         }
         if let Some(seq) = last_sequence {
@@ -165,42 +163,18 @@ fn warn_if_lagging(shared: &Shared, shard_id: &str, millis_behind: i64, last: &m
     );
 }
 
-/// The SDK's records as ours, KPL aggregates de-aggregated (invalid ones passed through whole,
-/// with a warning).
-pub(super) fn convert(shared: &Shared, shard_id: &str, sdk_records: &[aws_sdk_kinesis::types::Record]) -> Vec<KinesisRecord> {
-    let mut records = Vec::with_capacity(sdk_records.len());
-    let mut invalid_aggregates = 0u64;
-    for r in sdk_records {
-        let record = KinesisRecord {
-            sequence_number: r.sequence_number().to_owned(),
-            sub_sequence_number: None,
-            partition_key: r.partition_key().unwrap_or_default().to_owned(),
-            approximate_arrival_ms: r.approximate_arrival_timestamp().and_then(|t| t.to_millis().ok()).unwrap_or(0),
-            data: r.data().as_ref().to_vec(),
-        };
-        if let Outcome::Invalid(_) = deaggregate_into(record, &mut records) {
-            invalid_aggregates += 1;
-        }
-    }
-    if invalid_aggregates > 0 {
-        warn!(
-            component = shared.settings.component,
-            "{invalid_aggregates} record(s) of shard {shard_id} looked like KPL aggregates but were not valid; passed through whole"
-        );
-    }
-    records
-}
-
-/// Bytes a buffered record holds of the budget: its data plus its bookkeeping.
+/// Bytes a buffered record holds of the budget ([`KinesisRecord::cost`]).
 pub(crate) fn record_cost(record: &KinesisRecord) -> u64 {
-    (record.data.len() + record.sequence_number.len() + record.partition_key.len() + 64) as u64
+    record.cost()
 }
 
-/// Takes a fetch slot for the shard's next GetRecords, then waits until its limiter allows the call.
+/// Waits for the shard's next allowed call, then for a fetch slot. The slot is taken only once the
+/// shard's limiter allows the call, so it covers the call, its decoding and the budget wait, and
+/// never a shard's pause: with many busy shards, each reads at its own limit (2 MiB/s), not
+/// slots x 2 MiB/s for all of them together.
 async fn fetch_turn(limiter: &ShardLimiter, slots: &Arc<Semaphore>) -> OwnedSemaphorePermit {
-    let slot = slots.clone().acquire_owned().await.expect("fetch slots are never closed");
     limiter.ready().await;
-    slot
+    slots.clone().acquire_owned().await.expect("fetch slots are never closed")
 }
 
 async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Result<String, KinesisError> {
@@ -270,7 +244,6 @@ fn pause_after(shared: &Shared, shard_id: &str, error: &KinesisError, limiter: &
     };
     limiter.delay(delay);
 }
-
 #[cfg(test)]
 mod tests {
     use tokio::time::Instant;

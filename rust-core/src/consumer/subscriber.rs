@@ -2,13 +2,13 @@
 //! position (exact to the KPL sub-record, as in polling), renewed from the last continuation
 //! sequence number when Kinesis ends it (every 5 minutes), replaced when silent for longer than the
 //! watchdog, retried at least a second apart after ResourceInUseException. Events are read only as
-//! fast as the memory budget takes their records: the engine holds at most Max Buffer Size of
-//! records (or one event's, when a single event is larger: it is admitted alone once the whole
-//! budget is free) plus one received event per subscription waiting for budget; the rest stays
+//! fast as the memory budget takes their records (`intake.rs`): the engine holds at most Max Buffer
+//! Size of records (or one record's, when a single one is larger: it is admitted alone once the
+//! whole budget is free) plus one received event per subscription waiting for budget; the rest stays
 //! with Kinesis behind HTTP flow control (`consumer_fanout.rs` measures this). The shard ends with
 //! an event that names its children (ChildShards) and no continuation.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +18,7 @@ use aws_sdk_kinesis::types::{ShardIteratorType, StartingPosition, SubscribeToSha
 use tracing::{info, warn};
 
 use super::engine::Shared;
-use super::reader::{convert, record_cost};
-use super::state::Buffered;
+use super::intake::{self, fetched_cost, Fetched};
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::limiter::Backoff;
 use crate::kinesis::position::Position;
@@ -183,57 +182,60 @@ async fn take_event(
     shard_id: &str,
     generation: u64,
     committed: Option<&Position>,
-    event: SubscribeToShardEvent,
+    mut event: SubscribeToShardEvent,
     start: &mut Start,
 ) -> Option<End> {
-    let mut records = convert(shared, shard_id, event.records());
-    // Records at or before the checkpoint (the checkpoint's own record comes again, and with it the
-    // sub-records of an aggregate already committed) are dropped.
-    if let Some(position) = committed {
-        records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
-    }
     let children = shard_end(&event);
     let ended = children.is_some();
-    let continuation = event.continuation_sequence_number();
-    let needed: u64 = records.iter().map(record_cost).sum();
+    let records = std::mem::take(&mut event.records);
+    let fetched_bytes: u64 = records.iter().map(fetched_cost).sum();
     let stats = &shared.fan_out_stats;
-    stats.largest_event_bytes.fetch_max(needed, Ordering::Relaxed);
+    stats.largest_event_bytes.fetch_max(fetched_bytes, Ordering::Relaxed);
     // While the budget is spent this waits, and the subscription is not read meanwhile: HTTP flow
-    // control (the h2 stream window, or TCP's) holds Kinesis back. The event waits counted, so the
-    // engine's held bytes stay within Max Buffer Size plus one event per subscription.
-    let waiting = Waiting::new(stats, needed);
-    let mut reservation = shared.budget.reserve(needed).await;
+    // control (the h2 stream window, or TCP's) holds Kinesis back. The event's records count as
+    // waiting until the budget has taken them, so the engine's held bytes stay within Max Buffer
+    // Size plus one event per subscription. Records at or before the checkpoint (the checkpoint's
+    // own record comes again, and with it the sub-records of an aggregate already committed) are
+    // dropped.
+    let waiting = Waiting::new(stats, fetched_bytes);
+    let fetched = Fetched { records, millis_behind: event.millis_behind_latest(), ended: children };
+    let mut admitted = |bytes| waiting.admitted(bytes);
+    let pushed = intake::hand_over(shared, shard_id, generation, committed, fetched, &mut admitted).await;
     drop(waiting);
-    let buffered: Vec<Buffered> =
-        records.into_iter().map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record }).collect();
-    let pushed = shared.push(shard_id, generation, buffered, event.millis_behind_latest(), children);
     if !pushed {
         return Some(End::Recheck);
     }
     if ended {
         return Some(End::ShardEnd);
     }
-    *start = Start::After(continuation.to_owned());
+    *start = Start::After(event.continuation_sequence_number().to_owned());
     None
 }
 
-/// An event counted as waiting for budget until dropped (also when the wait is cancelled).
+/// An event counted as waiting for budget until dropped (also when the wait is cancelled); its
+/// bytes shrink as its records are admitted.
 struct Waiting<'a> {
     stats: &'a super::engine::FanOutStats,
-    bytes: u64,
+    bytes: AtomicU64,
 }
 
 impl<'a> Waiting<'a> {
     fn new(stats: &'a super::engine::FanOutStats, bytes: u64) -> Self {
         stats.waiting_events.fetch_add(1, Ordering::SeqCst);
         stats.waiting_event_bytes.fetch_add(bytes, Ordering::SeqCst);
-        Self { stats, bytes }
+        Self { stats, bytes: AtomicU64::new(bytes) }
+    }
+
+    fn admitted(&self, bytes: u64) {
+        let bytes = bytes.min(self.bytes.load(Ordering::SeqCst));
+        self.bytes.fetch_sub(bytes, Ordering::SeqCst);
+        self.stats.waiting_event_bytes.fetch_sub(bytes, Ordering::SeqCst);
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.stats.waiting_event_bytes.fetch_sub(self.bytes, Ordering::SeqCst);
+        self.stats.waiting_event_bytes.fetch_sub(*self.bytes.get_mut(), Ordering::SeqCst);
         self.stats.waiting_events.fetch_sub(1, Ordering::SeqCst);
     }
 }

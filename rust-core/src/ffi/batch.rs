@@ -114,7 +114,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
                 .map(|n| KinesisRecord {
                     sequence_number: format!("4963{:052}", s * records_per_shard + n),
                     sub_sequence_number: (n % 2 == 1).then_some(n as u64),
-                    partition_key: format!("key-{n}"),
+                    partition_key: format!("key-{n}").into(),
                     approximate_arrival_ms: 1_764_000_000_000 + n as i64,
                     data: (0..payload_bytes).map(|i| ((n + i) % 251) as u8).collect(),
                 })
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn rejects_an_overlong_partition_key_and_cuts_long_errors() {
         let mut shards = synthetic(1, 1, 1);
-        shards[0].flow_files[0].partition_key = "x".repeat(70_000);
+        shards[0].flow_files[0].partition_key = "x".repeat(70_000).into();
         assert_eq!(encode(1, &shards).unwrap_err(), BatchError::TooLong { what: "partition key", len: 70_000, max: 65_535 });
         assert_eq!(error_text(&"é".repeat(5000)).len(), 4096);
     }
