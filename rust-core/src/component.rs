@@ -1,5 +1,10 @@
 //! A processor instance as the core sees it: its type, its parsed settings and, once started, its
 //! engine. The FFI layer keeps components behind handles; nothing here knows about Java.
+//!
+//! ConsumeKinesis's engine starts in the background ([`startup`]): `start` returns at once and the
+//! processor yields while [`Component::startup_status`] says the engine is not running yet.
+
+pub mod startup;
 
 use std::sync::{Arc, Mutex};
 
@@ -7,11 +12,17 @@ use tracing::info;
 
 use crate::config::{ComponentType, ConfigProblems, ConsumeKinesisConfig, PropertyMap, PutSnowflakeConfig};
 use crate::consumer::output::Layout;
-use crate::consumer::{ConsumerEngine, ConsumerError, EngineSettings};
+use crate::consumer::output::ShardFlowFiles;
+use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
 use crate::ffi::batch::{self, BatchError};
 use crate::ffi::sink_io::{self, SinkIoError};
 use crate::snowflake::{SinkEngine, SinkError, SinkSettings};
+use startup::{Backoff, Startup};
+
+/// What a starting ConsumeKinesis engine does, for the bulletin shown until it runs.
+const CONSUMER_START_UP: &str = "it prepares the lease table (creating it, migrating a KCL lease table, or waiting \
+     for another node's migration), checks the stream and, with Enhanced Fan-Out, waits for its consumer to be ACTIVE";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
@@ -49,7 +60,7 @@ pub enum Settings {
 
 pub struct Component {
     settings: Settings,
-    consumer: Mutex<Option<Arc<ConsumerEngine>>>,
+    consumer: Mutex<Option<Arc<Startup<ConsumerEngine>>>>,
     sink: Mutex<Option<Arc<SinkEngine>>>,
 }
 
@@ -77,16 +88,15 @@ impl Component {
     }
 
     /// Starts the engine; `id` is the component's handle, used to route its log events.
+    /// ConsumeKinesis's engine starts in the background: this returns at once (see
+    /// [`Self::startup_status`]); a second call while it starts or runs does nothing.
     pub fn start(&self, id: u64) -> Result<(), ComponentError> {
         match &self.settings {
             Settings::ConsumeKinesis(config) => {
-                let settings = EngineSettings::from_config(config, id);
-                let aws = config.aws();
-                let engine = crate::runtime::get().block_on(async move {
-                    let clients = crate::aws::clients(&aws).await;
-                    ConsumerEngine::start(settings, clients).await
-                })?;
-                *self.consumer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(engine));
+                let mut slot = self.consumer.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    *slot = Some(Arc::new(start_consumer(config, id, Backoff::default())));
+                }
                 Ok(())
             }
             Settings::PutSnowflake(config) => {
@@ -124,14 +134,32 @@ impl Component {
         self.sink.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or(ComponentError::NotStarted(self.kind().name()))
     }
 
-    /// The next batch of FlowFiles in the JNI layout, or `None` when nothing arrived in time.
+    /// `None` once the component can work; else why it cannot yet (ConsumeKinesis's engine is
+    /// starting, or its last start attempt failed and is tried again), for a bulletin.
+    pub fn startup_status(&self) -> Option<String> {
+        match &self.settings {
+            Settings::ConsumeKinesis(_) => match self.consumer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                Some(startup) => startup.status(),
+                None => Some("the engine is not started".into()),
+            },
+            Settings::PutSnowflake(_) => None,
+        }
+    }
+
+    /// The next batch of FlowFiles in the JNI layout, or `None` when nothing arrived in time (or
+    /// the engine is still starting). A batch that cannot be encoded is nacked, so its shards are
+    /// read again from their checkpoint instead of freezing with it in flight.
     pub fn poll(&self) -> Result<Option<Vec<u8>>, ComponentError> {
-        let (engine, config) = self.consumer()?;
+        let (engine, config) = match self.consumer() {
+            Ok(running) => running,
+            Err(ComponentError::NotStarted(_)) if self.consumer.lock().unwrap_or_else(|p| p.into_inner()).is_some() => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let batch = crate::runtime::get().block_on(engine.poll(config.max_batch_size, config.max_batch_duration));
-        let Some(batch) = batch else { return Ok(None) };
+        let Some(Batch { id, shards, .. }) = batch else { return Ok(None) };
         let layout = Layout { stream: &config.stream_name, processing: config.processing_strategy, output: config.output_strategy };
-        let shards: Vec<_> = batch.shards.into_iter().map(|s| layout.shard(s)).collect();
-        Ok(Some(batch::encode(batch.id, &shards)?))
+        let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
+        Ok(Some(encode_or_nack(id, &shards, |id| engine.nack(id))?))
     }
 
     pub fn ack(&self, batch_id: i64) -> Result<(), ComponentError> {
@@ -144,11 +172,12 @@ impl Component {
         Ok(engine.nack(batch_id)?)
     }
 
-    /// Stops the engine, if any: final checkpoints are already written; leases are released.
+    /// Stops the engine, if any: final checkpoints are already written; leases are released. A
+    /// start in progress is cancelled and leaves nothing behind.
     pub fn stop(&self) {
-        let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(engine) = engine {
-            crate::runtime::get().block_on(engine.stop());
+        let startup = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(startup) = startup {
+            crate::runtime::get().block_on(startup.stop());
         }
         if let Some(sink) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take() {
             sink.stop();
@@ -156,7 +185,7 @@ impl Component {
     }
 
     fn consumer(&self) -> Result<(Arc<ConsumerEngine>, &ConsumeKinesisConfig), ComponentError> {
-        let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|s| s.engine());
         match (&self.settings, engine) {
             (Settings::ConsumeKinesis(config), Some(engine)) => Ok((engine, config)),
             _ => Err(ComponentError::NotStarted(self.kind().name())),
@@ -176,9 +205,97 @@ impl Component {
     }
 }
 
+/// Spawns the start of a ConsumeKinesis engine on the runtime (clients, then the engine's two steps).
+fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> Startup<ConsumerEngine> {
+    let settings = EngineSettings::from_config(config, id);
+    let aws = config.aws();
+    let _runtime = crate::runtime::get().enter();
+    Startup::spawn(
+        id,
+        CONSUMER_START_UP,
+        backoff,
+        move || {
+            let (settings, aws) = (settings.clone(), aws.clone());
+            async move {
+                let clients = crate::aws::clients(&aws).await;
+                ConsumerEngine::prepare(settings, clients).await
+            }
+        },
+        |prepared| prepared.join(),
+    )
+}
+
+/// Encodes a batch taken from the engine; if it cannot be, the batch is settled with `nack` before
+/// the error is returned (a batch left in flight would hold its shards' budget for ever).
+fn encode_or_nack(
+    batch_id: i64,
+    shards: &[ShardFlowFiles],
+    nack: impl FnOnce(i64) -> Result<(), ConsumerError>,
+) -> Result<Vec<u8>, ComponentError> {
+    batch::encode(batch_id, shards).map_err(|e| {
+        if let Err(n) = nack(batch_id) {
+            tracing::warn!("batch {batch_id} could not be nacked after it could not be encoded: {n}");
+        }
+        ComponentError::Batch(e)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_that_cannot_be_encoded_is_nacked() {
+        let mut shards = batch::synthetic(2, 3, 10);
+        shards[1].shard_id = "s".repeat(70_000);
+        let mut nacked = None;
+        let err = encode_or_nack(42, &shards, |id| {
+            nacked = Some(id);
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(err, ComponentError::Batch(BatchError::TooLong { what: "shard id", .. })), "{err}");
+        assert_eq!(nacked, Some(42));
+        let mut nacked = None;
+        encode_or_nack(43, &batch::synthetic(1, 1, 1), |id| {
+            nacked = Some(id);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(nacked, None, "an encoded batch stays in flight until NiFi settles it");
+    }
+
+    #[test]
+    fn consume_kinesis_starts_in_the_background_and_a_stop_during_start_up_returns_at_once() {
+        // Port 1 on loopback refuses connections: the start fails, is reported and waits to retry.
+        let props = PropertyMap::from_pairs([
+            ("Stream Name", "orders"),
+            ("Application Name", "orders-app"),
+            ("Region", "us-east-1"),
+            ("AWS Access Key ID", "AKIAIOSFODNN7EXAMPLE"),
+            ("AWS Secret Access Key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+            ("Endpoint Override URL", "http://127.0.0.1:1"),
+        ]);
+        let c = Component::open(ComponentType::ConsumeKinesis, &props).unwrap();
+        assert_eq!(c.startup_status().unwrap(), "the engine is not started");
+        let t = std::time::Instant::now();
+        c.start(5).unwrap();
+        assert!(t.elapsed() < std::time::Duration::from_millis(500), "start took {:?}", t.elapsed());
+        assert!(c.startup_status().unwrap().starts_with("the engine is starting"), "{:?}", c.startup_status());
+        assert_eq!(c.poll().unwrap(), None, "nothing to poll while starting");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !c.startup_status().unwrap().contains("could not start") {
+            assert!(std::time::Instant::now() < deadline, "no failure reported: {:?}", c.startup_status());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let status = c.startup_status().unwrap();
+        assert!(status.contains("DynamoDB call on table 'orders-app' failed"), "{status}");
+        assert!(!status.contains("wJalrXUtnFEMI"), "no secret in the status");
+        let t = std::time::Instant::now();
+        c.stop();
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "stop took {:?}", t.elapsed());
+        assert!(matches!(c.ack(1), Err(ComponentError::NotStarted(_))));
+    }
 
     #[test]
     fn put_snowflake_starts_without_contacting_snowflake_and_stops() {

@@ -4,6 +4,8 @@
 //! a split and a merge, and the lease table's write rate.
 
 mod support;
+#[path = "support/resharding.rs"]
+mod resharding;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,7 +16,8 @@ use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::{clients, AwsClients};
 use kinesnow_core::consumer::{ConsumerEngine, EngineSettings};
 use kinesnow_core::lease::{Checkpoint, Holder, LeaseStore};
-use support::{aws, create_stream, log, settings, Emulators};
+use resharding::Producer;
+use support::{aws, create_stream, log, settings, wait_active, Emulators};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -105,43 +108,6 @@ async fn poll_loop(name: String, engine: Arc<ConsumerEngine>, polling: Arc<Atomi
             }
         }
         engine.ack(batch.id).await.unwrap();
-    }
-}
-
-/// Writes records with `keys` partition keys until stopped; data is `<key>#<n>` with n counting
-/// per key, so order per key can be checked from the data alone.
-struct Producer {
-    running: Arc<AtomicBool>,
-    task: JoinHandle<BTreeMap<String, u64>>,
-}
-
-impl Producer {
-    fn start(c: &AwsClients, stream: &str, keys: usize, every: Duration) -> Producer {
-        let running = Arc::new(AtomicBool::new(true));
-        let (kinesis, stream, flag) = (c.kinesis.clone(), stream.to_owned(), running.clone());
-        let task = tokio::spawn(async move {
-            let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-            let mut i = 0usize;
-            while flag.load(Ordering::SeqCst) {
-                let key = format!("key-{:03}", i % keys);
-                let n = counts.entry(key.clone()).or_default();
-                let data = format!("{key}#{n}");
-                if kinesis.put_record().stream_name(&stream).partition_key(&key).data(Blob::new(data)).send().await.is_ok() {
-                    *n += 1;
-                    i += 1;
-                }
-                tokio::time::sleep(every).await;
-            }
-            counts
-        });
-        Producer { running, task }
-    }
-
-    /// Stops and returns every record written, as data strings.
-    async fn stop(self) -> BTreeSet<String> {
-        self.running.store(false, Ordering::SeqCst);
-        let counts = self.task.await.unwrap();
-        counts.iter().flat_map(|(k, n)| (0..*n).map(move |i| format!("{k}#{i}"))).collect()
     }
 }
 
@@ -362,17 +328,6 @@ async fn open_shards(c: &AwsClients, stream: &str) -> Vec<(String, u128)> {
         .collect();
     open.sort_by_key(|(_, start)| *start);
     open
-}
-
-async fn wait_active(c: &AwsClients, stream: &str) {
-    for _ in 0..200 {
-        let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
-        if d.stream_description_summary().unwrap().stream_status().as_str() == "ACTIVE" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("stream {stream} stayed busy");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

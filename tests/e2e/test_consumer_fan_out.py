@@ -1,13 +1,17 @@
 """ConsumeKinesis with Enhanced Fan-Out in a real NiFi, reading kinesis-local over SubscribeToShard:
 the consumer is registered under the Application Name; records of two shards arrive once each and
 in shard order across a stop/start on the canvas and a kill -9 of NiFi (repeats only for batches
-whose NiFi commit had not happened, counted); removing the processor deregisters the consumer.
+whose NiFi commit had not happened, counted); removing the processor deregisters the consumer; a
+split and a merge under load deliver every record once, per key in write order.
 
-kinesis-local cannot end a fan-out subscription at a shard's end (no ChildShards), so resharding
-with EFO is covered only by the engine's unit tests on synthetic events."""
+kinesis-local never ends a fan-out subscription at a shard's end (no ChildShards event; see
+rust-core/tests/consumer_fanout.rs), so there the shard ends are found by the engine's second
+signal: the listing shows the shard closed, its subscription is quiet, GetRecords confirms the end.
+The ChildShards event AWS sends is covered by the engine's unit tests on synthetic events."""
 
 import base64
 import json
+import threading
 import time
 
 import pytest
@@ -111,3 +115,107 @@ def test_fan_out_in_nifi_across_stop_start_and_kill_9_then_removal_deregisters(n
     assert app not in consumers(stream), "removing the processor deregisters its consumer"
     kinesis_call("DeleteStream", {"StreamName": stream, "EnforceConsumerDeletion": True})
 
+
+
+def open_shards(stream: str) -> list[dict]:
+    """Open shards ordered by hash key range."""
+    shards = kinesis_call("ListShards", {"StreamName": stream})["Shards"]
+    open_ = [s for s in shards if not s["SequenceNumberRange"].get("EndingSequenceNumber")]
+    return sorted(open_, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+
+
+def wait_active(stream: str) -> None:
+    deadline = time.monotonic() + 30
+    while kinesis_call("DescribeStreamSummary", {"StreamName": stream})["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
+        assert time.monotonic() < deadline, f"stream {stream} stayed busy"
+        time.sleep(0.1)
+
+
+class KeyedProducer:
+    """Writes {"k": key, "n": n} with n counting per key, one PutRecord at a time, until stopped."""
+
+    def __init__(self, stream: str, keys: int):
+        self.stream, self.keys, self.counts = stream, keys, {}
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def put(self, count: int) -> None:
+        for _ in range(count):
+            self._put_one()
+
+    def _put_one(self) -> None:
+        i = sum(self.counts.values())
+        key = f"key-{i % self.keys:02d}"
+        n = self.counts.get(key, 0)
+        data = base64.b64encode(json.dumps({"k": key, "n": n}).encode()).decode()
+        kinesis_call("PutRecord", {"StreamName": self.stream, "PartitionKey": key, "Data": data})
+        self.counts[key] = n + 1
+
+    def _run(self) -> None:
+        while self.running:
+            self._put_one()
+            time.sleep(0.01)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> int:
+        self.running = False
+        self.thread.join()
+        return sum(self.counts.values())
+
+
+def test_fan_out_across_a_split_and_a_merge_delivers_every_record_in_key_order(nifi):
+    stream, app = unique("efo-reshard"), unique("efo-reshard-app")
+    create_stream(stream, SHARDS)
+    producer = KeyedProducer(stream, 20)
+    producer.put(200)  # records before the processor starts
+    c = nifi.client
+    group = c.create_process_group("fan-out-reshard")
+    # Runs every 3 s, so the queue stays under NiFi's 100-FlowFile listing limit.
+    flow = ConsumerFlow.add(c, group["id"], consumer_properties(stream, app, **{
+        "Consumer Type": "ENHANCED_FAN_OUT", "Processing Strategy": "LINE_DELIMITED", "Max Batch Size": "1 MB"}),
+        scheduling_period="3 sec")
+    flow.start()
+    producer.start()
+    time.sleep(4)
+    parent = open_shards(stream)[0]
+    start, end = int(parent["HashKeyRange"]["StartingHashKey"]), int(parent["HashKeyRange"]["EndingHashKey"])
+    kinesis_call("SplitShard", {"StreamName": stream, "ShardToSplit": parent["ShardId"],
+                                "NewStartingHashKey": str(start + (end - start) // 2)})
+    wait_active(stream)
+    split_at = time.monotonic()
+    time.sleep(4)
+    after_split = open_shards(stream)
+    assert len(after_split) == 3, after_split
+    # The split's upper child merged with the other original shard.
+    kinesis_call("MergeShards", {"StreamName": stream, "ShardToMerge": after_split[1]["ShardId"],
+                                 "AdjacentShardToMerge": after_split[2]["ShardId"]})
+    wait_active(stream)
+    time.sleep(4)  # records after the merge
+    total = producer.stop()
+    counts = dict(producer.counts)
+
+    deadline = time.monotonic() + 90
+    while True:
+        files = flow.flow_files()
+        got = {(r["k"], r["n"]) for f in files for r in map(json.loads, f["content"].decode().splitlines())}
+        if len(got) >= total or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    missing = {(k, n) for k, c_ in counts.items() for n in range(c_)} - got
+    shards = {f["attributes"]["aws.kinesis.shard.id"] for f in files}
+    print(f"fan-out resharding in NiFi: {total} records, {len(missing)} missing, every record in "
+          f"{time.monotonic() - split_at:.1f} s after the split; shards read: {sorted(shards)}")
+    assert not missing, f"{len(missing)} of {total} records never arrived, e.g. {sorted(missing)[:5]}; shards: {shards}"
+
+    delivered = [json.loads(line) for f in files for line in f["content"].decode().splitlines()]
+    assert len(delivered) == total, f"{len(delivered) - total} records delivered twice"
+    per_key: dict = {}
+    for r in delivered:  # FlowFiles in the order NiFi received them
+        per_key.setdefault(r["k"], []).append(r["n"])
+    for key, ns in per_key.items():
+        assert ns == list(range(counts[key])), f"{key}: not in write order across the split and merge"
+    assert len(shards) == 5, f"the originals, the split's children and the merged shard: {sorted(shards)}"
+    c.delete_process_group(group["id"])
+    kinesis_call("DeleteStream", {"StreamName": stream, "EnforceConsumerDeletion": True})

@@ -91,14 +91,17 @@ class NiFiInstance:
     @classmethod
     def start(cls, port: Optional[int] = None, instance_dir: Optional[str] = None,
               extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g",
-              keep: bool = False) -> "NiFiInstance":
+              keep: bool = False, scheduling_timeout: Optional[str] = None) -> "NiFiInstance":
         """Run `nifi.sh start` (fresh instance directory, or with `keep` the existing one as it is:
-        flow, repositories, NARs) and wait until the API answers."""
+        flow, repositories, NARs) and wait until the API answers. `scheduling_timeout` (such as
+        "5 secs") sets how long NiFi lets an @OnScheduled method run before interrupting it."""
         port = port or free_port()
         instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
         cmd = [NIFI_SH, "start", "--port", str(port), "--instance-dir", instance_dir,
                "--timeout", str(timeout), "--heap", heap]
         extensions = list(extensions)
+        if scheduling_timeout:
+            cmd += ["--scheduling-timeout", scheduling_timeout]
         if keep:
             cmd.append("--keep")
         elif extensions:

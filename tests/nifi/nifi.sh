@@ -3,7 +3,9 @@
 #
 #   nifi.sh start  [--port P] [--instance-dir D] [--extensions NAR_OR_DIR ...] [--timeout S] [--keep]
 #                  (--keep: restart an existing instance directory as it is: flow, repositories, NARs)
-#                  [--heap SIZE] [--mgmt-port M]
+#                  [--heap SIZE] [--mgmt-port M] [--scheduling-timeout DURATION]
+#                  (--scheduling-timeout: nifi.processor.scheduling.timeout, how long NiFi lets a processor's
+#                   @OnScheduled run before it interrupts it, such as "5 secs"; NiFi's default is 1 min)
 #   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
 #   nifi.sh status [--port P | --instance-dir D]
 #
@@ -28,7 +30,7 @@ die() { echo "nifi.sh: $*" >&2; exit 1; }
 say() { echo "nifi.sh: $*" >&2; }
 
 cmd="${1:-}"; [ $# -gt 0 ] && shift
-port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=30; keep=0
+port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=30; keep=0; scheduling_timeout=""
 extensions=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,12 +39,13 @@ while [ $# -gt 0 ]; do
         --timeout) timeout="$2"; shift 2 ;;
         --heap) heap="$2"; shift 2 ;;
         --mgmt-port) mgmt_port="$2"; shift 2 ;;
+        --scheduling-timeout) scheduling_timeout="$2"; shift 2 ;;
         --grace) grace="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         --extensions)
             shift
             while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
-        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
@@ -145,6 +148,7 @@ do_start() {
         set_prop "$props" nifi.nar.library.directory "$home/lib"
         set_prop "$props" nifi.nar.library.autoload.directory "$instance/extensions"
         set_prop "$props" nifi.sensitive.props.key "$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+        [ -z "$scheduling_timeout" ] || set_prop "$props" nifi.processor.scheduling.timeout "$scheduling_timeout"
 
         local n=0 src f
         for src in "${extensions[@]}"; do

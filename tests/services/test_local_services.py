@@ -103,7 +103,11 @@ def test_dynalite_answers_real_calls(emulators):
         "TableName": table, "BillingMode": "PAY_PER_REQUEST",
         "AttributeDefinitions": [{"AttributeName": "leaseKey", "AttributeType": "S"}],
         "KeySchema": [{"AttributeName": "leaseKey", "KeyType": "HASH"}]}, ep)
-    assert dynamodb_call("DescribeTable", {"TableName": table}, ep)["Table"]["TableStatus"] == "ACTIVE"
+    # dynalite, like DynamoDB, answers CREATING first; on a loaded machine it can stay so for a while
+    deadline = time.monotonic() + 30
+    while dynamodb_call("DescribeTable", {"TableName": table}, ep)["Table"]["TableStatus"] != "ACTIVE":
+        assert time.monotonic() < deadline, "the table never became ACTIVE"
+        time.sleep(0.1)
     assert table in dynamodb_call("ListTables", {}, ep)["TableNames"]
 
     item = {"leaseKey": {"S": "shard-0"}, "owner": {"S": "w1"}}

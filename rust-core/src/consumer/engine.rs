@@ -1,8 +1,7 @@
 //! The engine's shared state and its API to the processor: start, poll a batch, ack or nack it,
 //! stop. The lease keeper (`keeper.rs`) runs beside it on its own task.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,14 +11,15 @@ use tracing::{info, warn};
 
 use super::budget::MemoryBudget;
 use super::keeper::Keeper;
+pub use super::ledger::Batch;
+use super::ledger::{CheckpointWrite, FinishShard, Ledger, Next, ReaderStart, WriteOutcome};
 use super::reader;
-use super::state::{Buffered, InFlight, ShardState};
+use super::state::Buffered;
 use super::ConsumerError;
 use crate::aws::AwsClients;
 use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, InitialPosition};
 use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
-use crate::kinesis::record::ShardRecords;
 use crate::lease::migration::{self, MigrationSettings};
 use crate::lease::{Lease, LeaseError, LeaseStore};
 
@@ -89,14 +89,6 @@ pub fn scan_interval(failover: Duration) -> Duration {
     (failover / 7).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// Records handed to NiFi in one call; settle it with `ack` or `nack`.
-#[derive(Debug)]
-pub struct Batch {
-    pub id: i64,
-    pub shards: Vec<ShardRecords>,
-    pub bytes: u64,
-}
-
 pub struct Shared {
     pub settings: EngineSettings,
     pub kinesis: aws_sdk_kinesis::Client,
@@ -107,22 +99,23 @@ pub struct Shared {
     pub lag_warning_ms: Option<i64>,
     /// GetRecords responses that may be held at once (each at most 10 MiB).
     pub fetch_slots: Arc<tokio::sync::Semaphore>,
-    shards: Mutex<BTreeMap<String, ShardState>>,
-    batches: Mutex<HashMap<i64, Vec<String>>>,
+    /// The shards, batches and their decisions (no I/O inside).
+    ledger: Mutex<Ledger>,
     data_ready: Notify,
     /// Wakes the keeper for a pass now (a shard finished, a hand-back's batches settled).
     pub(super) rebalance: Notify,
     /// A shard ended without naming its children: list the stream on the next pass.
     pub(super) list_now: std::sync::atomic::AtomicBool,
+    /// The closed shards of the keeper's latest listing (fan-out readers confirm their end).
+    pub(super) listing: Mutex<super::end_probe::ListingView>,
     /// Records are delivered only while this node's last heartbeat is recent enough that no
     /// other node can have judged it dead and taken its leases.
     deliver_until: Mutex<tokio::time::Instant>,
     #[cfg(feature = "test-support")]
     pub(super) suspended_until: Mutex<Option<tokio::time::Instant>>,
-    next_batch: AtomicI64,
-    cursor: AtomicUsize,
     pub stopping: watch::Sender<bool>,
-    readers: Mutex<Vec<JoinHandle<()>>>,
+    /// Reader tasks by shard: aborted when the shard's lease is lost.
+    readers: Mutex<Vec<(String, JoinHandle<()>)>>,
     /// With Enhanced Fan-Out: the registered consumer and the client pool subscriptions use.
     fan_out: Option<FanOut>,
     pub(super) fan_out_stats: FanOutStats,
@@ -147,6 +140,9 @@ pub struct FanOutStats {
     pub waiting_event_bytes: std::sync::atomic::AtomicU64,
     /// The largest event received so far, in the budget's bytes (all its records as fetched).
     pub largest_event_bytes: std::sync::atomic::AtomicU64,
+    /// Shard ends confirmed by GetRecords (the listing showed the shard closed and its
+    /// subscription was quiet), counted when each confirmation begins.
+    pub end_probes: std::sync::atomic::AtomicU64,
 }
 
 pub struct ConsumerEngine {
@@ -154,28 +150,23 @@ pub struct ConsumerEngine {
     keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl ConsumerEngine {
-    /// Creates the lease table if needed, joins the nodes of the Application Name, takes its share
-    /// of the readable shards and starts reading.
-    pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
-        let owner = format!("kinesnow-{}", uuid_like());
-        migration::prepare_table(
-            &clients.dynamodb,
-            &settings.application,
-            &settings.stream,
-            &owner,
-            &settings.migration,
-            settings.component,
-        )
-        .await?;
+/// An engine whose long start-up work is done ([`ConsumerEngine::prepare`]) and that has not
+/// joined the nodes of its Application Name yet.
+pub struct Prepared {
+    settings: EngineSettings,
+    clients: AwsClients,
+    owner: String,
+    lag_warning_ms: Option<i64>,
+    fan_out: Option<FanOut>,
+}
+
+impl Prepared {
+    /// Writes this node's heartbeat, takes its first share of the shards and starts reading: a
+    /// listing, a heartbeat, a scan and the lease takes. Let it run to its end (then `stop` the
+    /// engine to undo it): dropped half-way, it would leave the heartbeat row and leases behind.
+    pub async fn join(self) -> Result<ConsumerEngine, ConsumerError> {
+        let Self { settings, clients, owner, lag_warning_ms, fan_out } = self;
         let store = LeaseStore::new(clients.dynamodb.clone(), &settings.application, &settings.stream);
-        let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
-            .await?
-            .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
-        let fan_out = match settings.consumer_type {
-            ConsumerType::SharedThroughput => None,
-            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients, &settings).await?),
-        };
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             fan_out,
@@ -189,25 +180,62 @@ impl ConsumerEngine {
             kinesis: clients.kinesis,
             store,
             settings,
-            shards: Mutex::new(BTreeMap::new()),
-            batches: Mutex::new(HashMap::new()),
+            ledger: Mutex::new(Ledger::new()),
             data_ready: Notify::new(),
             rebalance: Notify::new(),
             list_now: std::sync::atomic::AtomicBool::new(false),
+            listing: Mutex::new(super::end_probe::ListingView::of(&[], tokio::time::Instant::now())),
             deliver_until: Mutex::new(tokio::time::Instant::now()),
             #[cfg(feature = "test-support")]
             suspended_until: Mutex::new(None),
-            next_batch: AtomicI64::new(1),
-            cursor: AtomicUsize::new(0),
             stopping,
             readers: Mutex::new(Vec::new()),
         });
         let mut keeper = Keeper::new(shared.clone()).await?;
-        keeper.first_pass().await?;
-        let keeper = tokio::spawn(keeper.run());
-        Ok(Self { shared, keeper: Mutex::new(Some(keeper)) })
+        let engine = ConsumerEngine { shared, keeper: Mutex::new(None) };
+        if let Err(e) = keeper.first_pass().await {
+            // Readers may have started and leases been taken: stop them and give the leases back.
+            engine.stop().await;
+            return Err(e);
+        }
+        *engine.keeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(keeper.run()));
+        Ok(engine)
+    }
+}
+
+impl ConsumerEngine {
+    /// Creates the lease table if needed, joins the nodes of the Application Name, takes its share
+    /// of the readable shards and starts reading: [`Self::prepare`], then [`Prepared::join`].
+    pub async fn start(settings: EngineSettings, clients: AwsClients) -> Result<Self, ConsumerError> {
+        Self::prepare(settings, clients).await?.join().await
     }
 
+    /// The long part of a start: the lease table is ready (a KCL table migrated, or the wait for
+    /// another node's migration, up to the migration's wait limit), the stream is known and the
+    /// Enhanced Fan-Out consumer is ACTIVE. Nothing of this node is in the lease table yet, so the
+    /// future may be dropped at any await to cancel the start: a migration this node was running is
+    /// then completed by the next start (or another node, once the lock's counter stops moving), as
+    /// after a crash; a fan-out consumer already registered is kept for the next start.
+    pub async fn prepare(settings: EngineSettings, clients: AwsClients) -> Result<Prepared, ConsumerError> {
+        let owner = format!("kinesnow-{}", uuid_like());
+        migration::prepare_table(
+            &clients.dynamodb,
+            &settings.application,
+            &settings.stream,
+            &owner,
+            &settings.migration,
+            settings.component,
+        )
+        .await?;
+        let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
+            .await?
+            .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
+        let fan_out = match settings.consumer_type {
+            ConsumerType::SharedThroughput => None,
+            ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients, &settings).await?),
+        };
+        Ok(Prepared { settings, clients, owner, lag_warning_ms, fan_out })
+    }
     /// Fan-out subscriptions made, ResourceInUse retries and watchdog replacements so far.
     pub fn fan_out_stats(&self) -> &FanOutStats {
         &self.shared.fan_out_stats
@@ -236,7 +264,7 @@ impl ConsumerEngine {
 
     /// Shards currently leased and read by this engine (not those being handed back).
     pub fn leased_shards(&self) -> Vec<String> {
-        self.shared.lock_shards().iter().filter(|(_, s)| !s.finished && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect()
+        self.shared.lock_ledger().reading().into_iter().collect()
     }
 
     pub fn budget_available(&self) -> u64 {
@@ -248,7 +276,7 @@ impl ConsumerEngine {
     /// record admitted with an oversized event counts in full. Records handed out in a batch and
     /// not yet settled are not included. Walks every buffer: for tests and diagnostics.
     pub fn held_bytes(&self) -> u64 {
-        let buffered: u64 = self.shared.lock_shards().values().flat_map(|s| s.buffer.iter()).map(|b| reader::record_cost(&b.record)).sum();
+        let buffered: u64 = self.shared.lock_ledger().buffered_records().map(reader::record_cost).sum();
         buffered + self.shared.fan_out_stats.waiting_event_bytes.load(Ordering::SeqCst)
     }
 
@@ -271,27 +299,30 @@ impl ConsumerEngine {
     }
 
     /// NiFi committed the batch: checkpoint each shard up to its last settled record.
+    /// A shard whose checkpoint write is still in flight gets the new one written right after it.
     pub async fn ack(&self, batch_id: i64) -> Result<(), ConsumerError> {
-        let shards = self.shared.lock_batches().remove(&batch_id).ok_or(ConsumerError::UnknownBatch(batch_id))?;
-        for shard_id in shards {
-            self.shared.settle(&shard_id, batch_id).await;
+        let next = self.shared.lock_ledger().ack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
+        for step in next {
+            self.shared.follow(step).await;
+        }
+        if self.shared.lock_ledger().hand_back_settled() {
+            self.shared.rebalance.notify_one();
         }
         Ok(())
     }
 
     /// NiFi did not commit the batch: its shards go back to their last checkpoint.
+    /// A shard whose reader had already reached the shard's end gets a new reader.
     pub fn nack(&self, batch_id: i64) -> Result<(), ConsumerError> {
-        let shards = self.shared.lock_batches().remove(&batch_id).ok_or(ConsumerError::UnknownBatch(batch_id))?;
-        let mut states = self.shared.lock_shards();
-        for shard_id in shards {
-            if let Some(state) = states.get_mut(&shard_id) {
-                if state.in_flight.iter().any(|f| f.batch_id == batch_id) {
-                    warn!(
-                        component = self.shared.settings.component,
-                        "NiFi did not commit batch {batch_id}; shard {shard_id} rewinds to its last checkpoint"
-                    );
-                    state.rewind();
-                }
+        let rewound = self.shared.lock_ledger().nack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
+        for r in rewound {
+            warn!(
+                component = self.shared.settings.component,
+                "NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record",
+                r.shard_id
+            );
+            if let Some(start) = r.restart {
+                self.shared.spawn_reader(start);
             }
         }
         Ok(())
@@ -305,22 +336,27 @@ impl ConsumerEngine {
         if let Some(keeper) = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take() {
             keeper.abort();
         }
-        let readers: Vec<JoinHandle<()>> = std::mem::take(&mut *self.shared.lock_readers());
-        for r in readers {
+        let readers: Vec<(String, JoinHandle<()>)> = std::mem::take(&mut *self.shared.lock_readers());
+        for (_, r) in readers {
             let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while !self.shared.lock_batches().is_empty() && tokio::time::Instant::now() < deadline {
+        while self.shared.lock_ledger().has_batches() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let leases: Vec<_> = self.shared.lock_shards().values().filter(|s| !s.finished).map(|s| s.lease.clone()).collect();
+        // What NiFi acknowledged is checkpointed before the leases go.
+        self.shared.retry_checkpoints().await;
+        while self.shared.lock_ledger().writes_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let leases: Vec<_> = self.shared.lock_ledger().leases();
         for lease in leases {
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {}
                 Err(e) => warn!(component = self.shared.settings.component, "could not release the lease of shard {}: {e}", lease.shard_id),
             }
         }
-        self.shared.lock_shards().clear();
+        self.shared.lock_ledger().clear();
         if let Err(e) = self.shared.store.remove_node(&self.shared.owner).await {
             warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
         }
@@ -336,36 +372,30 @@ impl Drop for ConsumerEngine {
         if let Some(keeper) = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take() {
             keeper.abort();
         }
-        for reader in self.shared.lock_readers().drain(..) {
+        for (_, reader) in self.shared.lock_readers().drain(..) {
             reader.abort();
         }
     }
 }
 
 impl Shared {
-    pub(super) fn lock_shards(&self) -> MutexGuard<'_, BTreeMap<String, ShardState>> {
-        self.shards.lock().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_batches(&self) -> MutexGuard<'_, HashMap<i64, Vec<String>>> {
-        self.batches.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_readers(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
+    fn lock_readers(&self) -> MutexGuard<'_, Vec<(String, JoinHandle<()>)>> {
         self.readers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The shard's generation and committed position; `None` once the shard is finished or lost.
     /// Where a shard without a checkpoint starts.
     pub(super) fn initial_position(&self, shard_id: &str) -> InitialPosition {
-        self.lock_shards().get(shard_id).and_then(|s| s.initial).unwrap_or(self.settings.initial_position)
+        self.lock_ledger().initial_position(shard_id).unwrap_or(self.settings.initial_position)
     }
 
-    pub(super) fn reader_generation(&self, shard_id: &str) -> Option<(u64, Option<Position>)> {
-        self.lock_shards()
-            .get(shard_id)
-            .filter(|s| !s.finished && s.handing_back.is_none())
-            .map(|s| (s.generation, s.committed.clone()))
+    /// For the reader of `generation`: the shard's generation and where to resume; `None` once the
+    /// shard is finished, lost or handed back, or the reader is of an earlier lease of it.
+    pub(super) fn reader_generation(&self, shard_id: &str, generation: u64) -> Option<(u64, Option<Position>)> {
+        self.lock_ledger().reader_position(shard_id, generation)
     }
 
     /// Adds fetched records to a shard's buffer; false when the shard was rewound or lost meanwhile.
@@ -377,23 +407,12 @@ impl Shared {
         millis_behind: i64,
         ended: Option<Vec<(String, Vec<String>)>>,
     ) -> bool {
-        let mut shards = self.lock_shards();
-        let Some(state) = shards.get_mut(shard_id).filter(|s| s.generation == generation) else { return false };
-        state.millis_behind = millis_behind;
         let had_records = !records.is_empty();
-        for b in records {
-            state.buffered_bytes += b.reservation.bytes();
-            state.buffer.push_back(b);
-        }
-        if let Some(children) = ended {
-            state.reader_finished = true;
-            state.children = children;
-        }
-        drop(shards);
-        if had_records {
+        let pushed = self.lock_ledger().push(shard_id, generation, records, millis_behind, ended);
+        if pushed && had_records {
             self.data_ready.notify_waiters();
         }
-        true
+        pushed
     }
 
     /// Takes up to `max_bytes` round-robin over the shards and registers the batch.
@@ -401,116 +420,84 @@ impl Shared {
         if !self.may_deliver() {
             return None;
         }
-        let mut shards = self.lock_shards();
-        let ids: Vec<String> =
-            shards.iter().filter(|(_, s)| !s.buffer.is_empty() && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect();
-        if ids.is_empty() {
-            return None;
-        }
-        let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
-        let first = self.cursor.fetch_add(1, Ordering::Relaxed) % ids.len();
-        let mut out = Vec::new();
-        let mut bytes = 0u64;
-        for shard_id in ids.iter().cycle().skip(first).take(ids.len()) {
-            if bytes >= max_bytes {
-                break;
-            }
-            let state = shards.get_mut(shard_id).expect("listed above");
-            let mut records = Vec::new();
-            let mut reservations = Vec::new();
-            while let Some(front) = state.buffer.front() {
-                let size = front.reservation.bytes();
-                if bytes + size > max_bytes && !(records.is_empty() && out.is_empty()) {
-                    break;
-                }
-                let b = state.buffer.pop_front().expect("front exists");
-                bytes += size;
-                state.buffered_bytes -= size;
-                reservations.push(b.reservation);
-                records.push(b.record);
-            }
-            if records.is_empty() {
-                continue;
-            }
-            let last = records.last().map(|r| Position::new(r.sequence_number.clone(), r.sub_sequence_number));
-            state.in_flight.push_back(InFlight { batch_id: id, last, acked: false, reservations });
-            out.push(ShardRecords {
-                shard_id: shard_id.clone(),
-                parent_shard_ids: state.parents.clone(),
-                millis_behind: state.millis_behind,
-                records,
-            });
-        }
-        drop(shards);
-        self.lock_batches().insert(id, out.iter().map(|s| s.shard_id.clone()).collect());
-        Some(Batch { id, shards: out, bytes })
+        self.lock_ledger().take(max_bytes)
     }
 
-    /// Marks the shard's part of a batch acknowledged and checkpoints what is settled.
-    async fn settle(self: &Arc<Self>, shard_id: &str, batch_id: i64) {
-        let (lease, settled) = {
-            let mut shards = self.lock_shards();
-            let Some(state) = shards.get_mut(shard_id) else { return };
-            let Some(entry) = state.in_flight.iter_mut().find(|f| f.batch_id == batch_id) else { return };
-            entry.acked = true;
-            (state.lease.clone(), state.settle_front())
-        };
-        let Some(position) = settled else { return };
-        match self.store.checkpoint(&lease, &position, false).await {
-            Ok(()) => {
-                let finished = {
-                    let mut shards = self.lock_shards();
-                    let Some(state) = shards.get_mut(shard_id) else { return };
-                    state.committed = Some(position);
-                    if state.handing_back.is_some() && state.in_flight.is_empty() {
-                        self.rebalance.notify_one();
-                    }
-                    state.reader_finished && state.buffer.is_empty() && state.in_flight.is_empty()
-                };
-                if finished {
-                    self.finish_shard(shard_id).await;
-                }
+    /// Does what the ledger decided: writes checkpoints (one per shard at a time, each followed
+    /// by the next acknowledged one), finishes shards, stops the readers of lost leases.
+    pub(super) async fn follow(self: &Arc<Self>, step: Next) {
+        let mut step = Some(step);
+        while let Some(current) = step.take() {
+            match current {
+                Next::Write(write) => step = self.write_checkpoint(write).await,
+                Next::Finish(finish) => self.finish_shard(finish).await,
+                Next::Lost(shard_id) => self.lost(&shard_id),
             }
-            Err(LeaseError::Fenced { .. }) => self.lose(shard_id),
-            Err(e) => warn!(component = self.settings.component, "checkpoint of shard {shard_id} not written: {e}"),
         }
     }
 
-    /// The reader saw the end of the shard.
-    pub(super) async fn on_reader_finished(self: &Arc<Self>, shard_id: &str) {
-        let finished = {
-            let shards = self.lock_shards();
-            shards.get(shard_id).is_some_and(|s| s.reader_finished && s.buffer.is_empty() && s.in_flight.is_empty())
+    async fn write_checkpoint(&self, write: CheckpointWrite) -> Option<Next> {
+        let outcome = match self.store.checkpoint(&write.lease, &write.position, false).await {
+            Ok(()) => WriteOutcome::Written,
+            Err(LeaseError::Fenced { .. }) => WriteOutcome::Fenced,
+            Err(e) => {
+                warn!(
+                    component = self.settings.component,
+                    "checkpoint of shard {} not written (tried again on the next lease pass): {e}",
+                    write.lease.shard_id
+                );
+                WriteOutcome::Failed
+            }
         };
-        if finished {
-            self.finish_shard(shard_id).await;
+        let next = self.lock_ledger().checkpoint_written(&write, outcome);
+        if self.lock_ledger().hand_back_settled() {
+            self.rebalance.notify_one();
+        }
+        next
+    }
+
+    /// Writes the checkpoints whose earlier writes failed.
+    pub(super) async fn retry_checkpoints(self: &Arc<Self>) {
+        let writes = self.lock_ledger().pending_checkpoints();
+        for write in writes {
+            self.follow(Next::Write(write)).await;
+        }
+    }
+
+    /// The reader of `generation` saw the end of the shard and returned.
+    pub(super) async fn on_reader_finished(self: &Arc<Self>, shard_id: &str, generation: u64) {
+        let next = self.lock_ledger().reader_ended(shard_id, generation);
+        if let Some(step) = next {
+            self.follow(step).await;
         }
     }
 
     /// Writes the children's rows and the shard-end marker once everything of the shard is
     /// committed (which also gives the lease up), then wakes the keeper to take the children.
     /// If the marker cannot be written, the shard stays here as finished and the keeper retries.
-    pub(super) async fn finish_shard(self: &Arc<Self>, shard_id: &str) {
-        let (lease, children) = {
-            let mut shards = self.lock_shards();
-            let Some(state) = shards.get_mut(shard_id) else { return };
-            state.finished = true;
-            (state.lease.clone(), state.children.clone())
-        };
-        for (child, parents) in &children {
+    pub(super) async fn finish_shard(self: &Arc<Self>, finish: FinishShard) {
+        let shard_id = finish.lease.shard_id.clone();
+        for (child, parents) in &finish.children {
             if let Err(e) = self.store.add_child(child, parents).await {
                 warn!(component = self.settings.component, "row of child shard {child} not written: {e}");
             }
         }
-        match self.store.mark_shard_end(&lease).await {
+        let outcome = match self.store.mark_shard_end(&finish.lease).await {
             Ok(()) => {
                 info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
-                self.lock_shards().remove(shard_id);
+                WriteOutcome::Written
             }
-            Err(LeaseError::Fenced { .. }) => self.lose(shard_id),
-            Err(e) => warn!(component = self.settings.component, "shard-end marker of {shard_id} not written: {e}"),
-        }
-        if children.is_empty() {
+            Err(LeaseError::Fenced { .. }) => {
+                warn!(component = self.settings.component, "lease on shard {shard_id} was lost before its shard-end marker was written");
+                WriteOutcome::Fenced
+            }
+            Err(e) => {
+                warn!(component = self.settings.component, "shard-end marker of {shard_id} not written: {e}");
+                WriteOutcome::Failed
+            }
+        };
+        self.lock_ledger().finish_done(&finish, outcome);
+        if finish.children.is_empty() {
             self.list_now.store(true, Ordering::Relaxed);
         }
         self.rebalance.notify_one();
@@ -518,8 +505,16 @@ impl Shared {
 
     /// The lease moved on: drop the shard's records at once and stop delivering them.
     pub(super) fn lose(&self, shard_id: &str) {
-        if self.lock_shards().remove(shard_id).is_some() {
-            warn!(component = self.settings.component, "lease on shard {shard_id} was lost; its buffered records are dropped");
+        if self.lock_ledger().lose(shard_id) {
+            self.lost(shard_id);
+        }
+    }
+
+    /// Ends the readers of a shard whose lease is gone.
+    fn lost(&self, shard_id: &str) {
+        warn!(component = self.settings.component, "lease on shard {shard_id} was lost; its buffered records are dropped");
+        for (_, reader) in self.lock_readers().iter().filter(|(id, _)| id == shard_id) {
+            reader.abort();
         }
     }
 
@@ -531,21 +526,26 @@ impl Shared {
         parents: Vec<String>,
         initial: Option<InitialPosition>,
     ) {
-        let shard_id = lease.shard_id.clone();
-        let mut state = ShardState::new(lease, committed);
-        state.parents = parents;
-        state.initial = initial;
-        self.lock_shards().insert(shard_id.clone(), state);
+        // A reader left from an earlier lease of this shard ends (its generation is older anyway).
+        for (_, reader) in self.lock_readers().iter().filter(|(id, _)| *id == lease.shard_id) {
+            reader.abort();
+        }
+        let start = self.lock_ledger().start(lease, committed, parents, initial);
+        self.spawn_reader(start);
+    }
+
+    fn spawn_reader(self: &Arc<Self>, start: ReaderStart) {
+        let ReaderStart { shard_id, generation } = start;
         let handle = match &self.fan_out {
-            None => tokio::spawn(reader::run(self.clone(), shard_id)),
+            None => tokio::spawn(reader::run(self.clone(), shard_id.clone(), generation)),
             Some(f) => {
                 let client = fan_out::pooled(&f.pool, f.next.fetch_add(1, Ordering::Relaxed)).clone();
-                tokio::spawn(super::subscriber::run(self.clone(), shard_id, client, f.consumer_arn.clone()))
+                tokio::spawn(super::subscriber::run(self.clone(), shard_id.clone(), generation, client, f.consumer_arn.clone()))
             }
         };
         let mut readers = self.lock_readers();
-        readers.retain(|r| !r.is_finished());
-        readers.push(handle);
+        readers.retain(|(_, r)| !r.is_finished());
+        readers.push((shard_id, handle));
     }
 
     pub(super) fn may_deliver(&self) -> bool {

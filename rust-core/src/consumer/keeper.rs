@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::end_probe::ListingView;
 use super::engine::Shared;
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
@@ -37,12 +38,20 @@ pub(super) struct Keeper {
     next_beat: Instant,
     /// Rows of children not (yet) in the listing, and when each was first seen.
     unlisted: HashMap<String, Instant>,
+    /// Rows of finished shards, and when each was first seen finished.
+    finished_seen: HashMap<String, Instant>,
+    /// Malformed rows already warned about, and when.
+    malformed_warned: HashMap<String, Instant>,
 }
+
+/// A malformed row is warned about again after this long.
+const MALFORMED_REWARN: Duration = Duration::from_secs(600);
 
 impl Keeper {
     pub async fn new(shared: Arc<Shared>) -> Result<Self, ConsumerError> {
         let started = Instant::now();
         let shards = list_shards(&shared.kinesis, &shared.settings.stream).await?;
+        *shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
         Ok(Self {
             membership: Membership::new(shared.owner.clone(), shared.settings.failover_timeout),
             shared,
@@ -50,6 +59,8 @@ impl Keeper {
             last_beat: None,
             next_beat: started,
             unlisted: HashMap::new(),
+            finished_seen: HashMap::new(),
+            malformed_warned: HashMap::new(),
         })
     }
 
@@ -102,6 +113,7 @@ impl Keeper {
     async fn pass(&mut self) -> Result<(), ConsumerError> {
         let view = self.shared.store.scan().await?;
         let now = Instant::now();
+        self.warn_malformed(&view.malformed, now);
         self.membership.observe(&view.nodes, now);
         let rows: HashMap<&str, &LeaseRow> = view.leases.iter().map(|r| (r.shard_id.as_str(), r)).collect();
         self.drop_leases_moved_on(&rows);
@@ -111,7 +123,7 @@ impl Keeper {
             let settings = &self.shared.settings;
             self.shared.deliver_until(beat + settings.failover_timeout.saturating_sub(settings.scan_interval));
         }
-        self.retry_shard_ends().await;
+        self.retry_failed_writes().await;
         self.complete_hand_backs().await;
         if *self.shared.stopping.borrow() {
             return Ok(());
@@ -119,8 +131,10 @@ impl Keeper {
         self.refresh_listing(&view.leases).await?;
         let gone: HashSet<String> =
             self.unlisted.iter().filter(|(_, seen)| **seen < self.listing.started).map(|(id, _)| id.clone()).collect();
-        let readable = readable(&self.listing.shards, &view.leases, &gone);
+        let malformed: HashSet<String> = view.malformed.iter().map(|(id, _)| id.clone()).collect();
+        let readable = readable(&self.listing.shards, &view.leases, &gone, &malformed);
         self.balance(&readable, &view.leases, now).await?;
+        self.retire_rows(&view.leases, now).await;
         for owner in self.membership.long_dead(now) {
             if self.shared.store.remove_node(&owner).await.is_ok() {
                 info!(component = self.shared.settings.component, "removed the heartbeat row of node {owner}, silent for long");
@@ -129,16 +143,63 @@ impl Keeper {
         Ok(())
     }
 
+    /// A bulletin names each row that cannot be understood (its shard is not read, and its
+    /// children wait, until the row is fixed or deleted); the other rows go on.
+    fn warn_malformed(&mut self, malformed: &[(String, String)], now: Instant) {
+        self.malformed_warned.retain(|id, _| malformed.iter().any(|(m, _)| m == id));
+        for (shard_id, message) in malformed {
+            if self.malformed_warned.get(shard_id).is_some_and(|t| now.saturating_duration_since(*t) < MALFORMED_REWARN) {
+                continue;
+            }
+            self.malformed_warned.insert(shard_id.clone(), now);
+            warn!(
+                component = self.shared.settings.component,
+                "the row of shard {shard_id} of stream '{}' in table '{}' is malformed ({message}); the shard is not read until \
+                 the row is fixed or deleted",
+                self.shared.settings.stream,
+                self.shared.store.table()
+            );
+        }
+    }
+
+    /// Removes the rows of finished shards that have left the stream (see [`retired`]), so the
+    /// table does not grow with every reshard. Children without a checkpoint first get the start
+    /// position the parent's row gave them.
+    async fn retire_rows(&mut self, rows: &[LeaseRow], now: Instant) {
+        self.finished_seen.retain(|id, _| rows.iter().any(|r| &r.shard_id == id && matches!(r.checkpoint, Checkpoint::ShardEnd(_))));
+        for row in rows.iter().filter(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(_))) {
+            self.finished_seen.entry(row.shard_id.clone()).or_insert(now);
+        }
+        for retire in retired(&self.listing.shards, self.listing.started, rows, &self.finished_seen) {
+            let mut kept = true;
+            for child in &retire.children_to_mark {
+                if let Err(e) = self.shared.store.keep_child_start(child).await {
+                    warn!(component = self.shared.settings.component, "start position of child shard {child} not written: {e}");
+                    kept = false;
+                }
+            }
+            if !kept {
+                continue;
+            }
+            match self.shared.store.remove_finished(&retire.shard_id).await {
+                Ok(()) => {
+                    self.finished_seen.remove(&retire.shard_id);
+                    info!(
+                        component = self.shared.settings.component,
+                        "removed the row of shard {}: finished and no longer in stream '{}'",
+                        retire.shard_id,
+                        self.shared.settings.stream
+                    );
+                }
+                Err(e) => warn!(component = self.shared.settings.component, "row of finished shard {} not removed: {e}", retire.shard_id),
+            }
+        }
+    }
+
     /// A lease whose row names another owner or counter was taken over: drop it at once.
     fn drop_leases_moved_on(&self, rows: &HashMap<&str, &LeaseRow>) {
-        let held: Vec<(String, Holder)> = self
-            .shared
-            .lock_shards()
-            .iter()
-            // A finished shard's marker also gives its lease up: its row names no owner on purpose.
-            .filter(|(_, s)| !s.finished)
-            .map(|(id, s)| (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter }))
-            .collect();
+        // A finished shard's marker also gives its lease up: its row names no owner on purpose.
+        let held: Vec<(String, Holder)> = self.shared.lock_ledger().held();
         for (shard_id, mine) in held {
             if rows.get(shard_id.as_str()).and_then(|r| r.holder.as_ref()) != Some(&mine) {
                 self.shared.lose(&shard_id);
@@ -146,24 +207,20 @@ impl Keeper {
         }
     }
 
-    /// Shards whose shard-end marker could not be written are tried again.
-    async fn retry_shard_ends(&self) {
-        let ended: Vec<String> = self.shared.lock_shards().iter().filter(|(_, s)| s.finished).map(|(k, _)| k.clone()).collect();
-        for shard_id in ended {
-            self.shared.finish_shard(&shard_id).await;
+    /// Checkpoints and shard-end markers that could not be written are tried again (a shard
+    /// whose final checkpoint is written now finishes, and its children become readable).
+    async fn retry_failed_writes(&self) {
+        self.shared.retry_checkpoints().await;
+        let ended = self.shared.lock_ledger().unfinished_ends();
+        for finish in ended {
+            self.shared.finish_shard(finish).await;
         }
     }
 
     /// Releases handed-back leases whose batches are settled (or that waited too long).
     async fn complete_hand_backs(&self) {
         let timeout = self.shared.settings.hand_back_timeout;
-        let ready: Vec<_> = self
-            .shared
-            .lock_shards()
-            .values()
-            .filter(|s| s.handing_back.is_some_and(|t| s.in_flight.is_empty() || t.elapsed() >= timeout))
-            .map(|s| (s.lease.clone(), s.in_flight.len()))
-            .collect();
+        let ready = self.shared.lock_ledger().hand_backs_due(Instant::now(), timeout);
         for (lease, unsettled) in ready {
             if unsettled > 0 {
                 warn!(
@@ -175,7 +232,7 @@ impl Keeper {
             }
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {
-                    self.shared.lock_shards().remove(&lease.shard_id);
+                    self.shared.lock_ledger().remove(&lease.shard_id);
                     info!(component = self.shared.settings.component, "handed shard {} back for balancing", lease.shard_id);
                 }
                 Err(e) => warn!(component = self.shared.settings.component, "lease of shard {} not released: {e}", lease.shard_id),
@@ -183,8 +240,8 @@ impl Keeper {
         }
     }
 
-    /// Lists the stream when the listing is old, when a shard ended without naming its children,
-    /// or when the table has child rows the listing does not know (at most every 5 s).
+    /// Lists the stream when the listing is old, when a shard ended without naming its children
+    /// or a quiet fan-out reader asks (`end_probe`), or when the table has child rows the listing does not know (at most every 5 s).
     async fn refresh_listing(&mut self, rows: &[LeaseRow]) -> Result<(), ConsumerError> {
         let listed: HashSet<&str> = self.listing.shards.iter().map(|s| s.shard_id.as_str()).collect();
         let now = Instant::now();
@@ -201,31 +258,34 @@ impl Keeper {
         if due {
             let started = Instant::now();
             let shards = list_shards(&self.shared.kinesis, &self.shared.settings.stream).await?;
+            *self.shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
             self.listing = Listing { shards, started };
         }
         Ok(())
     }
 
     async fn balance(&self, readable: &[Readable], rows: &[LeaseRow], now: Instant) -> Result<(), ConsumerError> {
-        let mine = {
-            let shards = self.shared.lock_shards();
-            shards.iter().filter(|(_, s)| !s.finished && s.handing_back.is_none()).map(|(k, _)| k.clone()).collect()
-        };
+        let mine = self.shared.lock_ledger().reading();
         let live = self.membership.live_nodes(now);
         let plan = balance::plan(&self.shared.owner, readable, &mine, &live, |o| !self.membership.is_live(o, now));
         for shard_id in &plan.release {
-            if let Some(state) = self.shared.lock_shards().get_mut(shard_id) {
-                info!(
-                    component = self.shared.settings.component,
-                    "handing shard {shard_id} back: {} readable shard(s) over {} live node(s)",
-                    readable.len(),
-                    live.len()
-                );
-                state.begin_hand_back();
-            }
+            info!(
+                component = self.shared.settings.component,
+                "handing shard {shard_id} back: {} readable shard(s) over {} live node(s)",
+                readable.len(),
+                live.len()
+            );
+            self.shared.lock_ledger().begin_hand_back(shard_id, Instant::now());
         }
         for (shard_id, seen) in plan.take {
-            let taken = self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref()).await?;
+            let taken = match self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref()).await {
+                Ok(taken) => taken,
+                Err(e @ LeaseError::Malformed { .. }) => {
+                    warn!(component = self.shared.settings.component, "shard {shard_id} not read: {e}");
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let Some(lease) = taken else { continue }; // another node was quicker
             let committed = match &lease.checkpoint {
                 Checkpoint::ShardEnd(_) => {
@@ -264,10 +324,47 @@ fn start_without_checkpoint(rows: &[LeaseRow], shard_id: &str, parents: &[String
     }
 }
 
+/// A finished shard's row to remove, and the children to give a start position first.
+#[derive(Debug, PartialEq, Eq)]
+struct Retired {
+    shard_id: String,
+    children_to_mark: Vec<String>,
+}
+
+/// Rows of finished shards that have left the stream: marked finished, and absent from a listing
+/// begun after the row was first seen finished (Kinesis lists a shard until its records pass the
+/// retention period, so such a shard is gone for good). Nothing depends on such a row any more:
+/// a child whose parents are not in the stream is readable, and a child without a checkpoint
+/// (`children_to_mark`: listed or with a row, and no checkpoint) is given the start position
+/// the parent's row implied. So the table holds the stream's shards plus, per open shard, at most
+/// its parents, until they too leave the stream.
+fn retired(listed: &[ShardInfo], listing_started: Instant, rows: &[LeaseRow], finished_seen: &HashMap<String, Instant>) -> Vec<Retired> {
+    let listed_ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
+    let by_id: HashMap<&str, &LeaseRow> = rows.iter().map(|r| (r.shard_id.as_str(), r)).collect();
+    rows.iter()
+        .filter(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(_)) && !listed_ids.contains(r.shard_id.as_str()))
+        .filter(|r| finished_seen.get(&r.shard_id).is_some_and(|seen| *seen < listing_started))
+        .map(|r| {
+            let id = r.shard_id.as_str();
+            let mut children: Vec<String> = listed
+                .iter()
+                .filter(|s| s.parent_shard_ids.iter().any(|p| p == id))
+                .map(|s| s.shard_id.clone())
+                .chain(rows.iter().filter(|c| c.parents.iter().any(|p| p == id)).map(|c| c.shard_id.clone()))
+                .filter(|c| by_id.get(c.as_str()).is_none_or(|row| row.checkpoint == Checkpoint::None && row.start.is_none()))
+                .collect();
+            children.sort();
+            children.dedup();
+            Retired { shard_id: r.shard_id.clone(), children_to_mark: children }
+        })
+        .collect()
+}
+
 /// Shards that may be read now, with their holders: every shard of the listing and every child row
 /// written from ChildShards (unless known gone), not finished, whose parents are all finished or
-/// no longer in the stream. Parents are always read to their end before their children.
-fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>) -> Vec<Readable> {
+/// no longer in the stream. Parents are always read to their end before their children. A shard
+/// whose row is `malformed` is not read, and neither are its children.
+fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>, malformed: &HashSet<String>) -> Vec<Readable> {
     let by_id: HashMap<&str, &LeaseRow> = rows.iter().map(|r| (r.shard_id.as_str(), r)).collect();
     let mut known: Vec<(&str, Vec<String>)> = listed.iter().map(|s| (s.shard_id.as_str(), s.parent_shard_ids.clone())).collect();
     let listed_ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
@@ -280,7 +377,7 @@ fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>) -> 
     let finished = |id: &str| by_id.get(id).is_some_and(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(_)));
     known
         .iter()
-        .filter(|(id, _)| !finished(id))
+        .filter(|(id, _)| !finished(id) && !malformed.contains(*id))
         .filter(|(_, parents)| parents.iter().all(|p| finished(p) || !present.contains(p.as_str())))
         .map(|(id, parents)| Readable {
             shard_id: (*id).to_owned(),
@@ -317,11 +414,11 @@ mod tests {
     fn children_wait_for_every_parent() {
         let listed = vec![shard("p1", &[]), shard("p2", &[]), shard("merged", &["p1", "p2"]), shard("c1", &["p1"])];
         let none = HashSet::new();
-        assert_eq!(ids(readable(&listed, &[], &none)), vec!["p1", "p2"]);
+        assert_eq!(ids(readable(&listed, &[], &none, &none)), vec!["p1", "p2"]);
         let rows = vec![row("p1", true, &[])];
-        assert_eq!(ids(readable(&listed, &rows, &none)), vec!["p2", "c1"]);
+        assert_eq!(ids(readable(&listed, &rows, &none, &none)), vec!["p2", "c1"]);
         let rows = vec![row("p1", true, &[]), row("p2", true, &[])];
-        assert_eq!(ids(readable(&listed, &rows, &none)), vec!["merged", "c1"]);
+        assert_eq!(ids(readable(&listed, &rows, &none, &none)), vec!["merged", "c1"]);
     }
 
     #[test]
@@ -339,19 +436,52 @@ mod tests {
 
     #[test]
     fn a_parent_trimmed_from_the_stream_does_not_block() {
-        assert_eq!(ids(readable(&[shard("c1", &["gone"])], &[], &HashSet::new())), vec!["c1"]);
+        assert_eq!(ids(readable(&[shard("c1", &["gone"])], &[], &HashSet::new(), &HashSet::new())), vec!["c1"]);
     }
 
     #[test]
     fn children_written_from_child_shards_are_read_without_a_new_listing() {
         let listed = vec![shard("p1", &[]), shard("p2", &[])];
         let rows = vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("c2", false, &["p1"])];
-        assert_eq!(ids(readable(&listed, &rows, &HashSet::new())), vec!["p2", "c1", "c2"]);
+        assert_eq!(ids(readable(&listed, &rows, &HashSet::new(), &HashSet::new())), vec!["p2", "c1", "c2"]);
         // A merge of c1 with p2 known only from the table waits for both, though c1 is unlisted.
         let rows = vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("m", false, &["c1", "p2"]), row("p2", true, &[])];
-        assert_eq!(ids(readable(&listed, &rows, &HashSet::new())), vec!["c1"]);
+        assert_eq!(ids(readable(&listed, &rows, &HashSet::new(), &HashSet::new())), vec!["c1"]);
         // Once a later listing lacks c1, it is gone from the stream and blocks nothing.
         let gone: HashSet<String> = ["c1".to_owned()].into();
-        assert_eq!(ids(readable(&listed, &rows, &gone)), vec!["m"]);
+        assert_eq!(ids(readable(&listed, &rows, &gone, &HashSet::new())), vec!["m"]);
+    }
+
+    #[test]
+    fn a_malformed_row_is_not_read_and_its_children_wait() {
+        let listed = vec![shard("p1", &[]), shard("p2", &[]), shard("c1", &["p1"])];
+        let bad: HashSet<String> = ["p1".to_owned()].into();
+        assert_eq!(ids(readable(&listed, &[], &HashSet::new(), &bad)), vec!["p2"]);
+    }
+
+    #[test]
+    fn finished_rows_are_retired_only_once_a_later_listing_lacks_them() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        let seen: HashMap<String, Instant> = [("p".to_owned(), t0)].into();
+        let rows = vec![
+            row("p", true, &[]),
+            LeaseRow { checkpoint: Checkpoint::At(Position::new("5", None)), ..row("c1", false, &["p"]) },
+            row("c2", false, &["p"]),
+        ];
+        let children = vec![shard("c1", &["p"]), shard("c2", &["p"]), shard("c3", &["p"])];
+        let mut listed = children.clone();
+        listed.push(shard("p", &[]));
+        assert_eq!(retired(&listed, later, &rows, &seen), vec![], "still in the stream");
+        assert_eq!(retired(&children, t0, &rows, &seen), vec![], "a listing older than the finish proves nothing");
+        assert_eq!(retired(&children, later, &rows, &HashMap::new()), vec![], "not yet seen finished");
+        assert_eq!(
+            retired(&children, later, &rows, &seen),
+            vec![Retired { shard_id: "p".into(), children_to_mark: vec!["c2".into(), "c3".into()] }],
+            "gone: the children without a checkpoint (c2's row, c3 without a row) keep their start"
+        );
+        let open = vec![row("o", false, &[])];
+        let seen_o: HashMap<String, Instant> = [("o".to_owned(), t0)].into();
+        assert_eq!(retired(&[], later, &open, &seen_o), vec![], "an unfinished row is never removed");
     }
 }

@@ -3,15 +3,19 @@
 //! only when NiFi acknowledges that the batch holding its records is committed.
 
 pub mod budget;
+mod end_probe;
 pub mod engine;
 mod keeper;
+mod ledger;
+#[cfg(test)]
+mod model;
 pub mod output;
 mod intake;
 mod reader;
 mod state;
 mod subscriber;
 
-pub use engine::{remove_fan_out_consumer, Batch, ConsumerEngine, EngineSettings, FanOutStats};
+pub use engine::{remove_fan_out_consumer, Batch, ConsumerEngine, EngineSettings, FanOutStats, Prepared};
 
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::KinesisError;

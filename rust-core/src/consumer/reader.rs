@@ -34,11 +34,13 @@ enum Start {
 /// Wait after an empty read of a shard that is caught up.
 const IDLE_DELAY: Duration = Duration::from_millis(250);
 
-pub async fn run(shared: Arc<Shared>, shard_id: String) {
+/// Reads the shard for its lease begun at (or rewound to) `generation`; ends when the shard ends,
+/// is lost or handed back, or the engine stops.
+pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
     let mut stopping = shared.stopping.subscribe();
     let mut limiter = ShardLimiter::default();
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
-    let Some((mut generation, committed)) = shared.reader_generation(&shard_id) else { return };
+    let Some((mut generation, committed)) = shared.reader_generation(&shard_id, generation) else { return };
     let mut start = committed.map_or(Start::Initial, Start::Committed);
     let mut iterator: Option<String> = None;
     let mut lag_warned: Option<tokio::time::Instant> = None;
@@ -46,7 +48,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
         if *stopping.borrow() {
             return;
         }
-        match shared.reader_generation(&shard_id) {
+        match shared.reader_generation(&shard_id, generation) {
             None => return, // lease lost or shard dropped
             Some((g, committed)) if g != generation => {
                 generation = g;
@@ -135,7 +137,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String) {
         match next {
             None => {
                 info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
-                shared.on_reader_finished(&shard_id).await;
+                shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
             Some(n) => iterator = Some(n),

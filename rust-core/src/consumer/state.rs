@@ -1,5 +1,6 @@
 //! What the engine knows about each shard it leases: the lease, buffered records, batches handed to
-//! NiFi and not yet settled, and the committed position.
+//! NiFi and not yet settled, and the acknowledged and checkpointed positions. The decisions taken
+//! on them live in `ledger.rs`.
 
 use std::collections::VecDeque;
 
@@ -21,8 +22,8 @@ pub struct InFlight {
     /// The last record of the shard in that batch.
     pub last: Option<Position>,
     pub acked: bool,
-    /// Held, not read: dropping them gives the batch's bytes back to the budget.
-    #[allow(dead_code)]
+    /// Dropping them gives the batch's bytes back to the budget (read only by the model test).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub reservations: Vec<Reservation>,
 }
 
@@ -36,23 +37,33 @@ pub struct ShardState {
     pub buffer: VecDeque<Buffered>,
     pub buffered_bytes: u64,
     pub millis_behind: i64,
-    /// Bumped on a rewind: a reader of an older generation discards what it fetched.
+    /// The generation the shard's lease began with. Generations are unique for the engine's
+    /// lifetime and only grow, so a reader of an earlier lease of this shard (a smaller
+    /// generation) ends instead of filling this lease's buffer.
+    pub tenure: u64,
+    /// Renewed on a rewind: a reader of an older generation discards what it fetched.
     pub generation: u64,
-    /// The last position checkpointed (everything up to it is committed in NiFi).
+    /// Everything up to here is committed in NiFi (the acknowledged front of the batches); a
+    /// rewound reader resumes after it.
+    pub acked: Option<Position>,
+    /// The last position written to the lease table (at most `acked`).
     pub committed: Option<Position>,
-    /// The reader reached the end of a closed shard; it is finished once all its records are committed.
+    /// A checkpoint write in flight: at most one per shard, so writes land in order.
+    pub writing: Option<Position>,
+    /// The reader reached the end of a closed shard (and returned); the shard is finished once
+    /// all its records are committed and checkpointed.
     pub reader_finished: bool,
     pub finished: bool,
     /// Children named by the shard's last GetRecords (ChildShards): (child, its parents).
     pub children: Vec<(String, Vec<String>)>,
     /// Being handed back to balance the cluster: no more reading or delivering; released once
-    /// the batches in flight are settled (or the hand-back times out).
+    /// the batches in flight are settled and checkpointed (or the hand-back times out).
     pub handing_back: Option<tokio::time::Instant>,
     pub in_flight: VecDeque<InFlight>,
 }
 
 impl ShardState {
-    pub fn new(lease: Lease, committed: Option<Position>) -> Self {
+    pub fn new(lease: Lease, committed: Option<Position>, generation: u64) -> Self {
         Self {
             lease,
             parents: Vec::new(),
@@ -60,8 +71,11 @@ impl ShardState {
             buffer: VecDeque::new(),
             buffered_bytes: 0,
             millis_behind: -1,
-            generation: 0,
+            tenure: generation,
+            generation,
+            acked: committed.clone(),
             committed,
+            writing: None,
             reader_finished: false,
             finished: false,
             children: Vec::new(),
@@ -70,25 +84,7 @@ impl ShardState {
         }
     }
 
-    /// Drops what is buffered and in flight and starts a new generation from the committed position.
-    pub fn rewind(&mut self) {
-        self.buffer.clear();
-        self.buffered_bytes = 0;
-        self.in_flight.clear();
-        self.reader_finished = false;
-        self.generation += 1;
-    }
-
-    /// Stops reading and delivering the shard: its buffered records are dropped (nothing of them
-    /// was delivered), and a reader still running sees a new generation and ends.
-    pub fn begin_hand_back(&mut self) {
-        self.buffer.clear();
-        self.buffered_bytes = 0;
-        self.generation += 1;
-        self.handing_back = Some(tokio::time::Instant::now());
-    }
-
-    /// Pops the acknowledged batches at the front; returns the position to checkpoint, if any.
+    /// Pops the acknowledged batches at the front; returns the last position they cover, if any.
     pub fn settle_front(&mut self) -> Option<Position> {
         let mut result = None;
         while self.in_flight.front().is_some_and(|f| f.acked) {
@@ -96,5 +92,16 @@ impl ShardState {
             result = done.last.or(result);
         }
         result
+    }
+
+    /// Everything acknowledged is written to the table and no write is in flight.
+    pub fn checkpointed(&self) -> bool {
+        self.writing.is_none() && self.acked == self.committed
+    }
+
+    /// Bytes of the budget this shard holds: buffered records and batches not yet settled.
+    #[cfg(test)]
+    pub fn held_bytes(&self) -> u64 {
+        self.buffered_bytes + self.in_flight.iter().flat_map(|f| f.reservations.iter()).map(Reservation::bytes).sum::<u64>()
     }
 }

@@ -6,7 +6,9 @@
 //! Size of records (or one record's, when a single one is larger: it is admitted alone once the
 //! whole budget is free) plus one received event per subscription waiting for budget; the rest stays
 //! with Kinesis behind HTTP flow control (`consumer_fanout.rs` measures this). The shard ends with
-//! an event that names its children (ChildShards) and no continuation.
+//! an event that names its children (ChildShards) and no continuation, or, when no such event comes
+//! (kinesis-local never sends one), once the listing shows the shard closed, its subscription has
+//! been quiet, and GetRecords confirms the end (`end_probe.rs` decides; the I/O is here).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,10 +19,11 @@ use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::{ShardIteratorType, StartingPosition, SubscribeToShardEvent, SubscribeToShardEventStream};
 use tracing::{info, warn};
 
+use super::end_probe::{self, EndCheck, ProbeStart};
 use super::engine::Shared;
 use super::intake::{self, fetched_cost, Fetched};
 use crate::config::consume_kinesis::InitialPosition;
-use crate::kinesis::limiter::Backoff;
+use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::KinesisError;
 
@@ -40,10 +43,39 @@ enum Start {
     After(String),
 }
 
+/// How far the current generation has read: where the next subscription starts, the last record
+/// its events carried and when records last came.
+struct Progress {
+    start: Start,
+    /// The last record of this generation's events (delivered, or covered by the checkpoint).
+    last_record: Option<String>,
+    /// When records last came, or the generation began: a shard's quiet time counts from here.
+    last_records_at: tokio::time::Instant,
+}
+
+impl Progress {
+    fn new(committed: Option<Position>) -> Self {
+        Self {
+            start: committed.map_or(Start::Initial, Start::Committed),
+            last_record: None,
+            last_records_at: tokio::time::Instant::now(),
+        }
+    }
+
+    fn continuation(&self) -> Option<&str> {
+        match &self.start {
+            Start::After(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
 /// Why a subscription ended.
 enum End {
     /// Kinesis closed it (the 5-minute limit) or the watchdog fired: resubscribe from the continuation.
     Renew,
+    /// The listing shows the shard closed and the subscription was quiet: confirm the end by polling.
+    Probe,
     /// The shard was rewound or lost, or the engine stops: look at the shard's state again.
     Recheck,
     /// The shard ended; the children are known.
@@ -51,48 +83,63 @@ enum End {
     Failed(KinesisError),
 }
 
-pub async fn run(shared: Arc<Shared>, shard_id: String, client: aws_sdk_kinesis::Client, consumer_arn: String) {
+pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64, client: aws_sdk_kinesis::Client, consumer_arn: String) {
     let mut stopping = shared.stopping.subscribe();
     let mut backoff = Backoff::new(RESUBSCRIBE_FLOOR, Duration::from_secs(10));
-    let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id) else { return };
-    let mut start = committed.clone().map_or(Start::Initial, Start::Committed);
+    let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id, generation) else { return };
+    let mut progress = Progress::new(committed.clone());
     let mut last_subscribe: Option<tokio::time::Instant> = None;
+    let mut probe = false;
     loop {
         if *stopping.borrow() {
             return;
         }
-        match shared.reader_generation(&shard_id) {
+        match shared.reader_generation(&shard_id, generation) {
             None => return,
             Some((g, now_committed)) if g != generation => {
                 generation = g;
                 committed = now_committed;
-                start = committed.clone().map_or(Start::Initial, Start::Committed);
+                progress = Progress::new(committed.clone());
+                probe = false;
             }
             Some(_) => {}
         }
-        if let Some(at) = last_subscribe {
-            tokio::time::sleep_until(at + RESUBSCRIBE_FLOOR).await;
+        if !probe && end_probe_due(&shared, &shard_id, &progress) {
+            probe = begin_confirmation(&shared, &shard_id);
         }
-        last_subscribe = Some(tokio::time::Instant::now());
-        let subscription = tokio::select! {
-            s = subscribe(&shared, &client, &consumer_arn, &shard_id, &start) => s,
-            _ = stopping.changed() => return,
-        };
-        let end = match subscription {
-            Ok(events) => {
-                tokio::select! {
-                    end = read(&shared, &shard_id, generation, committed.as_ref(), events, &mut start) => end,
-                    _ = stopping.changed() => return,
-                }
+        let end = if probe {
+            tokio::select! {
+                end = confirm_end(&shared, &shard_id, generation, committed.as_ref(), &mut progress) => end,
+                _ = stopping.changed() => return,
             }
-            Err(e) => End::Failed(e),
+        } else {
+            if let Some(at) = last_subscribe {
+                tokio::time::sleep_until(at + RESUBSCRIBE_FLOOR).await;
+            }
+            last_subscribe = Some(tokio::time::Instant::now());
+            let subscription = tokio::select! {
+                s = subscribe(&shared, &client, &consumer_arn, &shard_id, &progress.start) => s,
+                _ = stopping.changed() => return,
+            };
+            match subscription {
+                Ok(events) => {
+                    tokio::select! {
+                        end = read(&shared, &shard_id, generation, committed.as_ref(), events, &mut progress) => end,
+                        _ = stopping.changed() => return,
+                    }
+                }
+                Err(e) => End::Failed(e),
+            }
         };
         match end {
             End::Renew => backoff.reset(),
+            // Once begun, the confirmation goes on (after a failure too) until the shard's end:
+            // the subscription is not read again, so one reader alone delivers.
+            End::Probe => probe = begin_confirmation(&shared, &shard_id),
             End::Recheck => {}
             End::ShardEnd => {
                 info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
-                shared.on_reader_finished(&shard_id).await;
+                shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
             End::Failed(e) => pause(&shared, &shard_id, &e, &mut backoff).await,
@@ -142,12 +189,42 @@ async fn subscribe(
     Ok(out.event_stream)
 }
 
-/// Reads events until the subscription ends; `start` follows the continuation.
-async fn read(shared: &Shared, shard_id: &str, generation: u64, committed: Option<&Position>, mut events: Events, start: &mut Start) -> End {
+/// Reads events until the subscription ends; `progress` follows the continuation. Every
+/// [`end_probe::CHECK_EVERY`] it looks whether the shard's end should be confirmed by polling.
+async fn read(
+    shared: &Shared,
+    shard_id: &str,
+    generation: u64,
+    committed: Option<&Position>,
+    mut events: Events,
+    progress: &mut Progress,
+) -> End {
+    let watchdog = shared.settings.fan_out_watchdog;
+    let mut next_check = tokio::time::Instant::now() + end_probe::CHECK_EVERY;
     loop {
-        let watchdog = shared.settings.fan_out_watchdog;
-        let event = match tokio::time::timeout(watchdog, events.recv()).await {
-            Err(_) => {
+        let silent_until = tokio::time::Instant::now() + watchdog;
+        let received = {
+            let next = events.recv();
+            tokio::pin!(next);
+            loop {
+                if tokio::time::Instant::now() >= next_check {
+                    next_check = tokio::time::Instant::now() + end_probe::CHECK_EVERY;
+                    if end_probe_due(shared, shard_id, progress) {
+                        return End::Probe;
+                    }
+                }
+                tokio::select! {
+                    r = &mut next => break Some(r),
+                    _ = tokio::time::sleep_until(silent_until.min(next_check)) => {
+                        if tokio::time::Instant::now() >= silent_until {
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        let event = match received {
+            None => {
                 warn!(
                     component = shared.settings.component,
                     "the fan-out subscription of shard {shard_id} was silent for {} s; replacing it",
@@ -156,22 +233,36 @@ async fn read(shared: &Shared, shard_id: &str, generation: u64, committed: Optio
                 shared.fan_out_stats.watchdog_replacements.fetch_add(1, Ordering::Relaxed);
                 return End::Renew;
             }
-            Ok(Ok(None)) => return End::Renew, // the 5-minute session is over
-            Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
-            Ok(Ok(Some(_))) => continue,
-            Ok(Err(e)) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {
+            Some(Ok(None)) => return End::Renew, // the 5-minute session is over
+            Some(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
+            Some(Ok(Some(_))) => continue,
+            Some(Err(e)) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {
                 return End::Failed(KinesisError::ResourceInUse { shard: shard_id.to_owned() });
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 let code = e.as_service_error().and_then(|s| s.code()).map(str::to_owned);
                 let text = crate::kinesis::sdk_error_text(&e);
                 return End::Failed(KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), text, code));
             }
         };
-        match take_event(shared, shard_id, generation, committed, event, start).await {
+        match take_event(shared, shard_id, generation, committed, event, progress).await {
             Some(end) => return end,
             None => continue,
         }
+    }
+}
+
+/// True when the shard's end should be confirmed by polling now; asks the keeper for a new
+/// listing when the shard is quiet and the last listing may predate its end.
+fn end_probe_due(shared: &Shared, shard_id: &str, progress: &Progress) -> bool {
+    let listed = shared.listing.lock().unwrap_or_else(|p| p.into_inner()).listed(shard_id);
+    match end_probe::end_check(listed, progress.last_records_at, tokio::time::Instant::now()) {
+        EndCheck::Probe => true,
+        EndCheck::List => {
+            shared.list_now.store(true, Ordering::Relaxed);
+            false
+        }
+        EndCheck::Wait => false,
     }
 }
 
@@ -183,11 +274,13 @@ async fn take_event(
     generation: u64,
     committed: Option<&Position>,
     mut event: SubscribeToShardEvent,
-    start: &mut Start,
+    progress: &mut Progress,
 ) -> Option<End> {
     let children = shard_end(&event);
     let ended = children.is_some();
     let records = std::mem::take(&mut event.records);
+    let last_record = records.last().map(|r| r.sequence_number().to_owned());
+    let new_records = has_new_records(&records, committed);
     let fetched_bytes: u64 = records.iter().map(fetched_cost).sum();
     let stats = &shared.fan_out_stats;
     stats.largest_event_bytes.fetch_max(fetched_bytes, Ordering::Relaxed);
@@ -208,12 +301,144 @@ async fn take_event(
     if ended {
         return Some(End::ShardEnd);
     }
-    *start = Start::After(event.continuation_sequence_number().to_owned());
+    if last_record.is_some() {
+        progress.last_record = last_record;
+    }
+    if new_records {
+        progress.last_records_at = tokio::time::Instant::now();
+    }
+    progress.start = Start::After(event.continuation_sequence_number().to_owned());
     None
 }
 
-/// An event counted as waiting for budget until dropped (also when the wait is cancelled); its
-/// bytes shrink as its records are admitted.
+/// Whether a fetch brought a record beyond the checkpoint's own (a subscription or probe at the
+/// checkpoint gets that record again; it is not news of the shard).
+fn has_new_records(records: &[aws_sdk_kinesis::types::Record], committed: Option<&Position>) -> bool {
+    records.iter().any(|r| committed.is_none_or(|p| r.sequence_number() != p.sequence_number))
+}
+
+/// Logs and counts a confirmation of the shard's end by polling; true.
+fn begin_confirmation(shared: &Shared, shard_id: &str) -> bool {
+    info!(
+        component = shared.settings.component,
+        "shard {shard_id} of stream '{}' is closed and its fan-out subscription brought no records for {} s; \
+         confirming its end with GetRecords",
+        shared.settings.stream,
+        end_probe::QUIET.as_secs()
+    );
+    shared.fan_out_stats.end_probes.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// Confirms the end of a closed shard whose subscription went quiet (the subscription is already
+/// dropped): GetShardIterator from where the subscription would go on, then GetRecords until there
+/// is no next iterator. What the subscription had not delivered yet is delivered here, in order,
+/// within the memory budget (this response is the shard's one held event), and the shard ends
+/// with the children GetRecords names (or, if none, those of the next listing).
+async fn confirm_end(shared: &Shared, shard_id: &str, generation: u64, committed: Option<&Position>, progress: &mut Progress) -> End {
+    let from = end_probe::probe_start(
+        progress.last_record.as_deref(),
+        committed,
+        shared.initial_position(shard_id),
+        progress.continuation(),
+    );
+    let mut iterator = match probe_iterator(shared, shard_id, &from).await {
+        Ok(it) => it,
+        Err(e) => return End::Failed(e),
+    };
+    let mut limiter = ShardLimiter::default();
+    loop {
+        limiter.ready().await;
+        let mut out = match shared
+            .kinesis
+            .get_records()
+            .shard_iterator(&iterator)
+            .limit(shared.settings.max_records_per_request as i32)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) => {
+                let text = crate::kinesis::sdk_error_text(&e);
+                return End::Failed(KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), text, e.code().map(str::to_owned)));
+            }
+        };
+        limiter.record_call(out.records().iter().map(|r| r.data().as_ref().len() as u64).sum());
+        let ended = out.next_shard_iterator().is_none().then(|| {
+            out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
+        });
+        let records = std::mem::take(&mut out.records);
+        let last_record = records.last().map(|r| r.sequence_number().to_owned());
+        if has_new_records(&records, committed) {
+            info!(
+                component = shared.settings.component,
+                "shard {shard_id}: {} record(s) its fan-out subscription had not delivered came by GetRecords",
+                records.len()
+            );
+        }
+        let fetched_bytes: u64 = records.iter().map(fetched_cost).sum();
+        let waiting = Waiting::new(&shared.fan_out_stats, fetched_bytes);
+        let fetched = Fetched { records, millis_behind: out.millis_behind_latest().unwrap_or(-1), ended };
+        let mut admitted = |bytes| waiting.admitted(bytes);
+        let pushed = intake::hand_over(shared, shard_id, generation, committed, fetched, &mut admitted).await;
+        drop(waiting);
+        if !pushed {
+            return End::Recheck;
+        }
+        if let Some(last) = last_record {
+            progress.last_record = Some(last.clone());
+            progress.start = Start::After(last);
+        }
+        match out.next_shard_iterator() {
+            None => return End::ShardEnd,
+            Some(next) => iterator = next.to_owned(),
+        }
+    }
+}
+
+/// The probe's iterator. A position Kinesis refuses (trimmed by retention, or a continuation it
+/// does not take as a sequence number) falls back to TRIM_HORIZON: at least once, never skipped.
+async fn probe_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> Result<String, KinesisError> {
+    match shard_iterator(shared, shard_id, from).await {
+        Err(KinesisError::InvalidArgument { message, .. })
+            if !matches!(from, ProbeStart::TrimHorizon | ProbeStart::AtTimestamp(_)) =>
+        {
+            if !matches!(from, ProbeStart::AfterContinuation(_)) {
+                warn!(
+                    component = shared.settings.component,
+                    "the position of shard {shard_id} is no longer in stream '{}' ({message}): records were lost; \
+                     continuing from TRIM_HORIZON",
+                    shared.settings.stream
+                );
+            }
+            shard_iterator(shared, shard_id, &ProbeStart::TrimHorizon).await
+        }
+        other => other,
+    }
+}
+
+async fn shard_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> Result<String, KinesisError> {
+    let request = shared.kinesis.get_shard_iterator().stream_name(&shared.settings.stream).shard_id(shard_id);
+    let request = match from {
+        ProbeStart::AfterRecord(seq) | ProbeStart::AfterContinuation(seq) => {
+            request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq)
+        }
+        ProbeStart::AtCheckpoint(p) => {
+            request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(&p.sequence_number)
+        }
+        ProbeStart::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+        ProbeStart::AtTimestamp(t) => request.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from(*t)),
+    };
+    let out = request.send().await.map_err(|e| {
+        KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned))
+    })?;
+    out.shard_iterator().map(str::to_owned).ok_or_else(|| KinesisError::Service {
+        stream: shared.settings.stream.clone(),
+        message: format!("GetShardIterator for shard {shard_id} returned no iterator"),
+    })
+}
+
+/// An event counted as waiting for budget until dropped (also when the wait is cancelled).
 struct Waiting<'a> {
     stats: &'a super::engine::FanOutStats,
     bytes: AtomicU64,

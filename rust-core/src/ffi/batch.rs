@@ -5,21 +5,24 @@
 //! Big-endian (Java's `ByteBuffer` default):
 //!
 //! ```text
-//! batch    := magic:i32 ("KNB3") batchId:i64 shardCount:i32 shard*
+//! batch    := magic:i32 ("KNB4") batchId:i64 shardCount:i32 shard*
 //! shard    := shardId:str16 parentShardIds:str16 (comma-separated, empty if none)
 //!             millisBehind:i64 flowFileCount:i32 flowFile*
 //! flowFile := route:u8 (0 success, 1 parse.failure) recordCount:i32
 //!             firstSequence:str16 firstSub:i64 lastSequence:str16 lastSub:i64   (sub -1 = not aggregated)
-//!             partitionKey:str16 arrivalMs:i64 error:str16 contentLength:i32 content
+//!             partitionKey:str32 arrivalMs:i64 error:str16 contentLength:i32 content
 //! str16    := length:u16 utf8
+//! str32    := length:i32 utf8   (partition keys: a KPL aggregate's key table may hold keys of any
+//!                                length, far beyond Kinesis's own 256 characters)
 //! ```
-//! The decoder is `io.kinesnow.nifi.nativebridge.RecordBatch`.
+//! The decoder is `io.kinesnow.nifi.nativebridge.RecordBatch`. Every other text is short by
+//! construction (shard ids, sequence numbers) or cut (errors).
 
 use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4233; // "KNB3"
+pub const MAGIC: i32 = 0x4B4E_4234; // "KNB4"
 const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -41,7 +44,7 @@ fn flow_file_len(f: &FlowFileOut) -> usize {
     1 + 4
         + (2 + f.first_sequence.len() + 8)
         + (2 + f.last_sequence.len() + 8)
-        + (2 + f.partition_key.len())
+        + (4 + f.partition_key.len())
         + 8
         + (2 + error_text(&f.error).len())
         + 4
@@ -65,7 +68,7 @@ pub fn encode(batch_id: i64, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, Batch
             out.extend_from_slice(&sub(f.first_sub).to_be_bytes());
             put_str16(&mut out, "sequence number", &f.last_sequence)?;
             out.extend_from_slice(&sub(f.last_sub).to_be_bytes());
-            put_str16(&mut out, "partition key", &f.partition_key)?;
+            put_str32(&mut out, "partition key", &f.partition_key)?;
             out.extend_from_slice(&f.arrival_ms.to_be_bytes());
             put_str16(&mut out, "error", error_text(&f.error))?;
             out.extend_from_slice(&len_i32("FlowFile content", f.content.len())?.to_be_bytes());
@@ -98,8 +101,85 @@ fn put_str16(out: &mut Vec<u8>, what: &'static str, s: &str) -> Result<(), Batch
     Ok(())
 }
 
+fn put_str32(out: &mut Vec<u8>, what: &'static str, s: &str) -> Result<(), BatchError> {
+    out.extend_from_slice(&len_i32(what, s.len())?.to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
 fn len_i32(what: &'static str, len: usize) -> Result<i32, BatchError> {
     i32::try_from(len).map_err(|_| BatchError::TooLong { what, len, max: i32::MAX as usize })
+}
+
+/// Reads a batch back, as `RecordBatch.java` does: for the round-trip tests and for tests that check
+/// what reaches Java. `None` when the bytes are not exactly one well-formed batch.
+#[cfg(any(test, feature = "test-support"))]
+pub fn decode(bytes: &[u8]) -> Option<(i64, Vec<ShardFlowFiles>)> {
+    decode_wire(&mut super::wire::Reader::new(bytes)).ok().flatten()
+}
+
+#[cfg(any(test, feature = "test-support"))]
+fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, Vec<ShardFlowFiles>)>, super::wire::WireError> {
+    use crate::consumer::output::Route;
+    if r.i32()? != MAGIC {
+        return Ok(None);
+    }
+    let batch_id = r.i64()?;
+    let mut shards = Vec::new();
+    for _ in 0..r.i32()? {
+        let shard_id = r.str16()?;
+        let parents = r.str16()?;
+        let millis_behind = r.i64()?;
+        let mut flow_files = Vec::new();
+        for _ in 0..r.i32()? {
+            let route = match r.u8()? {
+                0 => Route::Success,
+                1 => Route::ParseFailure,
+                _ => return Ok(None),
+            };
+            let record_count = r.i32()? as u32;
+            let first_sequence = r.str16()?;
+            let first_sub = u64::try_from(r.i64()?).ok();
+            let last_sequence = r.str16()?;
+            let last_sub = u64::try_from(r.i64()?).ok();
+            let partition_key = r.str32()?;
+            let arrival_ms = r.i64()?;
+            let error = r.str16()?;
+            let content_len = r.len()?;
+            let content = r.take(content_len)?.to_vec();
+            flow_files.push(FlowFileOut {
+                route,
+                record_count,
+                first_sequence,
+                first_sub,
+                last_sequence,
+                last_sub,
+                partition_key: partition_key.into(),
+                arrival_ms,
+                error,
+                content,
+            });
+        }
+        let parent_shard_ids = if parents.is_empty() { Vec::new() } else { parents.split(',').map(str::to_owned).collect() };
+        shards.push(ShardFlowFiles { shard_id, parent_shard_ids, millis_behind, flow_files });
+    }
+    Ok(r.is_done().then_some((batch_id, shards)))
+}
+
+/// A partition key of exactly `bytes` UTF-8 bytes that is not one repeated byte (multi-byte
+/// characters, digits that move), for the tests of keys beyond 64 KiB.
+pub fn long_partition_key(bytes: usize) -> String {
+    let mut key = String::with_capacity(bytes);
+    let mut n = 0usize;
+    while key.len() < bytes {
+        if bytes - key.len() >= 2 && n % 7 == 0 {
+            key.push('é');
+        } else {
+            key.push(char::from(b'a' + (n % 26) as u8));
+        }
+        n += 1;
+    }
+    key
 }
 
 /// Deterministic records for the hand-off benchmark and the cross-language codec test: payload
@@ -133,6 +213,7 @@ pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) 
 mod tests {
     use super::*;
     use crate::consumer::output::Route;
+    use rand::{Rng, SeedableRng};
 
     #[test]
     fn layout_is_as_documented() {
@@ -155,7 +236,7 @@ mod tests {
         }];
         let bytes = encode(7, &shards).unwrap();
         let mut expected = vec![];
-        expected.extend_from_slice(b"KNB3");
+        expected.extend_from_slice(b"KNB4");
         expected.extend_from_slice(&7i64.to_be_bytes());
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.extend_from_slice(&[0, 2, b's', b'1']);
@@ -168,7 +249,7 @@ mod tests {
         expected.extend_from_slice(&(-1i64).to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'9']);
         expected.extend_from_slice(&2i64.to_be_bytes());
-        expected.extend_from_slice(&[0, 1, b'k']);
+        expected.extend_from_slice(&[0, 0, 0, 1, b'k']);
         expected.extend_from_slice(&258i64.to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'e']);
         expected.extend_from_slice(&1i32.to_be_bytes());
@@ -184,10 +265,59 @@ mod tests {
     }
 
     #[test]
-    fn rejects_an_overlong_partition_key_and_cuts_long_errors() {
-        let mut shards = synthetic(1, 1, 1);
-        shards[0].flow_files[0].partition_key = "x".repeat(70_000).into();
-        assert_eq!(encode(1, &shards).unwrap_err(), BatchError::TooLong { what: "partition key", len: 70_000, max: 65_535 });
+    fn carries_a_partition_key_beyond_64_kib_and_cuts_long_errors() {
+        let mut shards = synthetic(1, 2, 1);
+        let key = long_partition_key(70_000);
+        assert_eq!(key.len(), 70_000);
+        shards[0].flow_files[0].partition_key = key.clone().into();
+        let bytes = encode(1, &shards).unwrap();
+        assert_eq!(bytes.len(), encoded_len(&shards));
+        let (_, decoded) = decode(&bytes).unwrap();
+        assert_eq!(&*decoded[0].flow_files[0].partition_key, key.as_str());
+        assert_eq!(decoded, shards, "the record after it is intact too");
         assert_eq!(error_text(&"é".repeat(5000)).len(), 4096);
+    }
+
+    #[test]
+    fn any_batch_reads_back_as_it_was_written() {
+        // A seeded search over shapes: keys of every length class, empty and large contents,
+        // aggregated and plain records, both routes, parents or none.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x4B4E_4234);
+        for _ in 0..200 {
+            let shard_count = rng.random_range(0..4);
+            let shards: Vec<ShardFlowFiles> = (0..shard_count)
+                .map(|s| ShardFlowFiles {
+                    shard_id: format!("shardId-{s:012}"),
+                    parent_shard_ids: (0..rng.random_range(0..3)).map(|p| format!("shardId-{p:012}")).collect(),
+                    millis_behind: rng.random_range(-1..1_000_000),
+                    flow_files: (0..rng.random_range(0..5))
+                        .map(|_| FlowFileOut {
+                            route: if rng.random_bool(0.2) { Route::ParseFailure } else { Route::Success },
+                            record_count: rng.random_range(1..100),
+                            first_sequence: format!("4963{:052}", rng.random::<u32>()),
+                            first_sub: rng.random_bool(0.5).then(|| rng.random_range(0..1000)),
+                            last_sequence: format!("4963{:052}", rng.random::<u32>()),
+                            last_sub: rng.random_bool(0.5).then(|| rng.random_range(0..1000)),
+                            partition_key: long_partition_key([0, 1, 256, 65_535, 65_536, 200_000][rng.random_range(0..6)]).into(),
+                            arrival_ms: rng.random(),
+                            error: if rng.random_bool(0.2) { "not JSON".into() } else { String::new() },
+                            content: (0..rng.random_range(0..3000)).map(|_| rng.random()).collect(),
+                        })
+                        .collect(),
+                })
+                .collect();
+            let id = rng.random();
+            let bytes = encode(id, &shards).unwrap();
+            assert_eq!(bytes.len(), encoded_len(&shards));
+            assert_eq!(decode(&bytes), Some((id, shards)));
+            assert_eq!(decode(&bytes[..bytes.len().saturating_sub(1)]).filter(|_| !bytes.is_empty()), None, "a cut batch is refused");
+        }
+    }
+
+    #[test]
+    fn a_text_the_layout_cannot_hold_is_an_error() {
+        let mut shards = synthetic(1, 1, 1);
+        shards[0].shard_id = "s".repeat(70_000);
+        assert_eq!(encode(1, &shards).unwrap_err(), BatchError::TooLong { what: "shard id", len: 70_000, max: 65_535 });
     }
 }

@@ -143,8 +143,25 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_start<'l>
     })
 }
 
+/// Null once the component works; else why it does not yet (ConsumeKinesis's engine is starting
+/// in the background, or its last start attempt failed and is tried again).
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_startupStatus<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) -> jstring {
+    guard::call(&mut env, |env| {
+        let c = COMPONENTS.get(handle(component))?;
+        match c.startup_status() {
+            Some(text) => Ok(env.new_string(text)?.into_raw()),
+            None => Ok(std::ptr::null_mut()),
+        }
+    })
+}
+
 /// The next batch of FlowFiles (see `RecordBatch`), or null when none arrived within the
-/// processor's Max Batch Duration.
+/// processor's Max Batch Duration (or the engine is still starting).
 #[no_mangle]
 pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
     mut env: JNIEnv<'l>,
@@ -283,8 +300,54 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_synthetic
             *cache = Some((key, batch::synthetic(key.0, key.1, key.2)));
         }
         let shards = &cache.as_ref().expect("filled above").1;
-        let bytes = batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
-        Ok(env.byte_array_from_slice(&bytes)?.into_raw())
+        encoded_batch(env, shards)
+    })
+}
+
+/// A test batch in the JNI layout, as a Java byte array.
+fn encoded_batch<'l>(env: &mut JNIEnv<'l>, shards: &[crate::consumer::output::ShardFlowFiles]) -> Result<jbyteArray, BridgeError> {
+    let bytes = batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
+    Ok(env.byte_array_from_slice(&bytes)?.into_raw())
+}
+
+/// A batch of one shard and two FlowFiles whose first partition key is `key_bytes` long
+/// ([`batch::long_partition_key`]), for the codec test of keys beyond 64 KiB.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_partitionKeyBatch<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    key_bytes: jint,
+) -> jbyteArray {
+    guard::call(&mut env, |env| {
+        let len = usize::try_from(key_bytes).map_err(|_| BridgeError::InvalidArgument("the key length must not be negative".into()))?;
+        let mut shards = batch::synthetic(1, 2, 8);
+        shards[0].flow_files[0].partition_key = batch::long_partition_key(len).into();
+        encoded_batch(env, &shards)
+    })
+}
+
+/// Logs `lines` INFO events for the component through `tracing`, as the engine does, and returns
+/// once the log bridge has delivered them (it waits every 1,000 lines, so none is dropped): for the
+/// test that the bridge's heap use stays flat.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_logForTest<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    lines: jint,
+) {
+    guard::call(&mut env, |_env| {
+        let id = handle(component);
+        COMPONENTS.get(id)?;
+        let padding = "x".repeat(160);
+        for n in 0..lines.max(0) {
+            tracing::info!(component = id, "log bridge test line {n} {padding}");
+            if n % 1000 == 999 {
+                log_bridge::flush();
+            }
+        }
+        log_bridge::flush();
+        Ok(())
     })
 }
 

@@ -4,6 +4,7 @@
 //! An event belongs to a component when it, or a span around it, carries a `component` field
 //! holding the component's handle. Events are queued (bounded; overflow is counted, never blocks
 //! the engine) and delivered by one thread attached to the JVM, so tokio workers never call Java.
+//! That thread never returns to Java, so each delivery runs in its own JNI local frame.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -95,11 +96,22 @@ pub fn register(component: u64, sink: GlobalRef) {
 /// Delivers what is queued for `component` (waiting at most a second), then stops routing to it.
 pub fn unregister(component: u64) {
     let Some(bridge) = BRIDGE.get() else { return };
-    let (done, wait) = sync_channel(1);
-    if bridge.queue.send(Message::Flush(done)).is_ok() {
-        let _ = wait.recv_timeout(Duration::from_secs(1));
-    }
+    flush_within(bridge, Duration::from_secs(1));
     lock(&bridge.sinks).remove(&component);
+}
+
+/// Returns once every event queued so far is delivered (at most 10 s).
+pub fn flush() {
+    if let Some(bridge) = BRIDGE.get() {
+        flush_within(bridge, Duration::from_secs(10));
+    }
+}
+
+fn flush_within(bridge: &Bridge, wait: Duration) {
+    let (done, delivered) = sync_channel(1);
+    if bridge.queue.send(Message::Flush(done)).is_ok() {
+        let _ = delivered.recv_timeout(wait);
+    }
 }
 
 /// Events lost because the queue was full since the library loaded.
@@ -136,13 +148,22 @@ fn deliver(vm: JavaVM, receiver: Receiver<Message>, sinks: Arc<Mutex<HashMap<u64
             }
             continue;
         };
-        let delivered = env.new_string(&line.message).and_then(|text| {
-            env.call_method(sink.as_obj(), SINK_METHOD, SINK_SIGNATURE, &[JValue::Int(line.level), JValue::Object(&text)])
-        });
+        let delivered = deliver_line(&mut env, &sink, &line);
         if delivered.is_err() || env.exception_check().unwrap_or(false) {
             let _ = env.exception_clear();
         }
     }
+}
+
+/// Calls the sink inside a local frame: this thread never returns to Java, so a local reference
+/// (the message's string, the sink's class) would otherwise live, and pin its object on the Java
+/// heap, for as long as the library is loaded.
+fn deliver_line(env: &mut jni::JNIEnv, sink: &GlobalRef, line: &LogLine) -> jni::errors::Result<()> {
+    env.with_local_frame(4, |env| {
+        let text = env.new_string(&line.message)?;
+        env.call_method(sink.as_obj(), SINK_METHOD, SINK_SIGNATURE, &[JValue::Int(line.level), JValue::Object(&text)])?;
+        Ok(())
+    })
 }
 
 /// The `tracing` layer: finds the component and formats the event.

@@ -10,6 +10,7 @@ pub mod guard;
 pub mod handles;
 pub mod log_bridge;
 pub mod sink_io;
+mod wire;
 
 mod exports;
 mod java;

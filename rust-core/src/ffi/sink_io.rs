@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 
+use super::wire::{Reader, WireError};
 use crate::snowflake::{FlowFileIn, Outcome};
 
 pub const FLOW_FILES_MAGIC: i32 = 0x4B53_4631; // "KSF1"
@@ -28,35 +29,17 @@ pub enum SinkIoError {
     NotUtf8,
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], SinkIoError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or(SinkIoError::Truncated(self.at))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-    fn i32(&mut self) -> Result<i32, SinkIoError> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-    fn i64(&mut self) -> Result<i64, SinkIoError> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn len(&mut self) -> Result<usize, SinkIoError> {
-        usize::try_from(self.i32()?).map_err(|_| SinkIoError::Truncated(self.at))
-    }
-    fn string(&mut self) -> Result<String, SinkIoError> {
-        let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| SinkIoError::NotUtf8)
+impl From<WireError> for SinkIoError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Truncated(at) => Self::Truncated(at),
+            WireError::NotUtf8 => Self::NotUtf8,
+        }
     }
 }
 
 pub fn decode_flow_files(bytes: &[u8]) -> Result<Vec<FlowFileIn>, SinkIoError> {
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Reader::new(bytes);
     if r.i32()? != FLOW_FILES_MAGIC {
         return Err(SinkIoError::BadMagic);
     }
@@ -67,8 +50,8 @@ pub fn decode_flow_files(bytes: &[u8]) -> Result<Vec<FlowFileIn>, SinkIoError> {
         let attribute_count = r.len()?;
         let mut attributes = HashMap::with_capacity(attribute_count.min(64));
         for _ in 0..attribute_count {
-            let name = r.string()?;
-            let value = r.string()?;
+            let name = r.str32()?;
+            let value = r.str32()?;
             attributes.insert(name, value);
         }
         let n = r.len()?;

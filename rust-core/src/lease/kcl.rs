@@ -98,7 +98,8 @@ fn split_key(key: &str, default_stream: &str) -> Result<(String, String), String
     }
 }
 
-/// KCL writes a string set `parentShardId` (singular); `parentShardIds` is accepted too.
+/// KCL writes a string set `parentShardId` (singular); `parentShardIds` is accepted too. An empty
+/// id names no shard and is left out (a row keyed "" would be refused by DynamoDB).
 fn parents(item: &Item) -> Vec<String> {
     let mut ids: Vec<String> = match item.get("parentShardId").or_else(|| item.get("parentShardIds")) {
         Some(AttributeValue::Ss(set)) => set.clone(),
@@ -108,7 +109,7 @@ fn parents(item: &Item) -> Vec<String> {
     };
     ids.sort();
     // Multi-stream leases may name parents by their full lease key.
-    ids.into_iter().map(|p| p.rsplit(':').next().unwrap_or(&p).to_owned()).collect()
+    ids.into_iter().map(|p| p.rsplit(':').next().unwrap_or(&p).to_owned()).filter(|p| !p.is_empty()).collect()
 }
 
 /// KCL deletes a parent's lease once the parent is finished and its children have started, so a
@@ -223,6 +224,24 @@ mod tests {
         assert_eq!(added[0].shard_id, "gone-parent");
         assert!(added[0].shard_end);
         assert_eq!(rows[0].parents, vec!["gone-parent", "kept"]);
+    }
+
+    /// Found by the kcl_convert fuzz target: an empty parent id (or a multi-stream parent key ending
+    /// in ':') became a finished parent row with shard id "", which DynamoDB refuses as a key, so
+    /// the migration failed at every start.
+    #[test]
+    fn an_empty_parent_id_names_no_parent() {
+        let mut item = kcl("c", "TRIM_HORIZON", None, &[]);
+        item.insert(
+            "parentShardIds".into(),
+            AttributeValue::L(vec![AttributeValue::S("p1".into()), AttributeValue::S("".into()), AttributeValue::S("1:s:2:".into())]),
+        );
+        let rows = convert(&[item], "s").unwrap();
+        assert_eq!(rows[0].parents, vec!["p1"]);
+        assert_eq!(rows.iter().map(|r| r.shard_id.as_str()).collect::<Vec<_>>(), ["c", "p1"]);
+        let single = convert(&[kcl("d", "TRIM_HORIZON", None, &[""])], "s").unwrap();
+        assert_eq!(single.len(), 1);
+        assert!(single[0].parents.is_empty());
     }
 
     #[test]

@@ -33,8 +33,13 @@ impl OffsetToken {
         Some(Self { number: if trimmed.is_empty() { "0".into() } else { trimmed.into() }, part })
     }
 
-    /// `shardedSequenceNumber` of a record: sequence number + sub-sequence padded to 20 digits.
+    /// `shardedSequenceNumber` of a record: sequence number + sub-sequence padded to 20 digits;
+    /// `None` unless the sequence number is decimal digits (a ':' in it would make a part token,
+    /// an empty one the token of the padding alone).
     pub fn sharded(sequence: &str, sub_sequence: u64) -> Option<Self> {
+        if sequence.is_empty() || !sequence.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
         Self::parse(&sharded_sequence_number(sequence, sub_sequence))
     }
 
@@ -120,5 +125,15 @@ mod tests {
         for s in ["", "abc", "12a", "1:x", ":3", "-1"] {
             assert!(OffsetToken::parse(s).is_none(), "{s}");
         }
+    }
+
+    /// Found by the snowflake_rows fuzz target: "4959:" followed by the padded sub-sequence number
+    /// read as the part token "4959:0", which sorts before the FlowFile's own rows.
+    #[test]
+    fn a_sequence_number_that_is_not_decimal_gives_no_sharded_token() {
+        for sequence in ["4959:", "4959:1", ":", "", "4959 ", "-4959", "+4959", "49\u{0660}"] {
+            assert_eq!(OffsetToken::sharded(sequence, 0), None, "{sequence:?}");
+        }
+        assert_eq!(OffsetToken::sharded("0004959", 0).unwrap().to_string(), "495900000000000000000000");
     }
 }

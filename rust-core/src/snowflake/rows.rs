@@ -353,6 +353,16 @@ mod tests {
         assert_eq!(invalid(PLAIN.prepare(&flow_file(r#"[{"a":1},2]"#, &[]), || 1)), "array element 2 is a JSON number, not an object");
     }
 
+    /// Found by the snowflake_rows fuzz target: a sequence attribute ending in ':' gave the FlowFile
+    /// the part token "4959:0", so its last row's token came before its other rows' ("4959:1") and
+    /// the FlowFile never completed.
+    #[test]
+    fn a_sequence_attribute_that_is_not_decimal_makes_the_flow_file_invalid() {
+        let attrs = &[(ATTR_STREAM, "s"), (ATTR_SHARD, "shardId-0"), (ATTR_LAST_SEQUENCE, "4959:")];
+        let reason = invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n{\"a\":2}", attrs), || unreachable!()));
+        assert_eq!(reason, "aws.kinesis.last.sequence.number '4959:' is not a Kinesis sequence number");
+    }
+
     #[test]
     fn a_shard_flow_file_without_sequence_attributes_is_invalid() {
         let attrs = &[(ATTR_STREAM, "s"), (ATTR_SHARD, "shardId-0")];

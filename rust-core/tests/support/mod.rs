@@ -98,7 +98,12 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
 
 pub async fn create_stream(c: &AwsClients, stream: &str, shards: i32) {
     c.kinesis.create_stream().stream_name(stream).shard_count(shards).send().await.unwrap();
-    for _ in 0..100 {
+    wait_active(c, stream).await;
+}
+
+/// Waits (up to 20 s) until the stream is ACTIVE: after creating it, or after a split or merge.
+pub async fn wait_active(c: &AwsClients, stream: &str) {
+    for _ in 0..200 {
         let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
         if d.stream_description_summary().unwrap().stream_status().as_str() == "ACTIVE" {
             return;

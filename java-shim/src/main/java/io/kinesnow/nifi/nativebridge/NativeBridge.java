@@ -36,8 +36,15 @@ public final class NativeBridge {
     /** Creates a component from its settings; its log events go to {@code sink} until closed. */
     public static native long open(String component, String[] properties, NativeLogSink sink);
 
-    /** Starts the component's engine. */
+    /**
+     * Starts the component's engine. ConsumeKinesis's engine starts in the background (a KCL migration by another
+     * node, an Enhanced Fan-Out consumer becoming ACTIVE can take minutes): this returns at once, and
+     * {@link #startupStatus} says when it runs.
+     */
     public static native void start(long handle);
+
+    /** Null once the component works; else why not yet (starting, or the last start attempt failed and is retried). */
+    public static native String startupStatus(long handle);
 
     /**
      * The next batch of FlowFiles in the {@link RecordBatch} layout, or null when nothing arrived within the
@@ -71,6 +78,12 @@ public final class NativeBridge {
 
     /** A deterministic batch in the {@link RecordBatch} layout, for benchmarks and codec tests. */
     public static native byte[] syntheticBatch(int shards, int recordsPerShard, int payloadBytes);
+
+    /** A batch of one shard and two FlowFiles whose first partition key is {@code keyBytes} UTF-8 bytes long; for tests. */
+    public static native byte[] partitionKeyBatch(int keyBytes);
+
+    /** Logs {@code lines} native INFO events for the component and returns once they reached its sink; for tests. */
+    public static native void logForTest(long handle, int lines);
 
     /** Raises one failure on purpose: 0 panic, 1 retryable, 2 configuration, 3 fatal; for tests. */
     public static native void raiseForTest(int mode);

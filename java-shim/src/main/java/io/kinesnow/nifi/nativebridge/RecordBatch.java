@@ -2,18 +2,20 @@ package io.kinesnow.nifi.nativebridge;
 
 import java.io.IOException;
 import java.io.OutputStream;
+import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.OptionalLong;
 
 /**
  * Reads one batch in the layout the native library writes (see rust-core's {@code ffi/batch.rs}): the FlowFiles to
  * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4233; // "KNB3"
+    static final int MAGIC = 0x4B4E4234; // "KNB4"
 
     /** {@link FlowFileData#route()} values. */
     public static final int ROUTE_SUCCESS = 0;
@@ -66,6 +68,14 @@ public final class RecordBatch {
     }
 
     public static RecordBatch decode(final byte[] bytes) {
+        try {
+            return read(bytes);
+        } catch (final BufferUnderflowException | IndexOutOfBoundsException | IllegalArgumentException e) {
+            throw new FatalNativeException("Record batch is cut short or malformed: " + e);
+        }
+    }
+
+    private static RecordBatch read(final byte[] bytes) {
         final ByteBuffer in = ByteBuffer.wrap(bytes);
         if (bytes.length < 16 || in.getInt() != MAGIC) {
             throw new FatalNativeException("Not a record batch (wrong magic or too short)");
@@ -86,7 +96,7 @@ public final class RecordBatch {
                 final long firstSub = in.getLong();
                 final String lastSequence = str16(in);
                 final long lastSub = in.getLong();
-                final String partitionKey = str16(in);
+                final String partitionKey = str32(in);
                 final long arrival = in.getLong();
                 final String error = str16(in);
                 final int length = in.getInt();
@@ -103,8 +113,31 @@ public final class RecordBatch {
         return new RecordBatch(batchId, Collections.unmodifiableList(shards));
     }
 
+    /**
+     * The id of the batch in {@code bytes} if they are long enough to hold one, even when the rest cannot be read:
+     * a batch that fails to decode must still be settled (nacked), or its shards stay frozen.
+     */
+    public static OptionalLong batchIdOf(final byte[] bytes) {
+        if (bytes == null || bytes.length < 12) {
+            return OptionalLong.empty();
+        }
+        return OptionalLong.of(ByteBuffer.wrap(bytes, 4, 8).getLong());
+    }
+
     private static String str16(final ByteBuffer in) {
-        final int length = Short.toUnsignedInt(in.getShort());
+        return text(in, Short.toUnsignedInt(in.getShort()));
+    }
+
+    /** Partition keys: a KPL aggregate's key table can hold keys far beyond 64 KiB. */
+    private static String str32(final ByteBuffer in) {
+        final int length = in.getInt();
+        if (length < 0 || length > in.remaining()) {
+            throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+        }
+        return text(in, length);
+    }
+
+    private static String text(final ByteBuffer in, final int length) {
         final String value = new String(in.array(), in.position(), length, StandardCharsets.UTF_8);
         in.position(in.position() + length);
         return value;

@@ -28,7 +28,9 @@ import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 @Tags({"amazon", "aws", "kinesis", "consume", "stream", "snowflake", "kinesnow"})
 @InputRequirement(InputRequirement.Requirement.INPUT_FORBIDDEN)
@@ -163,7 +165,26 @@ public class ConsumeKinesis extends AbstractProcessor {
             .description("Records that are not JSON (or not a JSON object) while the Output Strategy needs one; each "
                     + "record whole, with record.error.message.").build();
 
-    private final NativeComponent engine = new NativeComponent(NativeBridge.CONSUME_KINESIS);
+    /** While the engine starts, a notice at most this often (and whenever its status changes). */
+    private static final long STARTUP_NOTICE_INTERVAL_NANOS = 60_000_000_000L;
+    /** A start-up that takes longer than this is worth a warning bulletin; a normal one is quick. */
+    private static final long SLOW_STARTUP_NANOS = 10_000_000_000L;
+
+    private final NativeComponent rules = new NativeComponent(NativeBridge.CONSUME_KINESIS);
+    private final RecordSource engine;
+    private volatile long scheduledAt;
+    private volatile String lastStartupNotice;
+    private volatile long lastStartupNoticeAt;
+    private volatile boolean slowStartupWarned;
+
+    public ConsumeKinesis() {
+        this(new NativeRecordSource());
+    }
+
+    /** With another engine; for tests of the processor's own logic. */
+    ConsumeKinesis(final RecordSource engine) {
+        this.engine = engine;
+    }
 
     @Override
     protected List<PropertyDescriptor> getSupportedPropertyDescriptors() {
@@ -177,12 +198,19 @@ public class ConsumeKinesis extends AbstractProcessor {
 
     @Override
     protected Collection<ValidationResult> customValidate(final ValidationContext context) {
-        return engine.validate(context, PROPERTIES);
+        return rules.validate(context, PROPERTIES);
     }
 
+    /**
+     * Returns at once: the engine starts in the background (preparing the lease table can wait minutes for another
+     * node's KCL migration, and Enhanced Fan-Out for its consumer), and {@link #onTrigger} yields until it runs.
+     */
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
-        engine.open(context, PROPERTIES, getLogger());
+        scheduledAt = System.nanoTime();
+        lastStartupNotice = null;
+        slowStartupWarned = false;
+        engine.open(context, getLogger());
     }
 
     @OnStopped
@@ -208,12 +236,30 @@ public class ConsumeKinesis extends AbstractProcessor {
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSession session) {
-        final long handle = engine.handle();
-        final byte[] bytes = NativeBridge.poll(handle);
+        final String notReady = engine.startupStatus();
+        if (notReady != null) {
+            reportStartup(notReady);
+            context.yield();
+            return;
+        }
+        final byte[] bytes = engine.poll();
         if (bytes == null) {
             return; // the engine already waited up to Max Batch Duration
         }
-        final RecordBatch batch = RecordBatch.decode(bytes);
+        final Settlement settlement = new Settlement(RecordBatch.batchIdOf(bytes));
+        try {
+            final RecordBatch batch = RecordBatch.decode(bytes);
+            writeFlowFiles(context, session, batch);
+            session.commitAsync(settlement::ack, failure -> settlement.nack());
+        } catch (final RuntimeException | Error e) {
+            // Content repository full, a corrupt batch, a failed commit: NiFi rolls the session back, and the
+            // engine must read these records again, or the shard (then every reader) waits for them for ever.
+            settlement.nack();
+            throw e;
+        }
+    }
+
+    private void writeFlowFiles(final ProcessContext context, final ProcessSession session, final RecordBatch batch) {
         final String stream = context.getProperty(STREAM_NAME).getValue();
         final boolean json = !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
         long consumed = 0;
@@ -237,20 +283,58 @@ public class ConsumeKinesis extends AbstractProcessor {
         if (failed > 0) {
             session.adjustCounter("Records Parse Failure", failed, false);
         }
-        final long batchId = batch.batchId();
-        session.commitAsync(() -> settle(handle, batchId, true), failure -> settle(handle, batchId, false));
     }
 
-    /** Tells the engine whether NiFi committed the batch; only then are checkpoints written. */
-    private void settle(final long handle, final long batchId, final boolean committed) {
-        try {
-            if (committed) {
-                NativeBridge.ack(handle, batchId);
-            } else {
-                NativeBridge.nack(handle, batchId);
+    /** A bulletin while the engine starts: INFO at first, WARN once it takes long, each change and every minute. */
+    private void reportStartup(final String status) {
+        final long now = System.nanoTime();
+        final boolean slow = now - scheduledAt > SLOW_STARTUP_NANOS;
+        final boolean changed = !status.equals(lastStartupNotice) || (slow && !slowStartupWarned);
+        if (!changed && now - lastStartupNoticeAt < STARTUP_NOTICE_INTERVAL_NANOS) {
+            return;
+        }
+        lastStartupNotice = status;
+        lastStartupNoticeAt = now;
+        final long seconds = (now - scheduledAt) / 1_000_000_000L;
+        if (slow || status.contains("could not start")) {
+            slowStartupWarned = slow;
+            getLogger().warn("Not reading yet, {} s after the start: {}", seconds, status);
+        } else {
+            getLogger().info("Not reading yet: {}", status);
+        }
+    }
+
+    /** Settles one batch exactly once: ack after NiFi committed it, else nack (its records are read again). */
+    private final class Settlement {
+        private final OptionalLong batchId;
+        private final AtomicBoolean settled = new AtomicBoolean();
+
+        Settlement(final OptionalLong batchId) {
+            this.batchId = batchId;
+        }
+
+        void ack() {
+            settle(true);
+        }
+
+        void nack() {
+            settle(false);
+        }
+
+        private void settle(final boolean committed) {
+            if (batchId.isEmpty() || !settled.compareAndSet(false, true)) {
+                return;
             }
-        } catch (final NativeException e) {
-            getLogger().warn("Batch {} of the Kinesis consumer could not be settled: {}", batchId, e.getMessage());
+            final long id = batchId.getAsLong();
+            try {
+                if (committed) {
+                    engine.ack(id);
+                } else {
+                    engine.nack(id);
+                }
+            } catch (final NativeException e) {
+                getLogger().warn("Batch {} of the Kinesis consumer could not be settled: {}", id, e.getMessage());
+            }
         }
     }
 

@@ -3,7 +3,11 @@ package io.kinesnow.nifi.nativebridge;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.MemoryMXBean;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -115,8 +119,84 @@ class NativeBridgeTest {
     }
 
     @Test
+    void aPartitionKeyBeyond64KiBReachesJavaIntact() throws Exception {
+        final RecordBatch batch = RecordBatch.decode(NativeBridge.partitionKeyBatch(70_000));
+        final List<RecordBatch.FlowFileData> flowFiles = batch.shards().get(0).flowFiles();
+        final String key = flowFiles.get(0).partitionKey();
+        assertEquals(70_000, key.getBytes(StandardCharsets.UTF_8).length);
+        assertEquals(longPartitionKey(70_000), key);
+        assertEquals("key-1", flowFiles.get(1).partitionKey(), "the FlowFile after it is intact");
+        for (int i = 0; i < 8; i++) {
+            assertEquals((byte) ((1 + i) % 251), flowFiles.get(1).content()[i]);
+        }
+        assertEquals(70_000, RecordBatch.decode(NativeBridge.partitionKeyBatch(70_000)).shards().get(0).flowFiles().get(0)
+                .partitionKey().getBytes(StandardCharsets.UTF_8).length);
+    }
+
+    /** The pattern of rust-core's {@code batch::long_partition_key}: letters, with an 'é' every seventh character. */
+    private static String longPartitionKey(final int bytes) {
+        final StringBuilder key = new StringBuilder();
+        int length = 0;
+        for (int n = 0; length < bytes; n++) {
+            if (bytes - length >= 2 && n % 7 == 0) {
+                key.append('é');
+                length += 2;
+            } else {
+                key.append((char) ('a' + n % 26));
+                length += 1;
+            }
+        }
+        return key.toString();
+    }
+
+    @Test
+    void aMillionNativeLogLinesLeaveTheHeapFlat() {
+        final AtomicLong lines = new AtomicLong();
+        final NativeLogSink counting = (level, message) -> {
+            if (message.startsWith("log bridge test line")) {
+                lines.incrementAndGet();
+            }
+        };
+        final long handle = NativeBridge.open(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER, counting);
+        try {
+            NativeBridge.logForTest(handle, 20_000); // warm-up: classes loaded, queues and buffers at size
+            final long before = usedHeapAfterGc();
+            NativeBridge.logForTest(handle, 1_000_000);
+            final long after = usedHeapAfterGc();
+            assertEquals(1_020_000, lines.get(), "every line delivered");
+            final long grownMiB = (after - before) >> 20;
+            System.out.println("log bridge: used heap after GC " + (before >> 20) + " MiB before and " + (after >> 20)
+                    + " MiB after 10^6 native log lines");
+            // Each line's Java string is about 250 bytes: a leaked local reference per line keeps ~240 MiB alive.
+            assertTrue(grownMiB < 24, "the heap grew by " + grownMiB + " MiB over 10^6 log lines");
+        } finally {
+            NativeBridge.close(handle);
+        }
+    }
+
+    private static long usedHeapAfterGc() {
+        final MemoryMXBean memory = ManagementFactory.getMemoryMXBean();
+        long used = Long.MAX_VALUE;
+        for (int i = 0; i < 5; i++) { // until a collection frees nothing more
+            System.gc();
+            final long now = memory.getHeapMemoryUsage().getUsed();
+            if (now >= used - (1 << 20)) {
+                return Math.min(now, used);
+            }
+            used = now;
+        }
+        return used;
+    }
+
+    @Test
     void aCorruptBatchIsRejected() {
         final byte[] junk = "not a batch at all".getBytes(StandardCharsets.UTF_8);
         assertThrows(FatalNativeException.class, () -> RecordBatch.decode(junk));
+        final byte[] good = NativeBridge.syntheticBatch(1, 2, 8);
+        for (int cut = 16; cut < good.length; cut += 7) {
+            final byte[] shorter = java.util.Arrays.copyOf(good, cut);
+            assertThrows(FatalNativeException.class, () -> RecordBatch.decode(shorter), "cut at " + cut);
+        }
+        assertEquals(RecordBatch.batchIdOf(good).getAsLong(), 1L, "the id of a batch is found even when it is cut");
     }
 }

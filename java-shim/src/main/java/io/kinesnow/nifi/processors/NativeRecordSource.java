@@ -1,0 +1,40 @@
+package io.kinesnow.nifi.processors;
+
+import io.kinesnow.nifi.nativebridge.NativeBridge;
+import org.apache.nifi.context.PropertyContext;
+import org.apache.nifi.logging.ComponentLog;
+
+/** The native Kinesis consumer engine behind {@link ConsumeKinesis}. */
+final class NativeRecordSource implements RecordSource {
+    private final NativeComponent component = new NativeComponent(NativeBridge.CONSUME_KINESIS);
+
+    @Override
+    public void open(final PropertyContext context, final ComponentLog log) {
+        component.open(context, ConsumeKinesis.PROPERTIES, log);
+    }
+
+    @Override
+    public void close() {
+        component.close();
+    }
+
+    @Override
+    public String startupStatus() {
+        return NativeBridge.startupStatus(component.handle());
+    }
+
+    @Override
+    public byte[] poll() {
+        return NativeBridge.poll(component.handle());
+    }
+
+    @Override
+    public void ack(final long batchId) {
+        NativeBridge.ack(component.handle(), batchId);
+    }
+
+    @Override
+    public void nack(final long batchId) {
+        NativeBridge.nack(component.handle(), batchId);
+    }
+}

@@ -1,0 +1,28 @@
+package io.kinesnow.nifi.processors;
+
+import org.apache.nifi.context.PropertyContext;
+import org.apache.nifi.logging.ComponentLog;
+
+/**
+ * What {@link ConsumeKinesis} asks of its engine: the native one ({@link NativeRecordSource}), or a stand-in in
+ * tests of the processor's own logic (settling every batch on every path).
+ */
+interface RecordSource {
+    /** Opens and starts the engine; returns at once, the engine may still be starting. */
+    void open(PropertyContext context, ComponentLog log);
+
+    /** Stops the engine (cancelling a start in progress) and frees it. */
+    void close();
+
+    /** Null once batches can be polled; else why not yet, in words for a bulletin. */
+    String startupStatus();
+
+    /** The next batch in the {@link io.kinesnow.nifi.nativebridge.RecordBatch} layout, or null. */
+    byte[] poll();
+
+    /** NiFi committed the batch. */
+    void ack(long batchId);
+
+    /** NiFi did not commit the batch: its shards are read again from their checkpoint. */
+    void nack(long batchId);
+}
