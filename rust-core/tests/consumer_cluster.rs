@@ -100,7 +100,7 @@ async fn poll_loop(name: String, engine: Arc<ConsumerEngine>, polling: Arc<Atomi
                         node: name.clone(),
                         shard: s.shard_id.clone(),
                         sequence: r.sequence_number.clone(),
-                        key: r.partition_key.clone(),
+                        key: r.partition_key.to_string(),
                         data: String::from_utf8(r.data.clone()).unwrap(),
                         at: Instant::now(),
                     });

@@ -101,7 +101,7 @@ async fn kpl_aggregates_resume_exactly_at_the_committed_sub_record() {
     assert!(records.len() >= 2 && records.len() < 30, "the batch ends inside the first aggregate: {}", records.len());
     assert_eq!(records[0].sub_sequence_number, Some(0));
     assert_eq!(records[1].sub_sequence_number, Some(1));
-    assert_eq!(records[1].partition_key, "pk-1");
+    assert_eq!(&*records[1].partition_key, "pk-1");
     let committed = records.len();
     engine.ack(first.id).await.unwrap();
     engine.stop().await;

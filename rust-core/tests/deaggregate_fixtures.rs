@@ -152,7 +152,7 @@ fn fixtures_deaggregate_byte_exact() {
         );
         assert_eq!(out.records.len(), f.expected.len(), "{}", f.file);
         for (i, (r, (key, data))) in out.records.iter().zip(&f.expected).enumerate() {
-            assert_eq!(&r.partition_key, key, "{} sub-record {i}", f.file);
+            assert_eq!(&*r.partition_key, key.as_str(), "{} sub-record {i}", f.file);
             assert!(&r.data == data, "{} sub-record {i}: data differs", f.file);
             assert_eq!(r.sub_sequence_number, Some(i as u64), "{}", f.file);
             assert_eq!(r.sequence_number, SEQUENCE);

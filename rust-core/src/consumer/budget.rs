@@ -37,9 +37,18 @@ impl MemoryBudget {
 
     /// Waits for `bytes` (clamped to the whole budget, so a single huge record still passes).
     pub async fn reserve(&self, bytes: u64) -> Reservation {
-        let n = bytes.clamp(0, self.total) as u32;
-        let permit = self.semaphore.clone().acquire_many_owned(n).await.expect("the budget semaphore is never closed");
+        let permit = self.semaphore.clone().acquire_many_owned(self.clamp(bytes)).await.expect("the budget semaphore is never closed");
         Reservation { permit: Some(permit) }
+    }
+
+    /// `bytes` (clamped as by [`MemoryBudget::reserve`]) if they are free now, without waiting.
+    pub fn try_reserve(&self, bytes: u64) -> Option<Reservation> {
+        let permit = self.semaphore.clone().try_acquire_many_owned(self.clamp(bytes)).ok()?;
+        Some(Reservation { permit: Some(permit) })
+    }
+
+    fn clamp(&self, bytes: u64) -> u32 {
+        bytes.min(self.total) as u32
     }
 }
 
@@ -90,6 +99,16 @@ mod tests {
         drop(held);
         let got = tokio::time::timeout(Duration::from_millis(50), budget.reserve(200)).await;
         assert!(got.is_ok());
+    }
+
+    #[tokio::test]
+    async fn try_reserve_takes_only_what_is_free() {
+        let budget = MemoryBudget::new(1000);
+        let held = budget.try_reserve(700).expect("free");
+        assert!(budget.try_reserve(400).is_none(), "only 300 bytes are free");
+        assert_eq!(budget.available(), 300, "a failed try takes nothing");
+        drop(held);
+        assert_eq!(budget.try_reserve(5000).map(|r| r.bytes()), Some(1000), "clamped to the whole budget");
     }
 
     #[tokio::test]

@@ -133,11 +133,12 @@ pub struct FanOutStats {
     pub subscriptions: std::sync::atomic::AtomicU64,
     pub resource_in_use: std::sync::atomic::AtomicU64,
     pub watchdog_replacements: std::sync::atomic::AtomicU64,
-    /// Received events whose records wait for budget (at most one per subscription), and their
-    /// records' bytes as the budget counts them.
+    /// Received events whose records wait for budget (at most one per subscription), and the
+    /// bytes of their records not yet in a buffer, as the budget counts a record as fetched
+    /// (before KPL de-aggregation).
     pub waiting_events: std::sync::atomic::AtomicU64,
     pub waiting_event_bytes: std::sync::atomic::AtomicU64,
-    /// The largest event received so far, in the budget's bytes (all its records).
+    /// The largest event received so far, in the budget's bytes (all its records as fetched).
     pub largest_event_bytes: std::sync::atomic::AtomicU64,
     /// Shard ends confirmed by GetRecords (the listing showed the shard closed and its
     /// subscription was quiet), counted when each confirmation begins.

@@ -10,6 +10,7 @@ mod ledger;
 #[cfg(test)]
 mod model;
 pub mod output;
+mod intake;
 mod reader;
 mod state;
 mod subscriber;

@@ -3,6 +3,8 @@
 //! are, wrapped, or with `kinesisMetadata` injected). A record that must be JSON and is not goes to
 //! `parse.failure` whole, with the reason; nothing is dropped.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
@@ -23,7 +25,8 @@ pub struct FlowFileOut {
     pub first_sub: Option<u64>,
     pub last_sequence: String,
     pub last_sub: Option<u64>,
-    pub partition_key: String,
+    /// The first record's key, shared with it (not copied).
+    pub partition_key: Arc<str>,
     pub arrival_ms: i64,
     pub error: String,
     pub content: Vec<u8>,
@@ -93,7 +96,7 @@ impl Layout<'_> {
             "sequenceNumber": record.sequence_number,
             "subSequenceNumber": record.sub_sequence_number.unwrap_or(0),
             "shardedSequenceNumber": record.sharded_sequence_number(),
-            "partitionKey": record.partition_key,
+            "partitionKey": &*record.partition_key,
             "approximateArrival": record.approximate_arrival_ms,
         })
     }
@@ -139,7 +142,7 @@ mod tests {
         KinesisRecord {
             sequence_number: seq.into(),
             sub_sequence_number: sub,
-            partition_key: format!("pk-{seq}"),
+            partition_key: format!("pk-{seq}").into(),
             approximate_arrival_ms: 1_700_000_000_123,
             data: data.as_bytes().to_vec(),
         }

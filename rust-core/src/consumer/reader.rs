@@ -1,6 +1,7 @@
 //! The polling reader of one shard: GetShardIterator from the committed position, then GetRecords
-//! under the shard's limiter, de-aggregation, and hand-off into the shard's buffer within the memory
-//! budget. It ends when the shard ends, its lease is lost, or the engine stops.
+//! under the shard's limiter and a fetch slot, and hand-off into the shard's buffer within the
+//! memory budget (de-aggregation included, `intake.rs`). It ends when the shard ends, its lease is
+//! lost, or the engine stops.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,10 +11,11 @@ use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use tracing::{info, warn};
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use super::engine::Shared;
-use super::state::Buffered;
+use super::intake::{self, Fetched};
 use crate::config::consume_kinesis::InitialPosition;
-use crate::kinesis::deaggregate::{deaggregate_into, Outcome};
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
@@ -66,13 +68,12 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
                 }
             },
         };
-        // A fetch slot bounds the responses held while waiting for budget: memory stays within
-        // Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
+        // A fetch slot bounds the responses held while decoding and waiting for budget: memory
+        // stays within Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
         let slot = tokio::select! {
-            s = shared.fetch_slots.clone().acquire_owned() => s.expect("fetch slots are never closed"),
+            s = fetch_turn(&limiter, &shared.fetch_slots) => s,
             _ = stopping.changed() => return,
         };
-        limiter.ready().await;
         let response = shared
             .kinesis
             .get_records()
@@ -80,7 +81,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
             .limit(shared.settings.max_records_per_request as i32)
             .send()
             .await;
-        let out = match response {
+        let mut out = match response {
             Ok(out) => out,
             Err(e) => {
                 let error = KinesisError::from_sdk(
@@ -108,29 +109,26 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         );
         let fetched_bytes: u64 = out.records().iter().map(|r| r.data().as_ref().len() as u64).sum();
         limiter.record_call(fetched_bytes);
-        let mut records = convert(&shared, &shard_id, out.records());
-        if let Start::Committed(position) = &start {
-            records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
-        }
         let last_sequence = out.records().last().map(|r| r.sequence_number().to_owned());
-        let next = out.next_shard_iterator().map(str::to_owned);
+        let next = out.next_shard_iterator.take();
         let millis_behind = out.millis_behind_latest().unwrap_or(-1);
         warn_if_lagging(&shared, &shard_id, millis_behind, &mut lag_warned);
         let caught_up = out.records().is_empty() && millis_behind == 0;
-        let needed: u64 = records.iter().map(|r| record_cost(r)).sum();
-        let mut reservation = tokio::select! {
-            r = shared.budget.reserve(needed) => r,
-            _ = stopping.changed() => return,
-        };
-        drop(slot);
-        let buffered: Vec<Buffered> = records
-            .into_iter()
-            .map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record })
-            .collect();
         let ended = next.is_none().then(|| {
             out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
         });
-        if !shared.push(&shard_id, generation, buffered, millis_behind, ended) {
+        let fetched = Fetched { records: std::mem::take(&mut out.records), millis_behind, ended };
+        let committed = match &start {
+            Start::Committed(position) => Some(position),
+            _ => None,
+        };
+        let mut ignore = |_| {};
+        let pushed = tokio::select! {
+            pushed = intake::hand_over(&shared, &shard_id, generation, committed, fetched, &mut ignore) => pushed,
+            _ = stopping.changed() => return,
+        };
+        drop(slot);
+        if !pushed {
             continue; // rewound or lost while fetching: the generation check above restarts or ends
         }
         if let Some(seq) = last_sequence {
@@ -167,35 +165,18 @@ fn warn_if_lagging(shared: &Shared, shard_id: &str, millis_behind: i64, last: &m
     );
 }
 
-/// The SDK's records as ours, KPL aggregates de-aggregated (invalid ones passed through whole,
-/// with a warning).
-pub(super) fn convert(shared: &Shared, shard_id: &str, sdk_records: &[aws_sdk_kinesis::types::Record]) -> Vec<KinesisRecord> {
-    let mut records = Vec::with_capacity(sdk_records.len());
-    let mut invalid_aggregates = 0u64;
-    for r in sdk_records {
-        let record = KinesisRecord {
-            sequence_number: r.sequence_number().to_owned(),
-            sub_sequence_number: None,
-            partition_key: r.partition_key().unwrap_or_default().to_owned(),
-            approximate_arrival_ms: r.approximate_arrival_timestamp().and_then(|t| t.to_millis().ok()).unwrap_or(0),
-            data: r.data().as_ref().to_vec(),
-        };
-        if let Outcome::Invalid(_) = deaggregate_into(record, &mut records) {
-            invalid_aggregates += 1;
-        }
-    }
-    if invalid_aggregates > 0 {
-        warn!(
-            component = shared.settings.component,
-            "{invalid_aggregates} record(s) of shard {shard_id} looked like KPL aggregates but were not valid; passed through whole"
-        );
-    }
-    records
+/// Bytes a buffered record holds of the budget ([`KinesisRecord::cost`]).
+pub(crate) fn record_cost(record: &KinesisRecord) -> u64 {
+    record.cost()
 }
 
-/// Bytes a buffered record holds of the budget: its data plus its bookkeeping.
-pub(crate) fn record_cost(record: &KinesisRecord) -> u64 {
-    (record.data.len() + record.sequence_number.len() + record.partition_key.len() + 64) as u64
+/// Waits for the shard's next allowed call, then for a fetch slot. The slot is taken only once the
+/// shard's limiter allows the call, so it covers the call, its decoding and the budget wait, and
+/// never a shard's pause: with many busy shards, each reads at its own limit (2 MiB/s), not
+/// slots x 2 MiB/s for all of them together.
+async fn fetch_turn(limiter: &ShardLimiter, slots: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    limiter.ready().await;
+    slots.clone().acquire_owned().await.expect("fetch slots are never closed")
 }
 
 async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Result<String, KinesisError> {
@@ -264,4 +245,57 @@ fn pause_after(shared: &Shared, shard_id: &str, error: &KinesisError, limiter: &
         }
     };
     limiter.delay(delay);
+}
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// Twelve shards share two fetch slots. Eight are busy: small responses, so their limiters allow
+    /// a call every 200 ms (5 a second). Four are throttled: after each call their limiter backs off
+    /// for 2 s. A call takes 20 ms, so the two slots could serve 100 calls a second, more than the
+    /// 42 the shards' limiters allow together. The busy shards must read at their own limit whatever
+    /// the throttled ones do: a shard pausing in its limiter must not hold a slot meanwhile.
+    /// Virtual time (paused clock): deterministic, not a timing test.
+    #[tokio::test(start_paused = true)]
+    async fn shards_waiting_for_their_limiter_do_not_hold_fetch_slots() {
+        let slots = Arc::new(Semaphore::new(2));
+        let end = Instant::now() + Duration::from_secs(10);
+        let shards: Vec<_> = (0..12)
+            .map(|i| {
+                let slots = slots.clone();
+                let back_off = (i % 3 == 0).then_some(Duration::from_secs(2));
+                tokio::spawn(async move {
+                    let mut limiter = ShardLimiter::default();
+                    let mut calls = 0u64;
+                    loop {
+                        let slot = fetch_turn(&limiter, &slots).await;
+                        if Instant::now() >= end {
+                            return (back_off.is_some(), calls);
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await; // the call
+                        limiter.record_call(1000);
+                        if let Some(pause) = back_off {
+                            limiter.delay(pause);
+                        }
+                        calls += 1;
+                        drop(slot);
+                    }
+                })
+            })
+            .collect();
+        let (mut busy, mut throttled) = (Vec::new(), Vec::new());
+        for shard in shards {
+            let (is_throttled, calls) = shard.await.unwrap();
+            if is_throttled {
+                throttled.push(calls)
+            } else {
+                busy.push(calls)
+            }
+        }
+        // At 5 calls a second (one per 200 ms + 20 ms), a busy shard makes about 45 calls in 10 s.
+        assert!(busy.iter().all(|&c| c >= 40), "busy shards' calls in 10 s: {busy:?} (throttled: {throttled:?})");
+        assert!(throttled.iter().all(|&c| c <= 5), "throttled shards keep to their back-off: {throttled:?}");
+    }
 }

@@ -2,15 +2,15 @@
 //! position (exact to the KPL sub-record, as in polling), renewed from the last continuation
 //! sequence number when Kinesis ends it (every 5 minutes), replaced when silent for longer than the
 //! watchdog, retried at least a second apart after ResourceInUseException. Events are read only as
-//! fast as the memory budget takes their records: the engine holds at most Max Buffer Size of
-//! records (or one event's, when a single event is larger: it is admitted alone once the whole
-//! budget is free) plus one received event per subscription waiting for budget; the rest stays
+//! fast as the memory budget takes their records (`intake.rs`): the engine holds at most Max Buffer
+//! Size of records (or one record's, when a single one is larger: it is admitted alone once the
+//! whole budget is free) plus one received event per subscription waiting for budget; the rest stays
 //! with Kinesis behind HTTP flow control (`consumer_fanout.rs` measures this). The shard ends with
 //! an event that names its children (ChildShards) and no continuation, or, when no such event comes
 //! (kinesis-local never sends one), once the listing shows the shard closed, its subscription has
 //! been quiet, and GetRecords confirms the end (`end_probe.rs` decides; the I/O is here).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +21,7 @@ use tracing::{info, warn};
 
 use super::end_probe::{self, EndCheck, ProbeStart};
 use super::engine::Shared;
-use super::reader::{convert, record_cost};
-use super::state::Buffered;
+use super::intake::{self, fetched_cost, Fetched};
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
@@ -274,45 +273,48 @@ async fn take_event(
     shard_id: &str,
     generation: u64,
     committed: Option<&Position>,
-    event: SubscribeToShardEvent,
+    mut event: SubscribeToShardEvent,
     progress: &mut Progress,
 ) -> Option<End> {
-    let mut records = convert(shared, shard_id, event.records());
-    // Records at or before the checkpoint (the checkpoint's own record comes again, and with it the
-    // sub-records of an aggregate already committed) are dropped.
-    if let Some(position) = committed {
-        records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
-    }
     let children = shard_end(&event);
     let ended = children.is_some();
-    let continuation = event.continuation_sequence_number();
-    let needed: u64 = records.iter().map(record_cost).sum();
+    let records = std::mem::take(&mut event.records);
+    let last_record = records.last().map(|r| r.sequence_number().to_owned());
+    let new_records = has_new_records(&records, committed);
+    let fetched_bytes: u64 = records.iter().map(fetched_cost).sum();
     let stats = &shared.fan_out_stats;
-    stats.largest_event_bytes.fetch_max(needed, Ordering::Relaxed);
+    stats.largest_event_bytes.fetch_max(fetched_bytes, Ordering::Relaxed);
     // While the budget is spent this waits, and the subscription is not read meanwhile: HTTP flow
-    // control (the h2 stream window, or TCP's) holds Kinesis back. The event waits counted, so the
-    // engine's held bytes stay within Max Buffer Size plus one event per subscription.
-    let waiting = Waiting::new(stats, needed);
-    let mut reservation = shared.budget.reserve(needed).await;
+    // control (the h2 stream window, or TCP's) holds Kinesis back. The event's records count as
+    // waiting until the budget has taken them, so the engine's held bytes stay within Max Buffer
+    // Size plus one event per subscription. Records at or before the checkpoint (the checkpoint's
+    // own record comes again, and with it the sub-records of an aggregate already committed) are
+    // dropped.
+    let waiting = Waiting::new(stats, fetched_bytes);
+    let fetched = Fetched { records, millis_behind: event.millis_behind_latest(), ended: children };
+    let mut admitted = |bytes| waiting.admitted(bytes);
+    let pushed = intake::hand_over(shared, shard_id, generation, committed, fetched, &mut admitted).await;
     drop(waiting);
-    let new_records = !records.is_empty();
-    let buffered: Vec<Buffered> =
-        records.into_iter().map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record }).collect();
-    let pushed = shared.push(shard_id, generation, buffered, event.millis_behind_latest(), children);
     if !pushed {
         return Some(End::Recheck);
     }
     if ended {
         return Some(End::ShardEnd);
     }
-    if let Some(last) = event.records().last() {
-        progress.last_record = Some(last.sequence_number().to_owned());
+    if last_record.is_some() {
+        progress.last_record = last_record;
     }
     if new_records {
         progress.last_records_at = tokio::time::Instant::now();
     }
-    progress.start = Start::After(continuation.to_owned());
+    progress.start = Start::After(event.continuation_sequence_number().to_owned());
     None
+}
+
+/// Whether a fetch brought a record beyond the checkpoint's own (a subscription or probe at the
+/// checkpoint gets that record again; it is not news of the shard).
+fn has_new_records(records: &[aws_sdk_kinesis::types::Record], committed: Option<&Position>) -> bool {
+    records.iter().any(|r| committed.is_none_or(|p| r.sequence_number() != p.sequence_number))
 }
 
 /// Logs and counts a confirmation of the shard's end by polling; true.
@@ -347,7 +349,7 @@ async fn confirm_end(shared: &Shared, shard_id: &str, generation: u64, committed
     let mut limiter = ShardLimiter::default();
     loop {
         limiter.ready().await;
-        let out = match shared
+        let mut out = match shared
             .kinesis
             .get_records()
             .shard_iterator(&iterator)
@@ -362,32 +364,30 @@ async fn confirm_end(shared: &Shared, shard_id: &str, generation: u64, committed
             }
         };
         limiter.record_call(out.records().iter().map(|r| r.data().as_ref().len() as u64).sum());
-        let mut records = convert(shared, shard_id, out.records());
-        if let Some(position) = committed {
-            records.retain(|r| !position.covers(&r.sequence_number, r.sub_sequence_number));
-        }
         let ended = out.next_shard_iterator().is_none().then(|| {
             out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
         });
-        if !records.is_empty() {
+        let records = std::mem::take(&mut out.records);
+        let last_record = records.last().map(|r| r.sequence_number().to_owned());
+        if has_new_records(&records, committed) {
             info!(
                 component = shared.settings.component,
                 "shard {shard_id}: {} record(s) its fan-out subscription had not delivered came by GetRecords",
                 records.len()
             );
         }
-        let needed: u64 = records.iter().map(record_cost).sum();
-        let waiting = Waiting::new(&shared.fan_out_stats, needed);
-        let mut reservation = shared.budget.reserve(needed).await;
+        let fetched_bytes: u64 = records.iter().map(fetched_cost).sum();
+        let waiting = Waiting::new(&shared.fan_out_stats, fetched_bytes);
+        let fetched = Fetched { records, millis_behind: out.millis_behind_latest().unwrap_or(-1), ended };
+        let mut admitted = |bytes| waiting.admitted(bytes);
+        let pushed = intake::hand_over(shared, shard_id, generation, committed, fetched, &mut admitted).await;
         drop(waiting);
-        let buffered: Vec<Buffered> =
-            records.into_iter().map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record }).collect();
-        if !shared.push(shard_id, generation, buffered, out.millis_behind_latest().unwrap_or(-1), ended) {
+        if !pushed {
             return End::Recheck;
         }
-        if let Some(last) = out.records().last() {
-            progress.last_record = Some(last.sequence_number().to_owned());
-            progress.start = Start::After(last.sequence_number().to_owned());
+        if let Some(last) = last_record {
+            progress.last_record = Some(last.clone());
+            progress.start = Start::After(last);
         }
         match out.next_shard_iterator() {
             None => return End::ShardEnd,
@@ -441,20 +441,26 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> R
 /// An event counted as waiting for budget until dropped (also when the wait is cancelled).
 struct Waiting<'a> {
     stats: &'a super::engine::FanOutStats,
-    bytes: u64,
+    bytes: AtomicU64,
 }
 
 impl<'a> Waiting<'a> {
     fn new(stats: &'a super::engine::FanOutStats, bytes: u64) -> Self {
         stats.waiting_events.fetch_add(1, Ordering::SeqCst);
         stats.waiting_event_bytes.fetch_add(bytes, Ordering::SeqCst);
-        Self { stats, bytes }
+        Self { stats, bytes: AtomicU64::new(bytes) }
+    }
+
+    fn admitted(&self, bytes: u64) {
+        let bytes = bytes.min(self.bytes.load(Ordering::SeqCst));
+        self.bytes.fetch_sub(bytes, Ordering::SeqCst);
+        self.stats.waiting_event_bytes.fetch_sub(bytes, Ordering::SeqCst);
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.stats.waiting_event_bytes.fetch_sub(self.bytes, Ordering::SeqCst);
+        self.stats.waiting_event_bytes.fetch_sub(*self.bytes.get_mut(), Ordering::SeqCst);
         self.stats.waiting_events.fetch_sub(1, Ordering::SeqCst);
     }
 }

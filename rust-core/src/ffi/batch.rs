@@ -194,7 +194,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
                 .map(|n| KinesisRecord {
                     sequence_number: format!("4963{:052}", s * records_per_shard + n),
                     sub_sequence_number: (n % 2 == 1).then_some(n as u64),
-                    partition_key: format!("key-{n}"),
+                    partition_key: format!("key-{n}").into(),
                     approximate_arrival_ms: 1_764_000_000_000 + n as i64,
                     data: (0..payload_bytes).map(|i| ((n + i) % 251) as u8).collect(),
                 })

@@ -1,27 +1,67 @@
 //! KPL de-aggregation: turns one Kinesis record, which may carry a KPL aggregate, into the user
-//! records it holds.
+//! records it holds, within a bound on what it expands to.
 //!
 //! This module owns the aggregate format check (magic bytes `F3 89 9A C2`, protobuf body, 16-byte
-//! MD5 trailer of the body, key-table indexes) and the numbering of sub-records. A sub-record
-//! gets its index in the aggregate as sub-sequence number, its partition key from the aggregate's
-//! table, and the parent's sequence number and arrival time. A record without the magic passes
-//! through as it is ([`Outcome::NotAggregated`]); a record with the magic that is not a valid
-//! aggregate passes through whole too, and [`Outcome::Invalid`] says why, so the engine can count
-//! it. As the KCL does, nothing is half-delivered: an aggregate yields all its user records or
-//! none. Shards and hash ranges are not this module's business (the KCL's drop of aggregates with
-//! sub-records outside the shard's hash range is deliberately not copied).
+//! MD5 trailer of the body, key-table indexes), the numbering of sub-records and the expansion
+//! bound. A sub-record gets its index in the aggregate as sub-sequence number, its partition key
+//! from the aggregate's table (shared, not copied: one `Arc<str>` per key), and the parent's
+//! sequence number and arrival time. A record without the magic passes through as it is
+//! ([`Outcome::NotAggregated`]); a record with the magic that is not a valid aggregate passes
+//! through whole too, and [`Outcome::Invalid`] says why, so the engine can warn about it. As the
+//! KCL does, nothing is half-delivered: an aggregate yields all its user records or none. Shards
+//! and hash ranges are not this module's business (the KCL's drop of aggregates with sub-records
+//! outside the shard's hash range is deliberately not copied).
+//!
+//! ## The expansion bound
+//!
+//! A small aggregate can describe a huge expansion: one 1 MiB record with a 512 KiB key in its
+//! table and 130,000 empty sub-records that all point at it. Shared keys keep the engine's own
+//! copy small, but every FlowFile downstream carries its record's key as an attribute, and the
+//! memory budget charges each record its key ([`record_cost`]), so the expansion is what the
+//! sub-records would cost: the sum of their [`record_cost`]s, plus what expanding needs besides
+//! them ([`KEY_SLOT_BYTES`] a key of the table, [`SUB_RECORD_SLOT_BYTES`] a sub-record). It is
+//! counted before anything is materialised ([`plan`] reads the body in place,
+//! [`super::kpl_view`]): first the entries are only counted, which bounds the expansion from below
+//! without allocating anything, then the key table and the sub-records are indexed (at most 8
+//! bytes a key and 12 a sub-record, within the bound) and the exact expansion is summed. An
+//! aggregate that would cost more than [`MAX_EXPANSION_BYTES`] passes through whole, as one
+//! record, with [`Outcome::Oversized`] saying why. It is never dropped. The engine reserves
+//! [`Planned::cost`] of its budget before it calls [`Planned::expand`].
+//!
+//! [`MAX_EXPANSION_BYTES`] is 16 MiB. Real aggregates stay well inside it: the KPL writes at most
+//! 1 MiB per aggregate (50 KiB by default) and Kinesis allows keys of at most 256 bytes. A
+//! sub-record takes at least 6 bytes of the body plus its data `d`, and costs `d` + key + sequence
+//! number (56 digits) + 144, so a full 1 MiB aggregate with 256-byte keys stays inside the bound
+//! whenever its user records average 24 bytes or more (12 bytes with keys of up to 64 bytes), and
+//! an aggregate of the KPL's default size always does (at most about 3.9 MB). Decoding never
+//! builds prost's owned messages, whose size grows with the number of entries (72 bytes for a
+//! 2-byte empty `Record`), not with the bytes of the aggregate.
+
+use std::ops::Range;
+use std::sync::Arc;
 
 use md5::{Digest, Md5};
-use prost::Message;
 
-use super::kpl_messages::AggregatedRecord;
-use super::record::KinesisRecord;
+use super::kpl_view::{entries, Entry, RecordView};
+use super::record::{record_cost, KinesisRecord};
 
 /// The four bytes that open every KPL aggregate.
 pub const KPL_MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 
 /// Length of the MD5 trailer that closes every KPL aggregate.
 pub const KPL_DIGEST_LEN: usize = 16;
+
+/// The most an aggregate may expand to, in budget bytes; beyond it the aggregate passes through
+/// whole. See the module documentation for why 16 MiB.
+pub const MAX_EXPANSION_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What each entry of the partition key table costs while its aggregate is expanded: its place in
+/// the table's index (8 bytes) and its shared key (16 bytes), plus the allocator's share.
+pub const KEY_SLOT_BYTES: u64 = 32;
+
+/// What each sub-record costs while its aggregate is expanded, besides its own record cost: its
+/// place in the aggregate's index (12 bytes: key index and data range), plus the allocator's share.
+pub const SUB_RECORD_SLOT_BYTES: u64 = 16;
 
 /// The user records of one Kinesis record and what de-aggregation made of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +80,9 @@ pub enum Outcome {
     Aggregated { count: usize },
     /// Starts with the KPL magic but is not a valid aggregate: passed through whole, unchanged.
     Invalid(InvalidAggregate),
+    /// An aggregate that would expand beyond [`MAX_EXPANSION_BYTES`]: passed through whole,
+    /// unchanged.
+    Oversized(Oversized),
 }
 
 /// Why a record that starts with the KPL magic is not a valid aggregate.
@@ -65,8 +108,22 @@ pub enum InvalidAggregate {
     },
 }
 
-/// De-aggregates one Kinesis record. See [`deaggregate_into`] to append to an existing batch
-/// without the intermediate `Vec`.
+/// An aggregate whose expansion exceeds [`MAX_EXPANSION_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its {sub_records} sub-records and {keys} partition key(s) would expand to at least {at_least} bytes \
+     (each sub-record counts its data, partition key, sequence number and 128 bytes), more than the {max} bytes allowed",
+    max = MAX_EXPANSION_BYTES
+)]
+pub struct Oversized {
+    pub sub_records: usize,
+    pub keys: usize,
+    /// The expansion counted when the count passed the bound (counting stops there).
+    pub at_least: u64,
+}
+
+/// De-aggregates one Kinesis record. See [`plan`] to learn the cost first, and
+/// [`deaggregate_into`] to append to an existing batch.
 pub fn deaggregate(record: KinesisRecord) -> Deaggregated {
     let mut records = Vec::new();
     let outcome = deaggregate_into(record, &mut records);
@@ -82,15 +139,90 @@ pub fn deaggregate_into(record: KinesisRecord, out: &mut Vec<KinesisRecord>) -> 
         out.push(record);
         return Outcome::NotAggregated;
     }
-    match decode_aggregate(&record.data) {
-        Ok(aggregate) => {
-            let count = aggregate.records.len();
-            push_user_records(&record, aggregate, out);
-            Outcome::Aggregated { count }
+    plan(record).expand_into(out)
+}
+
+/// One Kinesis record checked and counted, nothing of it materialised yet: what it will yield and
+/// what that costs of the memory budget.
+#[derive(Debug)]
+pub struct Planned {
+    record: KinesisRecord,
+    plan: Plan,
+}
+
+#[derive(Debug)]
+enum Plan {
+    /// Passed through as it is.
+    Whole(Outcome),
+    /// A checked aggregate: its partition key table and its sub-records, as ranges of its body.
+    Expand { keys: Vec<Range<u32>>, records: Vec<SubRecord>, cost: u64 },
+}
+
+/// Checks one Kinesis record and counts what it expands to, without materialising anything.
+pub fn plan(record: KinesisRecord) -> Planned {
+    if !is_kpl_aggregate(&record.data) {
+        return Planned { record, plan: Plan::Whole(Outcome::NotAggregated) };
+    }
+    let plan = count_aggregate(&record.data, record.sequence_number.len()).unwrap_or_else(Plan::Whole);
+    Planned { record, plan }
+}
+
+impl Planned {
+    /// What [`Planned::expand_into`] will report.
+    pub fn outcome(&self) -> Outcome {
+        match &self.plan {
+            Plan::Whole(outcome) => outcome.clone(),
+            Plan::Expand { records, .. } => Outcome::Aggregated { count: records.len() },
         }
-        Err(reason) => {
-            out.push(record);
-            Outcome::Invalid(reason)
+    }
+
+    /// Budget bytes to reserve before expanding: the [`KinesisRecord::cost`] of every record
+    /// [`Planned::expand`] yields, plus what expanding an aggregate needs meanwhile
+    /// ([`KEY_SLOT_BYTES`] a key, [`SUB_RECORD_SLOT_BYTES`] a sub-record).
+    pub fn cost(&self) -> u64 {
+        match &self.plan {
+            Plan::Whole(_) => self.record.cost(),
+            Plan::Expand { cost, .. } => *cost,
+        }
+    }
+
+    /// The Kinesis record's sequence number.
+    pub fn sequence_number(&self) -> &str {
+        &self.record.sequence_number
+    }
+
+    /// How many records [`Planned::expand`] yields.
+    pub fn len(&self) -> usize {
+        match &self.plan {
+            Plan::Whole(_) => 1,
+            Plan::Expand { records, .. } => records.len(),
+        }
+    }
+
+    /// Whether it yields no records (an empty aggregate).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Materialises the user records, appending them to `out` in aggregate order.
+    pub fn expand_into(self, out: &mut Vec<KinesisRecord>) -> Outcome {
+        out.reserve(self.len());
+        self.expand(|record| out.push(record))
+    }
+
+    /// Materialises the user records one by one, in aggregate order, into `sink`.
+    pub fn expand(self, sink: impl FnMut(KinesisRecord)) -> Outcome {
+        let Planned { record, plan } = self;
+        match plan {
+            Plan::Whole(outcome) => {
+                let mut sink = sink;
+                sink(record);
+                outcome
+            }
+            Plan::Expand { keys, records, .. } => {
+                push_user_records(&record, &keys, &records, sink);
+                Outcome::Aggregated { count: records.len() }
+            }
         }
     }
 }
@@ -100,13 +232,97 @@ pub fn is_kpl_aggregate(data: &[u8]) -> bool {
     data.starts_with(&KPL_MAGIC)
 }
 
-/// Checks the trailer, decodes the body and checks the key indexes of bytes that start with the
-/// magic.
-fn decode_aggregate(data: &[u8]) -> Result<AggregatedRecord, InvalidAggregate> {
-    let body = verified_body(data)?;
-    let aggregate = AggregatedRecord::decode(body)?;
-    check_key_indexes(&aggregate)?;
-    Ok(aggregate)
+/// Checks the trailer, walks the body and counts the expansion of bytes that start with the magic.
+fn count_aggregate(data: &[u8], sequence_len: usize) -> Result<Plan, Outcome> {
+    let body = verified_body(data).map_err(Outcome::Invalid)?;
+    let census = Census::of(body).map_err(Outcome::Invalid)?;
+    let oversized = |at_least| Outcome::Oversized(Oversized { sub_records: census.records, keys: census.keys, at_least });
+    // The least the sub-records can cost (no data, no key), known before anything is allocated.
+    let floor = census.records as u64 * (record_cost(0, sequence_len, 0) + SUB_RECORD_SLOT_BYTES)
+        + census.keys as u64 * KEY_SLOT_BYTES;
+    if floor > MAX_EXPANSION_BYTES || u32::try_from(body.len()).is_err() {
+        return Err(oversized(floor));
+    }
+    let (keys, records) = index(body, &census).map_err(Outcome::Invalid)?;
+    let mut cost = census.keys as u64 * KEY_SLOT_BYTES;
+    for r in &records {
+        let key = &keys[r.key as usize]; // in range: checked by index
+        cost += record_cost(r.data.len(), sequence_len, key.len()) + SUB_RECORD_SLOT_BYTES;
+        if cost > MAX_EXPANSION_BYTES {
+            return Err(oversized(cost));
+        }
+    }
+    Ok(Plan::Expand { keys, records, cost })
+}
+
+/// How many entries of each kind a body holds (and that its top level decodes).
+struct Census {
+    keys: usize,
+    hash_keys: usize,
+    records: usize,
+}
+
+impl Census {
+    fn of(body: &[u8]) -> Result<Self, InvalidAggregate> {
+        let mut census = Census { keys: 0, hash_keys: 0, records: 0 };
+        for entry in entries(body) {
+            match entry? {
+                Entry::PartitionKey(_) => census.keys += 1,
+                Entry::ExplicitHashKey(_) => census.hash_keys += 1,
+                Entry::Record(_) => census.records += 1,
+            }
+        }
+        Ok(census)
+    }
+}
+
+/// Where a sub-record's parts are: its partition key's index in the table, its data in the body.
+#[derive(Debug)]
+struct SubRecord {
+    key: u32,
+    data: Range<u32>,
+}
+
+/// The partition key table and the sub-records of a body whose top level decodes (the census
+/// walked it), as ranges of the body, each sub-record's key indexes checked against the tables.
+/// The body is shorter than 4 GiB, so its offsets fit in `u32`.
+fn index(body: &[u8], census: &Census) -> Result<(Vec<Range<u32>>, Vec<SubRecord>), InvalidAggregate> {
+    // A missing field reads as an empty slice that need not point into the body.
+    let range = |part: &[u8]| {
+        if part.is_empty() {
+            return 0..0;
+        }
+        let start = (part.as_ptr() as usize - body.as_ptr() as usize) as u32;
+        start..start + part.len() as u32
+    };
+    let mut keys = Vec::with_capacity(census.keys);
+    let mut records = Vec::with_capacity(census.records);
+    for entry in entries(body).flatten() {
+        match entry {
+            Entry::PartitionKey(key) => keys.push(range(key)),
+            Entry::ExplicitHashKey(_) => {}
+            Entry::Record(bytes) => {
+                let sub_record = records.len();
+                let r = RecordView::parse(bytes)?;
+                if !index_in(r.partition_key_index, census.keys) {
+                    return Err(InvalidAggregate::PartitionKeyIndexOutOfRange {
+                        sub_record,
+                        index: r.partition_key_index,
+                        table_len: census.keys,
+                    });
+                }
+                if let Some(index) = r.explicit_hash_key_index.filter(|&i| !index_in(i, census.hash_keys)) {
+                    return Err(InvalidAggregate::ExplicitHashKeyIndexOutOfRange {
+                        sub_record,
+                        index,
+                        table_len: census.hash_keys,
+                    });
+                }
+                records.push(SubRecord { key: r.partition_key_index as u32, data: range(r.data) });
+            }
+        }
+    }
+    Ok((keys, records))
 }
 
 /// The protobuf body between the magic and the MD5 trailer, if the trailer matches it.
@@ -122,67 +338,40 @@ fn verified_body(data: &[u8]) -> Result<&[u8], InvalidAggregate> {
     Ok(body)
 }
 
-/// Every sub-record's key indexes must point into the aggregate's key tables.
-fn check_key_indexes(aggregate: &AggregatedRecord) -> Result<(), InvalidAggregate> {
-    let pk_len = aggregate.partition_key_table.len();
-    let ehk_len = aggregate.explicit_hash_key_table.len();
-    for (sub_record, r) in aggregate.records.iter().enumerate() {
-        if !index_in(r.partition_key_index, pk_len) {
-            return Err(InvalidAggregate::PartitionKeyIndexOutOfRange {
-                sub_record,
-                index: r.partition_key_index,
-                table_len: pk_len,
-            });
-        }
-        if let Some(index) = r.explicit_hash_key_index.filter(|&i| !index_in(i, ehk_len)) {
-            return Err(InvalidAggregate::ExplicitHashKeyIndexOutOfRange {
-                sub_record,
-                index,
-                table_len: ehk_len,
-            });
-        }
-    }
-    Ok(())
-}
-
 fn index_in(index: u64, table_len: usize) -> bool {
     usize::try_from(index).is_ok_and(|i| i < table_len)
 }
 
-/// Appends the sub-records of a checked aggregate, numbered by their index in it.
-fn push_user_records(
-    parent: &KinesisRecord,
-    aggregate: AggregatedRecord,
-    out: &mut Vec<KinesisRecord>,
-) {
-    let partition_keys: Vec<String> = aggregate
-        .partition_key_table
-        .into_iter()
-        .map(key_string)
-        .collect();
-    out.reserve(aggregate.records.len());
-    for (sub_sequence, r) in (0u64..).zip(aggregate.records) {
-        out.push(KinesisRecord {
+/// Hands over the sub-records of a counted aggregate, numbered by their index in it. Each key of
+/// the table becomes one shared string, the first time a sub-record uses it.
+fn push_user_records(parent: &KinesisRecord, keys: &[Range<u32>], records: &[SubRecord], mut sink: impl FnMut(KinesisRecord)) {
+    let body = &parent.data[KPL_MAGIC.len()..parent.data.len() - KPL_DIGEST_LEN];
+    let part = |range: &Range<u32>| &body[range.start as usize..range.end as usize];
+    let mut shared: Vec<Option<Arc<str>>> = vec![None; keys.len()];
+    for (sub_record, r) in (0u64..).zip(records) {
+        let key = r.key as usize;
+        let key = shared[key].get_or_insert_with(|| key_string(part(&keys[key]))).clone();
+        sink(KinesisRecord {
             sequence_number: parent.sequence_number.clone(),
-            sub_sequence_number: Some(sub_sequence),
-            // In range: checked by check_key_indexes.
-            partition_key: partition_keys[r.partition_key_index as usize].clone(),
+            sub_sequence_number: Some(sub_record),
+            partition_key: key,
             approximate_arrival_ms: parent.approximate_arrival_ms,
-            data: r.data,
+            data: part(&r.data).to_vec(),
         });
     }
 }
 
 /// A partition key from the table; a key that is not UTF-8 becomes a lossy string, as in the KCL.
-fn key_string(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+fn key_string(bytes: &[u8]) -> Arc<str> {
+    Arc::from(String::from_utf8_lossy(bytes))
 }
 
 /// Encodes user records `(partition key, data)` as one KPL aggregate, sharing equal partition keys
 /// in the table. The counterpart of [`deaggregate`], for tests and the benchmark only.
 #[cfg(any(test, feature = "test-support"))]
 pub fn aggregate<K: AsRef<str>, D: AsRef<[u8]>>(records: &[(K, D)]) -> Vec<u8> {
-    use super::kpl_messages::Record;
+    use super::kpl_messages::{AggregatedRecord, Record};
+    use prost::Message;
     let mut message = AggregatedRecord::default();
     for (key, data) in records {
         let key = key.as_ref().as_bytes();
@@ -202,9 +391,24 @@ pub fn aggregate<K: AsRef<str>, D: AsRef<[u8]>>(records: &[(K, D)]) -> Vec<u8> {
     seal(&message.encode_to_vec())
 }
 
-/// Frames a protobuf body as a KPL aggregate: magic, body, MD5 of the body.
+/// A valid KPL aggregate built to expand without bound: one partition key of `key_len` bytes
+/// and `sub_records` empty sub-records that all point at it (4 bytes each on the wire). With a
+/// 512 KiB key and 130,000 sub-records it is a 1 MiB Kinesis record that a de-aggregator copying
+/// the key into every sub-record would turn into 68 GB. For tests only.
 #[cfg(any(test, feature = "test-support"))]
-fn seal(body: &[u8]) -> Vec<u8> {
+pub fn key_bomb(key_len: usize, sub_records: usize) -> Vec<u8> {
+    let mut body = vec![0x0A]; // field 1, the partition key table
+    prost::encoding::encode_varint(key_len as u64, &mut body);
+    body.resize(body.len() + key_len, b'k');
+    for _ in 0..sub_records {
+        body.extend_from_slice(&[0x1A, 0x02, 0x08, 0x00]); // field 3: Record { partition_key_index: 0 }
+    }
+    seal(&body)
+}
+
+/// Frames a protobuf body as a KPL aggregate: magic, body, MD5 of the body. For tests only.
+#[cfg(any(test, feature = "test-support"))]
+pub fn seal(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(KPL_MAGIC.len() + body.len() + KPL_DIGEST_LEN);
     out.extend_from_slice(&KPL_MAGIC);
     out.extend_from_slice(body);
@@ -214,8 +418,10 @@ fn seal(body: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use prost::Message;
+
     use super::*;
-    use crate::kinesis::kpl_messages::{Record, Tag};
+    use crate::kinesis::kpl_messages::{AggregatedRecord, Record, Tag};
 
     fn parent(data: Vec<u8>) -> KinesisRecord {
         KinesisRecord {
@@ -275,7 +481,7 @@ mod tests {
         assert_eq!(out.outcome, Outcome::Aggregated { count: 3 });
         let p = parent(vec![]);
         for (i, (r, (key, data))) in out.records.iter().zip(&input).enumerate() {
-            assert_eq!(r.partition_key, *key);
+            assert_eq!(&*r.partition_key, *key);
             assert_eq!(&r.data, data);
             assert_eq!(r.sub_sequence_number, Some(i as u64));
             assert_eq!(r.sequence_number, p.sequence_number);
@@ -318,7 +524,7 @@ mod tests {
         assert_eq!(out.outcome, Outcome::Aggregated { count: 1 });
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].sub_sequence_number, Some(0));
-        assert_eq!(out.records[0].partition_key, "only");
+        assert_eq!(&*out.records[0].partition_key, "only");
     }
 
     #[test]
@@ -342,12 +548,11 @@ mod tests {
             .map(|r| r.partition_key_index)
             .collect();
         assert_eq!(indexes, vec![0, 1, 0, 2, 0]);
-        let keys: Vec<_> = deaggregate(parent(bytes))
-            .records
-            .into_iter()
-            .map(|r| r.partition_key)
-            .collect();
+        let records = deaggregate(parent(bytes)).records;
+        let keys: Vec<&str> = records.iter().map(|r| &*r.partition_key).collect();
         assert_eq!(keys, vec!["a", "b", "a", "c", "a"]);
+        assert!(Arc::ptr_eq(&records[0].partition_key, &records[2].partition_key), "one key, shared, not copied");
+        assert!(Arc::ptr_eq(&records[0].partition_key, &records[4].partition_key));
     }
 
     #[test]
@@ -394,7 +599,7 @@ mod tests {
         };
         let out = deaggregate(parent(seal(&message.encode_to_vec())));
         assert_eq!(out.outcome, Outcome::Aggregated { count: 1 });
-        assert_eq!(out.records[0].partition_key, "k\u{FFFD}");
+        assert_eq!(&*out.records[0].partition_key, "k\u{FFFD}");
     }
 
     #[test]
@@ -520,5 +725,158 @@ mod tests {
         );
         let data: Vec<&[u8]> = batch.iter().map(|r| r.data.as_slice()).collect();
         assert_eq!(data, vec![&b"earlier"[..], b"1", b"2", b"later"]);
+    }
+
+    #[test]
+    fn the_key_bomb_passes_through_whole_as_oversized_before_anything_is_counted_per_record() {
+        let bomb = key_bomb(512 * 1024, 130_000);
+        let planned = plan(parent(bomb.clone()));
+        let floor = 130_000 * (record_cost(0, 56, 0) + SUB_RECORD_SLOT_BYTES) + KEY_SLOT_BYTES;
+        assert_eq!(planned.outcome(), Outcome::Oversized(Oversized { sub_records: 130_000, keys: 1, at_least: floor }));
+        assert_eq!(planned.cost(), parent(bomb.clone()).cost(), "it costs what the record itself costs");
+        assert_passed_through(parent(bomb), Outcome::Oversized(Oversized { sub_records: 130_000, keys: 1, at_least: floor }));
+        let reason = planned.outcome();
+        let Outcome::Oversized(reason) = reason else { unreachable!() };
+        assert!(reason.to_string().contains("130000 sub-records"), "{reason}");
+    }
+
+    #[test]
+    fn the_expansion_bound_is_exact() {
+        // Sub-records with no data and a 200-byte key cost 56 + 200 + 128 + 16 = 400 bytes each;
+        // the table's one key costs KEY_SLOT_BYTES.
+        let key = "k".repeat(200);
+        let each = record_cost(0, 56, 200) + SUB_RECORD_SLOT_BYTES;
+        let fits = ((MAX_EXPANSION_BYTES - KEY_SLOT_BYTES) / each) as usize;
+        let users = |n: usize| vec![(key.as_str(), &b""[..]); n];
+        let at_bound = plan(parent(aggregate(&users(fits))));
+        assert_eq!(at_bound.outcome(), Outcome::Aggregated { count: fits });
+        assert_eq!(at_bound.cost(), fits as u64 * each + KEY_SLOT_BYTES);
+        assert!(at_bound.cost() <= MAX_EXPANSION_BYTES);
+        let over = fits + 1;
+        assert_passed_through(
+            parent(aggregate(&users(over))),
+            Outcome::Oversized(Oversized { sub_records: over, keys: 1, at_least: over as u64 * each + KEY_SLOT_BYTES }),
+        );
+    }
+
+    #[test]
+    fn the_planned_cost_is_what_the_records_cost() {
+        let input: Vec<(String, Vec<u8>)> = (0..500).map(|i| (format!("key-{}", i % 37), vec![7u8; i % 90])).collect();
+        let planned = plan(parent(aggregate(&input)));
+        let cost = planned.cost();
+        let mut out = Vec::new();
+        assert_eq!(planned.expand_into(&mut out), Outcome::Aggregated { count: 500 });
+        assert_eq!(cost, out.iter().map(KinesisRecord::cost).sum::<u64>() + 37 * KEY_SLOT_BYTES + 500 * SUB_RECORD_SLOT_BYTES);
+        let plain = parent(b"plain".to_vec());
+        assert_eq!(plan(plain.clone()).cost(), plain.cost());
+        assert_eq!(plan(plain).len(), 1);
+    }
+
+    /// The reference: what this module did before it read aggregates in place, prost decoding the
+    /// whole body into owned messages. Its `Record` has no field 4, so tags are skipped unread, as
+    /// the in-place reader skips them. `None`: passed through whole.
+    fn reference(record: &KinesisRecord) -> Option<Vec<KinesisRecord>> {
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct RefAggregate {
+            #[prost(bytes = "vec", repeated, tag = "1")]
+            keys: Vec<Vec<u8>>,
+            #[prost(bytes = "vec", repeated, tag = "2")]
+            hash_keys: Vec<Vec<u8>>,
+            #[prost(message, repeated, tag = "3")]
+            records: Vec<RefRecord>,
+        }
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct RefRecord {
+            #[prost(uint64, required, tag = "1")]
+            key: u64,
+            #[prost(uint64, optional, tag = "2")]
+            hash_key: Option<u64>,
+            #[prost(bytes = "vec", required, tag = "3")]
+            data: Vec<u8>,
+        }
+        let body = verified_body(&record.data).ok()?;
+        let message = RefAggregate::decode(body).ok()?;
+        let mut out = Vec::new();
+        for (i, r) in message.records.into_iter().enumerate() {
+            let key = message.keys.get(usize::try_from(r.key).ok()?)?;
+            if r.hash_key.is_some_and(|h| !index_in(h, message.hash_keys.len())) {
+                return None;
+            }
+            out.push(KinesisRecord {
+                sequence_number: record.sequence_number.clone(),
+                sub_sequence_number: Some(i as u64),
+                partition_key: Arc::from(String::from_utf8_lossy(key)),
+                approximate_arrival_ms: record.approximate_arrival_ms,
+                data: r.data,
+            });
+        }
+        Some(out)
+    }
+
+    /// A random aggregate: keys (some not UTF-8), hash keys, tags, indexes sometimes out of range,
+    /// then sometimes mutated (bytes flipped, inserted or cut; unknown fields appended) and sealed
+    /// again with a matching MD5, so the body's decoding, not the digest, decides.
+    fn random_aggregate(rng: &mut impl rand::Rng) -> Vec<u8> {
+        let keys: Vec<Vec<u8>> = (0..rng.random_range(0..6))
+            .map(|_| (0..rng.random_range(0..12)).map(|_| if rng.random_bool(0.05) { 0xFF } else { rng.random_range(b'a'..=b'z') }).collect())
+            .collect();
+        let hash_keys: Vec<Vec<u8>> = (0..rng.random_range(0..3)).map(|i| format!("{i}").into_bytes()).collect();
+        let records = (0..rng.random_range(0..40))
+            .map(|_| Record {
+                partition_key_index: {
+                    let beyond = u64::from(rng.random_bool(0.03));
+                    rng.random_range(0..(keys.len() as u64 + beyond).max(1))
+                },
+                explicit_hash_key_index: rng.random_bool(0.3).then(|| {
+                    let beyond = u64::from(rng.random_bool(0.03));
+                    rng.random_range(0..(hash_keys.len() as u64 + beyond).max(1))
+                }),
+                data: (0..rng.random_range(0..30)).map(|_| rng.random()).collect(),
+                tags: (0..rng.random_range(0..2)).map(|t| Tag { key: format!("t{t}"), value: rng.random_bool(0.5).then(|| "v".into()) }).collect(),
+            })
+            .collect();
+        let mut body = AggregatedRecord { partition_key_table: keys, explicit_hash_key_table: hash_keys, records }.encode_to_vec();
+        for _ in 0..rng.random_range(0..4u32).saturating_sub(1) {
+            match rng.random_range(0..4) {
+                0 if !body.is_empty() => {
+                    let i = rng.random_range(0..body.len());
+                    body[i] ^= 1 << rng.random_range(0..8);
+                }
+                1 => {
+                    let i = rng.random_range(0..=body.len());
+                    body.insert(i, rng.random());
+                }
+                2 if !body.is_empty() => body.truncate(rng.random_range(0..body.len())),
+                _ => body.extend_from_slice(&[(rng.random_range(4..20u8) << 3) | [0, 1, 2, 5][rng.random_range(0..4)], 1, 2, 3, 4, 5, 6, 7, 8]),
+            }
+        }
+        seal(&body)
+    }
+
+    /// Seeded: reading aggregates in place de-aggregates exactly what decoding them with prost
+    /// did, and passes through whole exactly what prost rejected.
+    #[test]
+    fn in_place_reading_agrees_with_prost_on_random_aggregates() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x4B50_4C15);
+        let (mut valid, mut invalid) = (0, 0);
+        for case in 0..4000 {
+            let input = parent(random_aggregate(&mut rng));
+            let expected = reference(&input);
+            let out = deaggregate(input.clone());
+            match expected {
+                Some(records) => {
+                    valid += 1;
+                    assert_eq!(out.outcome, Outcome::Aggregated { count: records.len() }, "case {case}: {:02x?}", input.data);
+                    assert_eq!(out.records, records, "case {case}");
+                }
+                None => {
+                    invalid += 1;
+                    assert!(matches!(out.outcome, Outcome::Invalid(_)), "case {case}: {:?} for {:02x?}", out.outcome, input.data);
+                    assert_eq!(out.records, vec![input], "case {case}");
+                }
+            }
+        }
+        assert!(valid > 1000 && invalid > 500, "both kinds are exercised: {valid} valid, {invalid} invalid");
     }
 }

@@ -20,6 +20,10 @@
 //! The key tables are declared `bytes` here although the schema says `string`: the wire encoding
 //! is the same, and it lets the de-aggregator turn a key that is not UTF-8 into a lossy string,
 //! as the KCL's Java protobuf does, instead of rejecting the whole aggregate.
+//!
+//! The consumer does not decode aggregates into these owned messages (their size grows with the
+//! number of entries, not with the bytes: see [`super::kpl_view`], which reads them in place);
+//! they encode the aggregates of tests and the benchmark, and serve tests as the reference decoder.
 
 /// The body of a KPL aggregate, between the magic bytes and the MD5 trailer.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -3,7 +3,9 @@
 
 pub mod deaggregate;
 pub mod fan_out;
+#[cfg(any(test, feature = "test-support"))]
 mod kpl_messages;
+mod kpl_view;
 pub mod limiter;
 pub mod position;
 pub mod record;
