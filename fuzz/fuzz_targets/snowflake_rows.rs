@@ -4,55 +4,49 @@
 //! Checked for every input, besides "no panic":
 //! - the outcome does not depend on anything but the input (a second call gives the same);
 //! - the source is the FlowFile's shard exactly when it has both the stream and the shard attribute;
-//! - a FlowFile that is rows has at least one (check `empty-rows`: issue 15, item 4, the channel's
-//!   writer panics on a FlowFile without rows);
+//! - a FlowFile that is rows has at least one (no rows at all is `Empty`: issue 15, item 4, the
+//!   channel's writer panicked on a FlowFile without rows);
 //! - every row is one line of JSON holding an object; from a shard, it carries `kinesisMetadata`, and
 //!   in Iceberg mode that object has every declared field;
-//! - the rows' offset tokens strictly increase, the last one is not a part (it completes the
-//!   FlowFile), each reads back from its text, and a direct FlowFile ends at its counter token;
+//! - only a FlowFile from a shard has exact tokens; exact tokens strictly increase, the last one is
+//!   not a part (it completes the FlowFile) and each reads back from its text;
 //! - a FlowFile that is not rows says why.
 
 #![no_main]
 
 use kinesnow_core::snowflake::offset::OffsetToken;
-use kinesnow_core::snowflake::rows::{Mapping, Prepared, Source, ATTR_SHARD, ATTR_STREAM, METADATA_FIELDS, METADATA_KEY};
-use kinesnow_fuzz::{rows_case, skipped, trace};
+use kinesnow_core::snowflake::rows::{Delivery, Mapping, Prepared, Source, ATTR_SHARD, ATTR_STREAM, METADATA_FIELDS, METADATA_KEY};
+use kinesnow_fuzz::{rows_case, trace};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
-
-const COUNTER: u64 = 7;
 
 fuzz_target!(|input: &[u8]| {
     let case = rows_case(input);
     let mapping = Mapping { iceberg: case.iceberg };
-    let mut counter_calls = 0;
-    let prepared = mapping.prepare(&case.flow_file, || {
-        counter_calls += 1;
-        COUNTER
-    });
-    assert!(counter_calls <= 1, "the direct counter was drawn {counter_calls} times for one FlowFile");
-    assert_eq!(mapping.prepare(&case.flow_file, || COUNTER), prepared, "the same FlowFile prepared twice differs");
+    let prepared = mapping.prepare(&case.flow_file);
+    assert_eq!(mapping.prepare(&case.flow_file), prepared, "the same FlowFile prepared twice differs");
     let attrs = &case.flow_file.attributes;
     trace(|| format!("iceberg {} attributes {attrs:?} content {:?}: {prepared:?}", case.iceberg, String::from_utf8_lossy(&case.flow_file.content)));
-    #[allow(unreachable_patterns)]
     match prepared {
-        Prepared::Rows { source, rows, .. } => {
-            let expected = match (attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
-                (Some(stream), Some(shard_id)) => Source::Shard { stream: stream.clone(), shard_id: shard_id.clone() },
-                _ => Source::Direct,
-            };
-            assert_eq!(source, expected, "the FlowFile's source is not what its attributes say");
-            if rows.is_empty() {
-                assert!(skipped("empty-rows"), "a FlowFile prepared as rows has none (content {:?})", String::from_utf8_lossy(&case.flow_file.content));
-                return;
+        Prepared::Rows { source, delivery, rows } => {
+            match (&source, attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
+                (Source::Shard { stream, shard_id, .. }, Some(s), Some(id)) => {
+                    assert_eq!((stream, shard_id), (s, id), "the FlowFile's shard is not what its attributes say")
+                }
+                (Source::Direct, None, _) | (Source::Direct, _, None) => {}
+                (source, ..) => panic!("the FlowFile's source {source:?} is not what its attributes say"),
             }
+            assert!(!rows.is_empty(), "a FlowFile prepared as rows has none (content {:?})", String::from_utf8_lossy(&case.flow_file.content));
             for (i, row) in rows.iter().enumerate() {
                 check_row(i, &row.json, &source, case.iceberg);
             }
-            check_tokens(rows.iter().map(|r| &r.token).collect(), &source);
+            if delivery == Delivery::ExactlyOnce {
+                assert!(matches!(source, Source::Shard { .. }), "a direct FlowFile got exact tokens");
+                check_tokens(rows.iter().map(|r| &r.token).collect());
+            }
         }
         Prepared::Invalid(reason) => assert!(!reason.is_empty(), "an invalid FlowFile without a reason"),
-        _ => {}
+        Prepared::Empty => {}
     }
 });
 
@@ -70,7 +64,7 @@ fn check_row(i: usize, json: &[u8], source: &Source, iceberg: bool) {
     }
 }
 
-fn check_tokens(tokens: Vec<&OffsetToken>, source: &Source) {
+fn check_tokens(tokens: Vec<&OffsetToken>) {
     for pair in tokens.windows(2) {
         assert!(pair[0] < pair[1], "offset tokens do not increase: {} then {}", pair[0], pair[1]);
     }
@@ -79,7 +73,4 @@ fn check_tokens(tokens: Vec<&OffsetToken>, source: &Source) {
     }
     let last = tokens.last().expect("rows");
     assert!(!last.is_part(), "the last row's token {last} is a part: the FlowFile would never complete");
-    if *source == Source::Direct {
-        assert_eq!(**last, OffsetToken::from_counter(COUNTER), "a direct FlowFile must end at its counter token");
-    }
 }

@@ -58,7 +58,7 @@ pub fn poll_and_ack(engine: Arc<ConsumerEngine>, out: Arc<Deliveries>) -> (Arc<A
                         list.push(Delivered {
                             order: out.next.fetch_add(1, Ordering::SeqCst),
                             shard: s.shard_id.clone(),
-                            key: r.partition_key.clone(),
+                            key: r.partition_key.to_string(),
                             data: String::from_utf8(r.data.clone()).unwrap(),
                             at: Instant::now(),
                         });
