@@ -78,10 +78,13 @@ async fn register(client: &Client, stream: &str, stream_arn: &str, name: &str) -
     }
 }
 
-/// Deregisters the consumer `name` from the stream; a consumer already gone is fine.
+/// Deregisters the consumer `name` from the stream; a consumer already gone is fine. It is found
+/// by name and deregistered by its consumer ARN, the resource Snowflake's IAM policy grants
+/// `DeregisterStreamConsumer` on (`.../stream/<name>/consumer/*`).
 pub async fn deregister(client: &Client, stream: &str, name: &str) -> Result<(), KinesisError> {
     let arn = stream_arn(client, stream).await?;
-    match client.deregister_stream_consumer().stream_arn(&arn).consumer_name(name).send().await {
+    let Some((consumer_arn, _)) = describe(client, stream, &arn, name).await? else { return Ok(()) };
+    match client.deregister_stream_consumer().consumer_arn(&consumer_arn).send().await {
         Ok(_) => Ok(()),
         Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(()),
         Err(e) => Err(error(stream, &e, e.code())),
