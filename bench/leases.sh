@@ -6,7 +6,7 @@
 #   KINESNOW_BENCH_ROUNDS=5 bench/leases.sh
 set -euo pipefail
 cd "$(dirname "$0")/../rust-core"
-cargo test --release --test consumer_cluster bench_lease_timings -- --ignored --nocapture 2>&1 | grep -E '^\|' || {
+cargo test --release -p kinesnow-core --test integration consumer_cluster::bench_lease_timings -- --ignored --nocapture 2>&1 | grep -E '^\|' || {
   echo "the lease benchmark failed; rerun with KINESNOW_TEST_LOG=1 for the engine's events" >&2
   exit 1
 }

@@ -38,7 +38,7 @@ rust_tests() {
   cargo test --release --workspace --exclude snowflake-standin --no-run || return 1
   local log rc=0
   log="$(mktemp)"
-  cargo test --release -p kinesnow-core --test consumer_fanout -- --exact "$LONG_RUST_TEST" >"$log" 2>&1 &
+  cargo test --release -p kinesnow-core --test integration -- --exact "consumer_fanout::$LONG_RUST_TEST" >"$log" 2>&1 &
   local long=$!
   cargo test --release --workspace --exclude snowflake-standin -- --skip "$LONG_RUST_TEST" || rc=1
   wait "$long" || rc=1

@@ -4,7 +4,7 @@
 //! a partition key beyond 64 KiB (from a KPL aggregate's key table) reaches Java intact while the
 //! shard keeps flowing.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! shards, fencing of a paused node, no lease change under long back-pressure, per-key order across
 //! a split and a merge, and the lease table's write rate.
 
-mod support;
+use crate::support;
 #[path = "support/resharding.rs"]
 mod resharding;
 

@@ -2,7 +2,7 @@
 //! order, checkpoints only after ack, rewind on nack, resume after restart, fenced checkpoints,
 //! and with LATEST a split child read from its start.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

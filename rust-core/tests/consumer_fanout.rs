@@ -12,7 +12,7 @@
 //! port speaks HTTP/1.1 to the SDK (one connection per subscription, whatever the pool); the
 //! client pool is shown over real HTTP/2 through a TLS terminator (`support/h2_tls_proxy.rs`).
 
-mod support;
+use crate::support;
 #[path = "support/h2_tls_proxy.rs"]
 mod h2_tls_proxy;
 #[path = "support/resharding.rs"]

@@ -5,7 +5,7 @@
 //! written by NiFi's own ConsumeKinesis (no lease counter) are taken; a malformed row is skipped;
 //! rows of finished shards gone from the stream are removed.
 
-mod support;
+use crate::support;
 #[path = "support/faults.rs"]
 mod faults;
 

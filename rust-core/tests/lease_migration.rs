@@ -5,7 +5,7 @@
 //! resuming exactly after KCL's checkpoints. Tables written by a real KCL consumer are tested in
 //! tests/e2e/test_kcl_migration.py.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! channels apart from another's; empty FlowFiles; idle writers retired; row errors to invalid;
 //! configuration errors to failure; schema evolution; Iceberg.
 
-mod standin_support;
+use crate::standin_support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -144,7 +144,7 @@ def test_kpl_aggregates_and_plain_records_over_two_shards_arrive_once_in_shard_o
         assert len(got) == len(records), (shard, len(got), len(records))
         for ff, record in zip(got, records):  # got: in the order NiFi received them
             expect_record(ff, shard, record)
-    assert any("looked like KPL aggregates but were not valid; passed through whole" in m for m in flow.bulletin_messages())
+    assert any("is delivered whole, as one record, not de-aggregated: it starts with the KPL magic but is not a valid aggregate" in m for m in flow.bulletin_messages())
 
 
 def test_full_aggregates_split_across_batches_and_a_restart_resume_at_the_sub_record(nifi, group):

@@ -137,7 +137,7 @@ def env(local_services, tmp_path_factory):
     _, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=300)
     sf.register_user(ACCOUNT, USER, public_key)
-    sf.sql(f"CREATE OR REPLACE TABLE {TABLE} (ID NUMBER) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE")
+    sf.sql(f"CREATE OR REPLACE TABLE {TABLE} (ID NUMBER, PHASE VARCHAR, KINESISMETADATA VARIANT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE")
     standard = subprocess.run([os.path.join(REPO, "tests", "nifi", "standard-nar", "build.sh")], check=True,
                               stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
     nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar(), standard])

@@ -128,7 +128,7 @@ def test_both_processors_are_documented(nifi):
     assert {r["name"] for r in consumer["supportedRelationships"]} == {"success", "parse.failure"}
     sink = c.processor_definition(SINK, BUNDLE)
     assert "Snowpipe Streaming" in sink["typeDescription"]
-    assert {r["name"] for r in sink["supportedRelationships"]} == {"success", "failure", "invalid"}
+    assert {r["name"] for r in sink["supportedRelationships"]} == {"success", "failure", "invalid", "empty"}
     assert sink["propertyDescriptors"]["Private Key"]["sensitive"] is True
     details = c.get("flow/additional-details/{group}/{artifact}/{version}/".format(**BUNDLE) + CONSUMER)
     assert "How records and checkpoints travel" in details["additionalDetails"]

@@ -1,0 +1,27 @@
+//! The integration tests that need no allocator of their own, in one test binary: each file under
+//! `tests/` was its own binary, and linking the engine (thin LTO) into ten binaries cost the test
+//! suite many minutes of a 2-core CI machine. The files stay where they were; `cargo test --test
+//! integration <file>::` runs one of them. `deaggregate_bounds` and `consumer_hostile` stay separate
+//! binaries: they count allocations with their own global allocator.
+
+#[path = "../support/mod.rs"]
+mod support;
+#[path = "../standin_support/mod.rs"]
+mod standin_support;
+
+#[path = "../component_consumer.rs"]
+mod component_consumer;
+#[path = "../consumer_cluster.rs"]
+mod consumer_cluster;
+#[path = "../consumer_emulators.rs"]
+mod consumer_emulators;
+#[path = "../consumer_fanout.rs"]
+mod consumer_fanout;
+#[path = "../consumer_lifecycle.rs"]
+mod consumer_lifecycle;
+#[path = "../deaggregate_fixtures.rs"]
+mod deaggregate_fixtures;
+#[path = "../lease_migration.rs"]
+mod lease_migration;
+#[path = "../sink_standin.rs"]
+mod sink_standin;
