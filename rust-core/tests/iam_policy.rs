@@ -8,7 +8,7 @@
 //!
 //! The test itself creates streams, puts records and writes KCL tables directly on the emulators.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
