@@ -401,10 +401,12 @@ def test_credentials_dynamodb_rejects_give_a_clear_bulletin_and_no_flow_files(ni
 def test_kinesis_access_denied_with_working_dynamodb_names_the_stream(nifi, group, aws_rejects):
     url, handler = aws_rejects
     handler.error = ("AccessDeniedException", "User: arn:aws:iam::000000000000:user/x is not authorized to perform: "
-                                              "kinesis:DescribeStreamSummary")
+                                              "kinesis:DescribeStream")
     flow = add_consumer(nifi, group, consumer_properties("orders", unique("denied-app"), **{"Endpoint Override URL": url}))
     flow.start()
-    wait_for_message(flow, "access to stream 'orders' is denied; check the credentials and the IAM policy")
+    # The bulletin quotes AWS's message, which names the missing action.
+    wait_for_message(flow, "access to stream 'orders' is denied; check the credentials and the IAM policy",
+                     "not authorized to perform: kinesis:DescribeStream")
     assert_idle_and_stoppable(nifi, flow)
 
 

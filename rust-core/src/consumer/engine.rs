@@ -584,13 +584,10 @@ async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Resul
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
 }
 
-/// The stream's retention period in milliseconds (checks that the stream exists, too).
+/// The stream's retention period in milliseconds, from DescribeStream (checks that the stream
+/// exists, too).
 async fn retention_ms(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Option<i64>, ConsumerError> {
-    use aws_sdk_kinesis::error::ProvideErrorMetadata;
-    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
-        crate::kinesis::KinesisError::from_sdk(stream, None, crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned))
-    })?;
-    Ok(out.stream_description_summary().map(|d| i64::from(d.retention_period_hours()) * 3_600_000))
+    Ok(Some(crate::kinesis::stream::describe(client, stream).await?.retention_ms()))
 }
 
 /// A unique node id without another dependency: time, process id and a random number.

@@ -10,7 +10,7 @@ use aws_sdk_kinesis::types::ConsumerStatus;
 use aws_sdk_kinesis::Client;
 use tracing::{info, warn};
 
-use super::{sdk_error_text, KinesisError};
+use super::{sdk_error_text_with, KinesisError};
 
 /// Subscriptions per pooled client by default: each client has its own HTTP client and connection
 /// pool, so over HTTP/2 (TLS with ALPN h2, as Kinesis serves SubscribeToShard) the subscriptions of
@@ -23,17 +23,13 @@ pub const MAX_POOL: usize = 16;
 /// How long registration may take before the engine gives up.
 const ACTIVE_WAIT: Duration = Duration::from_secs(300);
 
-fn error(stream: &str, e: &(dyn std::error::Error + 'static), code: Option<&str>) -> KinesisError {
-    KinesisError::from_sdk(stream, None, sdk_error_text(e), code.map(str::to_owned))
+fn error<E: ProvideErrorMetadata + std::error::Error + 'static>(stream: &str, e: &E, code: Option<&str>) -> KinesisError {
+    KinesisError::from_sdk(stream, None, sdk_error_text_with(e, e.message()), code.map(str::to_owned))
 }
 
-/// The stream's ARN (SubscribeToShard and the consumer calls need it).
+/// The stream's ARN (SubscribeToShard and the consumer calls need it), from DescribeStream.
 pub async fn stream_arn(client: &Client, stream: &str) -> Result<String, KinesisError> {
-    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| error(stream, &e, e.code()))?;
-    out.stream_description_summary().map(|d| d.stream_arn().to_owned()).ok_or_else(|| KinesisError::Service {
-        stream: stream.to_owned(),
-        message: "DescribeStreamSummary returned no stream description".into(),
-    })
+    Ok(super::stream::describe(client, stream).await?.arn)
 }
 
 /// Registers the consumer `name` on the stream unless it exists, waits until it is ACTIVE and
@@ -82,10 +78,13 @@ async fn register(client: &Client, stream: &str, stream_arn: &str, name: &str) -
     }
 }
 
-/// Deregisters the consumer `name` from the stream; a consumer already gone is fine.
+/// Deregisters the consumer `name` from the stream; a consumer already gone is fine. It is found
+/// by name and deregistered by its consumer ARN, the resource Snowflake's IAM policy grants
+/// `DeregisterStreamConsumer` on (`.../stream/<name>/consumer/*`).
 pub async fn deregister(client: &Client, stream: &str, name: &str) -> Result<(), KinesisError> {
     let arn = stream_arn(client, stream).await?;
-    match client.deregister_stream_consumer().stream_arn(&arn).consumer_name(name).send().await {
+    let Some((consumer_arn, _)) = describe(client, stream, &arn, name).await? else { return Ok(()) };
+    match client.deregister_stream_consumer().consumer_arn(&consumer_arn).send().await {
         Ok(_) => Ok(()),
         Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(()),
         Err(e) => Err(error(stream, &e, e.code())),

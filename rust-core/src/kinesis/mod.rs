@@ -10,6 +10,7 @@ pub mod limiter;
 pub mod position;
 pub mod record;
 pub mod shards;
+pub mod stream;
 
 use crate::error::{Classify, ErrorClass};
 
@@ -68,6 +69,21 @@ pub fn sdk_error_text(error: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
+/// [`sdk_error_text`], plus the service's own message when the text lacks it: the SDK shows an
+/// error it has no type for (DynamoDB's `AccessDeniedException`) by its code alone, while the
+/// message is what names the action and resource a policy refused ("User: ... is not authorized
+/// to perform: dynamodb:UpdateItem on resource: ...").
+pub fn sdk_error_text_with(error: &(dyn std::error::Error + 'static), message: Option<&str>) -> String {
+    with_message(sdk_error_text(error), message)
+}
+
+fn with_message(text: String, message: Option<&str>) -> String {
+    match message.map(str::trim) {
+        Some(m) if !m.is_empty() && !text.contains(m) => format!("{text}: {m}"),
+        _ => text,
+    }
+}
+
 impl Classify for KinesisError {
     fn class(&self) -> ErrorClass {
         match self {
@@ -102,6 +118,16 @@ mod tests {
         );
         assert!(format!("{}", DisplayErrorContext(&e)).contains("SdkBody"), "the SDK's own text carries the response");
         assert_eq!(sdk_error_text(&e), "service error: ResourceNotFoundException: Stream orders not found");
+    }
+
+    #[test]
+    fn the_service_message_is_added_once_when_the_text_lacks_it() {
+        let denied = "User: arn:aws:iam::1:user/u is not authorized to perform: dynamodb:UpdateItem on resource: t";
+        assert_eq!(with_message("service error: unhandled error (AccessDeniedException)".into(), Some(denied)),
+            format!("service error: unhandled error (AccessDeniedException): {denied}"));
+        assert_eq!(with_message(format!("service error: {denied}"), Some(denied)), format!("service error: {denied}"));
+        assert_eq!(with_message("dispatch failure".into(), None), "dispatch failure");
+        assert_eq!(with_message("x".into(), Some("  ")), "x");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! `<Application Name>_migration` table whose `beat` counter the holder bumps every few seconds.
 //! A lock whose counter has not changed for the lock timeout, judged on the observer's own
 //! monotonic clock (no clock comparison across nodes), belongs to a dead node and is taken over,
-//! conditionally on the owner and counter last seen.
+//! conditionally on the owner and counter last seen. A released lock is a tombstone (see
+//! [`super::tombstone`]): free, and taken by overwriting it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::table::{service_error, HASH_KEY, RANGE_KEY};
+use super::tombstone::{self, is_tombstone};
 use super::LeaseError;
 
 /// Control rows of the migration table live in their own partition, apart from any stream's.
@@ -84,7 +86,7 @@ pub async fn try_take(
         .item("owner", AttributeValue::S(owner.to_owned()))
         .item("beat", AttributeValue::N("0".into()));
     put = match &condition {
-        None => put.condition_expression("attribute_not_exists(shardId)"),
+        None => put.condition_expression(tombstone::ABSENT),
         Some((holder, beat)) => put
             .condition_expression("#o = :prev AND beat = :beat")
             .expression_attribute_names("#o", "owner")
@@ -109,7 +111,7 @@ async fn read(client: &Client, table: &str) -> Result<Option<Option<(String, u64
         Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => return Ok(None),
         Err(e) => return Err(service_error(table, e)),
     };
-    Ok(Some(out.item().map(|item| {
+    Ok(Some(out.item().filter(|item| !is_tombstone(item)).map(|item| {
         let owner = item.get("owner").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
         let beat = item.get("beat").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(0);
         (owner, beat)
@@ -137,14 +139,15 @@ impl LockGuard {
         })
     }
 
-    /// Gives the lock up after a failure, so waiting nodes need not wait for the lock timeout.
+    /// Gives the lock up after a failure, so waiting nodes need not wait for the lock timeout: a
+    /// tombstone, written only while the lock is still ours.
     pub async fn release(self) {
         self.beating.abort();
         let _ = self
             .client
-            .delete_item()
+            .put_item()
             .table_name(&self.table)
-            .set_key(Some(key()))
+            .set_item(Some(tombstone::tombstone(key(), super::now_ms())))
             .condition_expression("#o = :me")
             .expression_attribute_names("#o", "owner")
             .expression_attribute_values(":me", AttributeValue::S(self.owner.clone()))

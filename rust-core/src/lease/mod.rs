@@ -10,6 +10,9 @@
 //! ChildShards). A lease has no expiry of its own: it is valid while its owner's heartbeat row
 //! (`shardId` = `__node__<owner>`, counter `heartbeat`) keeps changing, so keeping N leases costs
 //! one write per heartbeat, not N.
+//!
+//! Rows are never deleted (Snowflake's IAM policy grants no `DeleteItem`): a removed row is a
+//! tombstone that every reader treats as absent (see `tombstone`).
 
 pub mod balance;
 pub mod kcl;
@@ -18,6 +21,7 @@ pub mod migration;
 pub mod migration_lock;
 pub mod store;
 pub mod table;
+pub mod tombstone;
 
 pub use store::{Checkpoint, Holder, Lease, LeaseRow, LeaseStore, NodeBeat, TableView};
 

@@ -1,6 +1,7 @@
 //! Lease, heartbeat and checkpoint rows. Every write that depends on ownership is conditional on
 //! both the owner and the lease counter, so a node that lost a lease has its late writes refused.
-//! Every write is counted, so the table's write rate can be reported.
+//! Every write is counted, so the table's write rate can be reported. Removed rows are tombstones
+//! (see [`super::tombstone`]): `scan` leaves them out, and a write that creates a row clears the mark.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +12,7 @@ use aws_sdk_dynamodb::Client;
 
 use super::kcl::StartHint;
 use super::table::{service_error, HASH_KEY, RANGE_KEY};
+use super::tombstone::{self, is_tombstone, reviving};
 use super::{now_ms, LeaseError};
 use crate::kinesis::position::Position;
 
@@ -106,7 +108,7 @@ impl LeaseStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(shard_id)))
-            .update_expression("SET leaseOwner = :me, lastUpdateTimestamp = :now ADD leaseCounter :one")
+            .update_expression(reviving("SET leaseOwner = :me, lastUpdateTimestamp = :now ADD leaseCounter :one"))
             .expression_attribute_values(":me", s(owner))
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":one", n(1))
@@ -176,7 +178,7 @@ impl LeaseStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(child)))
-            .update_expression("SET parentShardIds = if_not_exists(parentShardIds, :parents)")
+            .update_expression(reviving("SET parentShardIds = if_not_exists(parentShardIds, :parents)"))
             .expression_attribute_values(":parents", AttributeValue::L(parents.iter().map(|p| s(p)).collect()))
             .send()
             .await
@@ -194,7 +196,7 @@ impl LeaseStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(child)))
-            .update_expression("SET startPosition = if_not_exists(startPosition, :start)")
+            .update_expression(reviving("SET startPosition = if_not_exists(startPosition, :start)"))
             .condition_expression("attribute_not_exists(sequenceNumber)")
             .expression_attribute_values(":start", s(StartHint::TrimHorizon.as_str()))
             .send()
@@ -206,14 +208,14 @@ impl LeaseStore {
         }
     }
 
-    /// Removes the row of a finished shard (only while it is still marked finished).
+    /// Removes the row of a finished shard (only while it is still marked finished): a tombstone.
     pub async fn remove_finished(&self, shard_id: &str) -> Result<(), LeaseError> {
         self.count_write();
         let result = self
             .client
-            .delete_item()
+            .put_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(shard_id)))
+            .set_item(Some(tombstone::tombstone(self.key(shard_id), now_ms())))
             .condition_expression("shardEnd = :end")
             .expression_attribute_values(":end", AttributeValue::Bool(true))
             .send()
@@ -232,7 +234,7 @@ impl LeaseStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(&format!("{NODE_PREFIX}{owner}"))))
-            .update_expression("SET lastUpdateTimestamp = :now ADD heartbeat :one")
+            .update_expression(reviving("SET lastUpdateTimestamp = :now ADD heartbeat :one"))
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":one", n(1))
             .send()
@@ -241,21 +243,22 @@ impl LeaseStore {
             .map_err(|e| service_error(&self.table, e))
     }
 
-    /// Removes a node's heartbeat row (on stop, or a long-dead node's row).
+    /// Removes a node's heartbeat row (on stop, or a long-dead node's row): a tombstone, which the
+    /// node's next heartbeat, if it beats again, overwrites.
     pub async fn remove_node(&self, owner: &str) -> Result<(), LeaseError> {
         self.count_write();
         self.client
-            .delete_item()
+            .put_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(&format!("{NODE_PREFIX}{owner}"))))
+            .set_item(Some(tombstone::tombstone(self.key(&format!("{NODE_PREFIX}{owner}")), now_ms())))
             .send()
             .await
             .map(|_| ())
             .map_err(|e| service_error(&self.table, e))
     }
 
-    /// Every row of this stream: shard leases and node heartbeats (other `__` rows skipped). A
-    /// shard row that cannot be understood is listed in `malformed`, not read as a lease.
+    /// Every row of this stream: shard leases and node heartbeats (other `__` rows and tombstones
+    /// skipped). A shard row that cannot be understood is listed in `malformed`, not read as a lease.
     pub async fn scan(&self) -> Result<TableView, LeaseError> {
         let mut view = TableView::default();
         let mut start: Option<Item> = None;
@@ -271,7 +274,7 @@ impl LeaseStore {
                 .send()
                 .await
                 .map_err(|e| service_error(&self.table, e))?;
-            for item in out.items() {
+            for item in out.items().iter().filter(|item| !is_tombstone(item)) {
                 let Some(id) = string(item, RANGE_KEY) else { continue };
                 if let Some(owner) = id.strip_prefix(NODE_PREFIX) {
                     view.nodes.push(NodeBeat { owner: owner.to_owned(), beat: number(item, "heartbeat").unwrap_or(0) });

@@ -94,7 +94,7 @@ where
     R: std::fmt::Debug + 'static,
 {
     let code = e.code().unwrap_or_default().to_owned();
-    let message = crate::kinesis::sdk_error_text(&e);
+    let message = crate::kinesis::sdk_error_text_with(&e, e.message());
     if code.contains("AccessDenied") || code.contains("UnrecognizedClient") || code.contains("InvalidSignature") {
         LeaseError::AccessDenied { table: table.to_owned(), message }
     } else {

@@ -25,3 +25,5 @@ mod deaggregate_fixtures;
 mod lease_migration;
 #[path = "../sink_standin.rs"]
 mod sink_standin;
+#[path = "../iam_policy.rs"]
+mod iam_policy;
