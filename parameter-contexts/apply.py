@@ -7,7 +7,9 @@
 Creates the source and destination contexts (from template/ or local/), a context inheriting both,
 a process group bound to it, ConsumeKinesis -> PutSnowflake with every property bound to its
 parameter (processor-bindings.json), and prints the ids as JSON. ${NAME} in context values is
-replaced by --set NAME=value.
+replaced by --set NAME=value. `--variant openflow` instead creates Openflow's single `Kinesis`
+context (openflow/kinesis.json, Openflow's ten parameters) and binds only those: PutSnowflake then
+uses Openflow's managed token (SNOWFLAKE_HOST and the SPCS token files in NiFi's environment).
 """
 
 import argparse
@@ -33,6 +35,8 @@ def load_context(variant: str, name: str, substitutions: dict) -> dict:
 
 def apply(client: NiFiClient, variant: str, substitutions: dict, group_name: str, context_suffix: str = "") -> dict:
     """`context_suffix` is appended to the context names (NiFi wants them unique), for a second copy of the flow."""
+    if variant == "openflow":
+        return apply_openflow(client, substitutions, group_name, context_suffix)
     ids = []
     for file in ("kinesis-source.json", "snowflake-destination.json"):
         doc = load_context(variant, file, substitutions)
@@ -42,23 +46,47 @@ def apply(client: NiFiClient, variant: str, substitutions: dict, group_name: str
         "component": {"name": f"{group_name} ({variant}){context_suffix}", "parameters": [],
                       "inheritedParameterContexts": [{"id": i, "component": {"id": i}} for i in ids]}})
     group = client.create_process_group(group_name, parameter_context_id=combined["id"])
+    ids = {"source_context": ids[0], "destination_context": ids[1], "context": combined["id"], "group": group["id"]}
+    return {**ids, **add_flow(client, group["id"], bindings())}
+
+
+def apply_openflow(client: NiFiClient, substitutions: dict, group_name: str, context_suffix: str = "") -> dict:
+    """Openflow's shape: one context named `Kinesis` with exactly the ten parameters of Openflow's Kinesis
+    connector; the processors bind only to those, PutSnowflake authenticates with Openflow's managed token."""
+    doc = load_context("openflow", "kinesis.json", substitutions)
+    context = client.create_parameter_context(doc["name"] + context_suffix, doc["parameters"], doc["description"])["id"]
+    group = client.create_process_group(group_name, parameter_context_id=context)
+    ids = {"source_context": context, "destination_context": context, "context": context, "group": group["id"]}
+    return {**ids, **add_flow(client, group["id"], bindings({p["name"] for p in doc["parameters"]}, "openflow"))}
+
+
+def bindings(parameters=None, variant: str = "") -> dict:
+    """processor-bindings.json: {processor: {property: value}}, each bound property as a parameter reference;
+    with `parameters`, only the properties whose parameter is among them; then the variant's fixed values."""
     with open(os.path.join(HERE, "processor-bindings.json"), encoding="utf-8") as f:
-        bindings = json.load(f)
-    consumer_properties = {k: "#{%s}" % v for k, v in bindings["ConsumeKinesis"].items()}
-    consumer_properties.update(bindings.get("ConsumeKinesis fixed", {}))
-    consumer = client.add_processor(group["id"], CONSUMER, name="ConsumeKinesis",
-                                    properties=consumer_properties, position=(0, 0))
-    sink = client.add_processor(group["id"], SINK, name="PutSnowflake",
-                                properties={k: "#{%s}" % v for k, v in bindings["PutSnowflake"].items()},
+        doc = json.load(f)
+    out = {}
+    for processor in ("ConsumeKinesis", "PutSnowflake"):
+        out[processor] = {k: "#{%s}" % v for k, v in doc[processor].items() if parameters is None or v in parameters}
+        out[processor].update(doc.get(f"{processor} fixed", {}))
+        if variant:
+            out[processor].update(doc.get(f"{processor} fixed ({variant})", {}))
+    return out
+
+
+def add_flow(client: NiFiClient, group_id: str, properties: dict) -> dict:
+    """ConsumeKinesis -> PutSnowflake in the group, with what no processor takes queued in front of funnels."""
+    consumer = client.add_processor(group_id, CONSUMER, name="ConsumeKinesis",
+                                    properties=properties["ConsumeKinesis"], position=(0, 0))
+    sink = client.add_processor(group_id, SINK, name="PutSnowflake", properties=properties["PutSnowflake"],
                                 auto_terminate=["success"], position=(0, 300))
-    records = client.connect(group["id"], consumer["id"], sink["id"], ["success"])
+    records = client.connect(group_id, consumer["id"], sink["id"], ["success"])
     # Records NiFi must not lose but no processor takes wait in visible queues in front of funnels.
-    unparsed = funnel(client, group["id"], (400, 0))
-    rejected = funnel(client, group["id"], (400, 300))
-    parse_failure = client.connect(group["id"], consumer["id"], unparsed, ["parse.failure"], destination_type="FUNNEL")
-    failed = client.connect(group["id"], sink["id"], rejected, ["failure", "invalid"], destination_type="FUNNEL")
-    return {"source_context": ids[0], "destination_context": ids[1], "context": combined["id"],
-            "group": group["id"], "consumer": consumer["id"], "sink": sink["id"], "records_queue": records["id"],
+    unparsed = funnel(client, group_id, (400, 0))
+    rejected = funnel(client, group_id, (400, 300))
+    parse_failure = client.connect(group_id, consumer["id"], unparsed, ["parse.failure"], destination_type="FUNNEL")
+    failed = client.connect(group_id, sink["id"], rejected, ["failure", "invalid"], destination_type="FUNNEL")
+    return {"consumer": consumer["id"], "sink": sink["id"], "records_queue": records["id"],
             "parse_failure_queue": parse_failure["id"], "failure_queue": failed["id"]}
 
 
@@ -70,6 +98,10 @@ def import_definition(client: NiFiClient, definition_file: str, variant: str, su
         definition = json.load(f)
     group = client.upload_flow_definition(definition, group_name)
     bound = client.get_parameter_context(group["component"]["parameterContext"]["id"])
+    if variant == "openflow":
+        doc = load_context("openflow", "kinesis.json", substitutions)
+        client.update_parameters(bound["id"], {p["name"]: p["value"] for p in doc["parameters"] if p["value"] is not None})
+        return {**processors_of(client, group["id"]), "source_context": bound["id"]}
     contexts = {c["component"]["name"]: c["id"] for c in bound["component"]["inheritedParameterContexts"]}
     for file in ("kinesis-source.json", "snowflake-destination.json"):
         doc = load_context(variant, file, substitutions)
@@ -78,10 +110,14 @@ def import_definition(client: NiFiClient, definition_file: str, variant: str, su
             raise SystemExit(f"the definition did not bring a context named like '{doc['name']}'")
         client.update_parameters(contexts[wanted[0]], {p["name"]: p["value"] for p in doc["parameters"]
                                                         if p["value"] is not None})
-    flow = client.get(f"flow/process-groups/{group['id']}")["processGroupFlow"]["flow"]
+    return {**processors_of(client, group["id"]),
+            "source_context": contexts[[n for n in contexts if n.startswith("Kinesis Source")][0]]}
+
+
+def processors_of(client: NiFiClient, group_id: str) -> dict:
+    flow = client.get(f"flow/process-groups/{group_id}")["processGroupFlow"]["flow"]
     by_name = {p["component"]["name"]: p["id"] for p in flow["processors"]}
-    return {"group": group["id"], "consumer": by_name["ConsumeKinesis"], "sink": by_name["PutSnowflake"],
-            "source_context": contexts[[n for n in contexts if n.startswith("Kinesis Source")][0]],
+    return {"group": group_id, "consumer": by_name["ConsumeKinesis"], "sink": by_name["PutSnowflake"],
             "connections": {c["component"]["selectedRelationships"][0]: c["id"] for c in flow["connections"]}}
 
 
@@ -94,7 +130,7 @@ def funnel(client: NiFiClient, group_id: str, position: tuple) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nifi", default="http://127.0.0.1:8080/nifi-api")
-    parser.add_argument("--variant", choices=["local", "template"], default="local")
+    parser.add_argument("--variant", choices=["local", "template", "openflow"], default="local")
     parser.add_argument("--group", default="Kinesis to Snowflake")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--definition", metavar="FILE",

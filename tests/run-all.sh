@@ -50,6 +50,7 @@ rust_tests() {
 step "Rust tests (release profile, shared with the NAR build)" rust_tests
 step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
 step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
+step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
 step "NiFi harness (real NiFi)" python3 -m pytest -q tests/nifi
 step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
 

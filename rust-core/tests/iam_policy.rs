@@ -78,22 +78,9 @@ impl PolicyProxy {
 
     /// Asserts that nothing was denied and that each of `actions` was allowed at least once.
     fn assert_only_allowed(&self, actions: &[&str]) {
-        self.assert_allowed_denying(actions, &[]);
-    }
-
-    /// Like [`Self::assert_only_allowed`], except that the denials are exactly `probes`
-    /// (action, resource).
-    fn assert_allowed_denying(&self, actions: &[&str], probes: &[(&str, &str)]) {
         let (allowed, denied, denials) = self.stats();
         eprintln!("allowed by the policy: {allowed:?}; denied: {denials}");
-        let seen: BTreeSet<(String, String)> = serde_json::from_str::<Vec<serde_json::Value>>(&denials)
-            .unwrap()
-            .iter()
-            .map(|d| (d["action"].as_str().unwrap().to_owned(), d["resource"].as_str().unwrap().to_owned()))
-            .collect();
-        let expected: BTreeSet<(String, String)> = probes.iter().map(|(a, r)| (a.to_string(), r.to_string())).collect();
-        assert_eq!(seen, expected, "denied: {denied:?}");
-        assert_eq!(denied.values().sum::<u64>() as usize, probes.len(), "each probe once: {denied:?}");
+        assert!(denied.is_empty(), "denied: {denials}");
         let missing: Vec<_> = actions.iter().filter(|a| !allowed.contains_key(**a)).collect();
         assert!(missing.is_empty(), "never called: {missing:?}; called: {allowed:?}");
     }
@@ -229,15 +216,9 @@ async fn a_kcl_migration_needs_only_snowflakes_policy() {
     assert_eq!(got, BTreeMap::from([(sequences[0].0.clone(), after)]), "resumed after the KCL checkpoint");
     engine.stop().await;
     assert!(direct.dynamodb.describe_table().table_name("kcl-app_migration").send().await.is_err(), "the copy table is deleted");
-    // After a migration the engine looks for KCL 3's side tables, to say they can be deleted:
-    // Snowflake's policy grants no DescribeTable on them, so these two probes, once per migration,
-    // are the only refused calls (read as absent; no warning).
-    let side = |suffix: &str| format!("arn:aws:dynamodb:us-east-1:000000000000:table/kcl-app{suffix}");
-    let (coordinator, metrics) = (side("-CoordinatorState"), side("-WorkerMetricStats"));
-    proxy.assert_allowed_denying(
-        &["dynamodb:Scan", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteTable", "dynamodb:CreateTable"],
-        &[("dynamodb:DescribeTable", &coordinator), ("dynamodb:DescribeTable", &metrics)],
-    );
+    // KCL 3's side tables are named in a warning, not probed (Snowflake's policy grants no
+    // DescribeTable on them): a migration makes no refused call.
+    proxy.assert_only_allowed(&["dynamodb:Scan", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteTable", "dynamodb:CreateTable"]);
 }
 
 fn raw_key(stream: &str, shard: &str) -> Item {

@@ -23,6 +23,7 @@ import time
 import pytest
 
 import consumer_flow
+import iam_proxy
 from consumer_flow import ConsumerFlow, built_nar, consumer_properties, kpl_fixture, put_record, unique
 from nifi_client import read_log_errors
 from nifi_instance import NiFiInstance, free_port
@@ -408,6 +409,24 @@ def test_kinesis_access_denied_with_working_dynamodb_names_the_stream(nifi, grou
     wait_for_message(flow, "access to stream 'orders' is denied; check the credentials and the IAM policy",
                      "not authorized to perform: kinesis:DescribeStream")
     assert_idle_and_stoppable(nifi, flow)
+
+
+@pytest.mark.parametrize("missing", ["dynamodb:UpdateItem", "kinesis:ListShards"])
+def test_snowflakes_policy_without_one_action_gives_a_bulletin_naming_it(nifi, group, missing):
+    """Snowflake's IAM policy (tests/iam) with one action taken out: the start fails, the bulletin
+    names the action AWS refused, nothing is delivered, and NiFi retries calmly."""
+    stream, app = unique("denied"), unique("denied-app")
+    create_stream(stream, 1)
+    put_record(stream, b"{}", "k")
+    proxy = iam_proxy.start(stream, app, without=(missing,))
+    flow = add_consumer(nifi, group, consumer_properties(stream, app, **{
+        "Endpoint Override URL": proxy.url, "DynamoDB Endpoint Override URL": proxy.url}))
+    flow.start()
+    wait_for_message(flow, "denied", f"not authorized to perform: {missing}")
+    assert_idle_and_stoppable(nifi, flow)
+    refused = iam_proxy.stats(proxy.url)["denied"]
+    assert list(refused) == [missing], f"only the missing action is refused: {refused}"
+    flow.stop()
 
 
 def test_nifi_log_has_no_crash_or_secret(nifi):

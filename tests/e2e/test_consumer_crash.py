@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import iam_proxy
 from nifi_instance import NiFiInstance, free_port
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 
@@ -64,7 +65,9 @@ def test_kill_9_mid_stream_loses_nothing_and_keeps_shard_order(nifi):
     consumer = c.add_processor(group["id"], "io.kinesnow.nifi.processors.ConsumeKinesis", bundle=BUNDLE, properties={
         "Stream Name": STREAM, "Application Name": "crash-test-app", "Region": "us-east-1",
         "AWS Access Key ID": "local", "AWS Secret Access Key": "local",
-        "Endpoint Override URL": "http://127.0.0.1:4568", "DynamoDB Endpoint Override URL": "http://127.0.0.1:4571",
+        # Both endpoints through Snowflake's IAM policy (tests/lib/iam_proxy.py; the conftest asserts 0 denials).
+        "Endpoint Override URL": iam_proxy.proxy_for(STREAM, "crash-test-app"),
+        "DynamoDB Endpoint Override URL": iam_proxy.proxy_for(STREAM, "crash-test-app"),
         "Processing Strategy": "LINE_DELIMITED", "Max Batch Size": "64 KB", "Max Records Per Request": "100",
     }, auto_terminate=["parse.failure"])
     funnel = c.post(f"process-groups/{group['id']}/funnels", {"revision": {"version": 0}, "component": {}})

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import iam_proxy
 from nifi_client import read_log_errors
 from nifi_instance import NiFiInstance, free_port
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
@@ -56,7 +57,14 @@ def local_context(name: str, work_dir: str) -> dict:
     with open(os.path.join(CONTEXTS, "local", name), encoding="utf-8") as f:
         text = f.read()
     text = text.replace("${KINESNOW_WORK}", work_dir).replace("${SNOWFLAKE_URL}", "https://127.0.0.1:8443")
-    return json.loads(text)
+    doc = json.loads(text)
+    # ConsumeKinesis reaches the emulators through Snowflake's IAM policy (tests/lib/iam_proxy.py; the
+    # conftest asserts 0 denials per test).
+    proxy = iam_proxy.proxy_for(STREAM, "kinesnow-demo-app")
+    for p in doc["parameters"]:
+        if p["name"] in ("AWS Kinesis Endpoint Override URL", "AWS DynamoDB Endpoint Override URL"):
+            p["value"] = proxy
+    return doc
 
 
 STREAM = "kinesnow-demo"

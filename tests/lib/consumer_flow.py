@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Optional
 
+import iam_proxy
 from nifi_client import NiFiClient
 from services import dynamodb_endpoint, kinesis_call, kinesis_endpoint
 
@@ -76,13 +77,18 @@ def kpl_fixture(name: str) -> tuple[bytes, list[tuple[str, bytes]]]:
 # ---- ConsumeKinesis on a canvas ----------------------------------------------------------------------
 
 def consumer_properties(stream: str, application: str, **overrides: str) -> dict:
-    """Properties of a ConsumeKinesis reading kinesis-local with its leases in dynalite."""
+    """Properties of a ConsumeKinesis reading kinesis-local with its leases in dynalite, both reached
+    through the policy proxy of tests/lib/iam_proxy.py (Snowflake's IAM policy for this stream and
+    Application Name) unless `overrides` names other endpoints."""
     props = {
         "Stream Name": stream, "Application Name": application, "Region": "us-east-1",
         "AWS Access Key ID": "local", "AWS Secret Access Key": "local",
-        "Endpoint Override URL": kinesis_endpoint(), "DynamoDB Endpoint Override URL": dynamodb_endpoint(),
     }
     props.update(overrides)
+    if "Endpoint Override URL" not in props or "DynamoDB Endpoint Override URL" not in props:
+        url = iam_proxy.proxy_for(props["Stream Name"], props["Application Name"])
+        props.setdefault("Endpoint Override URL", url)
+        props.setdefault("DynamoDB Endpoint Override URL", url)
     return props
 
 

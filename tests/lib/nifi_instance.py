@@ -91,10 +91,12 @@ class NiFiInstance:
     @classmethod
     def start(cls, port: Optional[int] = None, instance_dir: Optional[str] = None,
               extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g",
-              keep: bool = False, scheduling_timeout: Optional[str] = None) -> "NiFiInstance":
+              keep: bool = False, scheduling_timeout: Optional[str] = None,
+              environment: Optional[dict] = None) -> "NiFiInstance":
         """Run `nifi.sh start` (fresh instance directory, or with `keep` the existing one as it is:
         flow, repositories, NARs) and wait until the API answers. `scheduling_timeout` (such as
-        "5 secs") sets how long NiFi lets an @OnScheduled method run before interrupting it."""
+        "5 secs") sets how long NiFi lets an @OnScheduled method run before interrupting it.
+        `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST)."""
         port = port or free_port()
         instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
         cmd = [NIFI_SH, "start", "--port", str(port), "--instance-dir", instance_dir,
@@ -107,7 +109,8 @@ class NiFiInstance:
         elif extensions:
             cmd += ["--extensions", *extensions]
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 600)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 600,
+                              env={**os.environ, **(environment or {})})
         elapsed = time.monotonic() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"nifi.sh start failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

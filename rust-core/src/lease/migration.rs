@@ -93,8 +93,6 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub outcome: Outcome,
-    /// KCL 3's side tables (`-CoordinatorState`, `-WorkerMetricStats`) found; left alone.
-    pub side_tables: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,11 +133,11 @@ pub async fn prepare_table(
             }
             (Schema::Ours, Schema::Absent) => {
                 let outcome = if waited { Outcome::Waited } else { Outcome::Ready };
-                return Ok(report(client, application, outcome, component).await);
+                return Ok(report(application, outcome, component));
             }
             (Schema::Absent, Schema::Absent) => {
                 table::ensure_table(client, application, Duration::from_secs(60)).await?;
-                return Ok(report(client, application, Outcome::Created, component).await);
+                return Ok(report(application, Outcome::Created, component));
             }
             (Schema::Busy, _) | (_, Schema::Busy) => {}
             (_, Schema::Unknown(keys)) => {
@@ -162,7 +160,7 @@ pub async fn prepare_table(
                         return match run.complete(&lock).await {
                             Ok(rows) => {
                                 drop(lock);
-                                Ok(report(client, application, Outcome::Migrated { rows }, component).await)
+                                Ok(report(application, Outcome::Migrated { rows }, component))
                             }
                             Err(e) if is_halt(&e) => Err(e),
                             Err(e) => {
@@ -407,26 +405,18 @@ async fn delete_table(client: &Client, table: &str) -> Result<(), LeaseError> {
     }
 }
 
-/// Notes KCL 3's side tables, which are left alone; looked for only after this node migrated (the
-/// only time the warning is given). Snowflake's IAM policy grants no DescribeTable on them: there
-/// the two probes are refused, read as absent, and the warning is not given.
-async fn report(client: &Client, application: &str, outcome: Outcome, component: u64) -> Report {
-    let mut side_tables = Vec::new();
-    let suffixes: &[&str] = if matches!(outcome, Outcome::Migrated { .. }) { &["-CoordinatorState", "-WorkerMetricStats"] } else { &[] };
-    for suffix in suffixes {
-        let name = format!("{application}{suffix}");
-        if !matches!(inspect(client, &name).await, Ok(Schema::Absent) | Err(_)) {
-            side_tables.push(name);
-        }
-    }
-    if !side_tables.is_empty() && matches!(outcome, Outcome::Migrated { .. }) {
+/// After this node migrated, names KCL 3's side tables, which this processor never uses. Their
+/// existence is not probed: Snowflake's IAM policy grants no DescribeTable on them, and a refused
+/// call on every migration would be noise in the audit trail.
+fn report(application: &str, outcome: Outcome, component: u64) -> Report {
+    if matches!(outcome, Outcome::Migrated { .. }) {
         warn!(
             component,
-            "the KCL 3 tables {} are not used by this processor and were left alone; they can be deleted",
-            side_tables.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(" and ")
+            "if KCL 3 made the tables '{application}-CoordinatorState' and '{application}-WorkerMetricStats', \
+             this processor does not use them: they were left alone and can be deleted"
         );
     }
-    Report { outcome, side_tables }
+    Report { outcome }
 }
 
 #[cfg(feature = "test-support")]
