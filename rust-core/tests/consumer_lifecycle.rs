@@ -53,26 +53,6 @@ fn per_shard(put: &[(String, String, String)]) -> BTreeMap<String, Vec<String>> 
     m
 }
 
-/// Polls (acking or not) until `n` records arrived or `limit` passed; data per shard in delivery
-/// order, and the batch ids.
-async fn drain_for(engine: &ConsumerEngine, n: usize, ack: bool, limit: Duration) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
-    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut batches = Vec::new();
-    let deadline = tokio::time::Instant::now() + limit;
-    while got.values().map(Vec::len).sum::<usize>() < n && tokio::time::Instant::now() < deadline {
-        if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(200)).await {
-            for s in &batch.shards {
-                got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
-            }
-            batches.push(batch.id);
-            if ack {
-                engine.ack(batch.id).await.unwrap();
-            }
-        }
-    }
-    (got, batches)
-}
-
 /// Splits `shard` in the middle of its hash key range; returns its two children (lower first).
 async fn split_in_two(c: &AwsClients, stream: &str, shard: &str) -> (String, String) {
     let listed = c.kinesis.list_shards().stream_name(stream).send().await.unwrap();
@@ -150,7 +130,7 @@ async fn ended_parent(name: &str) -> EndedParent {
     let mut engine_clients = clients(&aws(&emulators)).await;
     faults.install(&mut engine_clients);
     let engine = ConsumerEngine::start(settings(name, &format!("{name}-app")), engine_clients).await.unwrap();
-    let (got, batches) = drain_for(&engine, 20, false, Duration::from_secs(15)).await;
+    let (got, batches) = support::drain_within(&engine, 20, false, Duration::from_secs(15)).await;
     assert_eq!(got, per_shard(&parent), "the parent's records, children not yet readable");
     // The reader reaches the parent's end (GetRecords without a next iterator) and returns.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -164,7 +144,7 @@ async fn a_nack_after_the_shard_end_reads_the_shard_again_then_its_children() {
     for id in &f.batches {
         f.engine.nack(*id).unwrap();
     }
-    let (again, _) = drain_for(&f.engine, 30, true, Duration::from_secs(15)).await;
+    let (again, _) = support::drain_within(&f.engine, 30, true, Duration::from_secs(15)).await;
     let mut expected = per_shard(&f.parent);
     expected.extend(per_shard(&f.children));
     assert_eq!(again, expected, "the rewound parent is read again from its checkpoint, then its children");
@@ -182,7 +162,7 @@ async fn a_failed_final_checkpoint_is_retried_then_the_children_are_read() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(f.faults.failed("UpdateItem") >= 1, "the final checkpoint write failed");
     f.faults.clear();
-    let (got, _) = drain_for(&f.engine, 10, true, Duration::from_secs(15)).await;
+    let (got, _) = support::drain_within(&f.engine, 10, true, Duration::from_secs(15)).await;
     assert_eq!(got, per_shard(&f.children), "once the checkpoint is written the parent finishes and its children are read");
     let parent_id = &f.parent[0].0;
     let last = Position::new(f.parent.last().unwrap().2.clone(), None);
@@ -220,8 +200,8 @@ async fn a_lease_lost_and_taken_back_by_the_same_engine_has_one_reader() {
             .await;
     }
     let put = put_at(&c, "retake", "r", "1", 30).await;
-    let (got, _) = drain_for(&engine, 30, true, Duration::from_secs(10)).await;
-    let (more, _) = drain_for(&engine, 1, true, Duration::from_millis(1500)).await;
+    let (got, _) = support::drain_within(&engine, 30, true, Duration::from_secs(10)).await;
+    let (more, _) = support::drain_within(&engine, 1, true, Duration::from_millis(1500)).await;
     assert_eq!(got, per_shard(&put), "every record once, in order: one reader fills the buffer");
     assert!(more.is_empty(), "nothing delivered twice: {more:?}");
     engine.stop().await;
@@ -304,7 +284,7 @@ async fn a_row_written_by_nifis_own_consume_kinesis_without_lease_counter_is_tak
     settings.heartbeat_interval = Duration::from_millis(500);
     settings.scan_interval = Duration::from_millis(200);
     let engine = ConsumerEngine::start(settings, clients(&aws(&emulators)).await).await.unwrap();
-    let (got, _) = drain_for(&engine, 10, true, Duration::from_secs(15)).await;
+    let (got, _) = support::drain_within(&engine, 10, true, Duration::from_secs(15)).await;
     assert_eq!(got, per_shard(&put[10..]), "taken from the silent owner, read from its checkpoint on");
     engine.stop().await;
 }
@@ -346,8 +326,8 @@ async fn a_malformed_row_is_skipped_with_a_warning_and_the_other_shards_are_read
     let engine = ConsumerEngine::start(settings("malformed", "malformed-app"), clients(&aws(&emulators)).await)
         .await
         .expect("one malformed row does not stop the engine");
-    let (got, _) = drain_for(&engine, 10, true, Duration::from_secs(15)).await;
-    let (more, _) = drain_for(&engine, 1, true, Duration::from_secs(1)).await;
+    let (got, _) = support::drain_within(&engine, 10, true, Duration::from_secs(15)).await;
+    let (more, _) = support::drain_within(&engine, 1, true, Duration::from_secs(1)).await;
     assert_eq!(got, per_shard(&high), "the well-formed shard is read");
     assert!(more.is_empty(), "the malformed row's shard is not read from a guessed position: {more:?}");
     let warnings = WARNINGS.lock().unwrap().clone();
@@ -376,7 +356,7 @@ async fn rows_of_finished_shards_gone_from_the_stream_are_removed() {
         let (low, upper) = split_in_two(&c, "growth", &parent).await;
         // Only the lower child gets records (and so a checkpoint); the upper one stays empty.
         assert_eq!(put_at(&c, "growth", "c", "1", 5).await[0].0, low);
-        let (got, _) = drain_for(&engine, 10, true, Duration::from_secs(15)).await;
+        let (got, _) = support::drain_within(&engine, 10, true, Duration::from_secs(15)).await;
         assert_eq!(got.values().map(Vec::len).sum::<usize>(), 10, "round {round}: {got:?}");
         let before = rows(&c, "growth-app", "growth").await;
         assert!(matches!(before[&parent].0, Checkpoint::ShardEnd(_)), "round {round}: {before:?}");

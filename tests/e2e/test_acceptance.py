@@ -45,9 +45,10 @@ from collections import defaultdict
 
 import pytest
 
+import iam_proxy
 from kpl import aggregate
 from nifi_instance import NiFiInstance, free_port
-from services import AwsJsonError, dynamodb_call, dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401
+from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -259,8 +260,8 @@ def applied(env, name: str, stream: str, app: str, table: str, evolution: bool =
                      context_suffix=f" [{name}]")
     # The emulators' ports as this run has them (KINESIS_PORT, DYNAMODB_PORT), not the local context's defaults.
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream, "AWS Kinesis Application Name": app,
-                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
-                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
+                                                "AWS Kinesis Endpoint Override URL": iam_proxy.proxy_for(stream, app),
+                                                "AWS DynamoDB Endpoint Override URL": iam_proxy.proxy_for(stream, app)})
     c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": table.split(".")[-1],
                                                      "Schema Evolution Enabled": "true" if evolution else "false"})
     for pid in (ids["consumer"], ids["sink"]):

@@ -12,7 +12,7 @@ import pytest
 from consumer_flow import (ConsumerFlow, built_nar, consumer_properties, create_stream, flowfile_content, list_queue,
                            unique)
 from nifi_instance import NiFiInstance, free_port
-from services import dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
+from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
 
 SHARDS = 4
 PER_PHASE = 1000
@@ -27,10 +27,15 @@ def put(stream: str, first: int, count: int) -> None:
 
 
 def lease_owners(app: str, stream: str) -> dict:
-    """shard id -> owner (None when free) from the lease table."""
-    out = dynamodb_call("Query", {"TableName": app, "ConsistentRead": True,
-                                  "KeyConditionExpression": "streamName = :s",
-                                  "ExpressionAttributeValues": {":s": {"S": stream}}})
+    """shard id -> owner (None when free) from the lease table; {} until the first node created it."""
+    try:
+        out = dynamodb_call("Query", {"TableName": app, "ConsistentRead": True,
+                                      "KeyConditionExpression": "streamName = :s",
+                                      "ExpressionAttributeValues": {":s": {"S": stream}}})
+    except AwsJsonError as e:
+        if e.error_type.endswith("ResourceNotFoundException"):
+            return {}
+        raise
     return {i["shardId"]["S"]: i.get("leaseOwner", {}).get("S") for i in out["Items"]
             if not i["shardId"]["S"].startswith("__")}
 

@@ -36,6 +36,7 @@ import time
 
 import pytest
 
+import iam_proxy
 from nifi_instance import NiFiInstance, free_port
 from services import AwsJsonError, kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
@@ -174,7 +175,9 @@ def build_flow(env, stream: str) -> dict:
                      context_suffix=" [hostile]")
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
                                                 "AWS Kinesis Application Name": f"{stream}-app",
-                                                "AWS Kinesis Initial Stream Position": "TRIM_HORIZON"})
+                                                "AWS Kinesis Initial Stream Position": "TRIM_HORIZON",
+                                                "AWS Kinesis Endpoint Override URL": iam_proxy.proxy_for(stream, f"{stream}-app"),
+                                                "AWS DynamoDB Endpoint Override URL": iam_proxy.proxy_for(stream, f"{stream}-app")})
     c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": TABLE.split(".")[-1]})
     c.update_processor(ids["consumer"], properties={"Processing Strategy": "FLOW_FILE", "Output Strategy": "USE_VALUE"})
     group = ids["group"]

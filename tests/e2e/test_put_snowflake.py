@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+import iam_proxy
 from nifi_instance import NiFiInstance, free_port
-from services import dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401  (session fixture)
+from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -93,8 +94,8 @@ def applied(env, name: str, stream: str) -> dict:
     # The emulators' ports as this run has them (KINESIS_PORT, DYNAMODB_PORT), not the local context's defaults.
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
                                                 "AWS Kinesis Application Name": f"{stream}-app",
-                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
-                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
+                                                "AWS Kinesis Endpoint Override URL": iam_proxy.proxy_for(stream, f"{stream}-app"),
+                                                "AWS DynamoDB Endpoint Override URL": iam_proxy.proxy_for(stream, f"{stream}-app")})
     return ids
 
 
@@ -175,8 +176,8 @@ def test_the_versioned_flow_definition_imports_and_delivers(env):
                                  "local", {"KINESNOW_WORK": env["work"], "SNOWFLAKE_URL": sf.url}, "from-definition")
     c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
                                                 "AWS Kinesis Application Name": f"{stream}-app",
-                                                "AWS Kinesis Endpoint Override URL": kinesis_endpoint(),
-                                                "AWS DynamoDB Endpoint Override URL": dynamodb_endpoint()})
+                                                "AWS Kinesis Endpoint Override URL": iam_proxy.proxy_for(stream, f"{stream}-app"),
+                                                "AWS DynamoDB Endpoint Override URL": iam_proxy.proxy_for(stream, f"{stream}-app")})
     assert set(ids["connections"]) >= {"success", "parse.failure", "failure"}, ids["connections"]
     for pid in (ids["consumer"], ids["sink"]):
         v = c.processor_validation(pid)

@@ -134,11 +134,17 @@ pub async fn put(c: &AwsClients, stream: &str, from: usize, n: usize) -> Vec<(St
 
 /// Polls and acks until `n` records arrived (or the time is up); returns data per shard in order.
 pub async fn drain(engine: &ConsumerEngine, n: usize, ack: bool) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
+    drain_within(engine, n, ack, Duration::from_secs(60)).await
+}
+
+/// Polls until `n` records arrived or `limit` passed; returns the records' data per shard and the
+/// batch ids, acking each batch when `ack`.
+pub async fn drain_within(engine: &ConsumerEngine, n: usize, ack: bool, limit: Duration) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
     let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut batches = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + limit;
     while got.values().map(Vec::len).sum::<usize>() < n && tokio::time::Instant::now() < deadline {
-        if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(500)).await {
+        if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(200)).await {
             for s in &batch.shards {
                 got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
             }
