@@ -18,6 +18,10 @@ use crate::kinesis::position::Position;
 
 /// Heartbeat rows share the stream's partition, under shard ids no Kinesis shard can have.
 const NODE_PREFIX: &str = "__node__";
+/// NiFi's own ConsumeKinesis keeps its node rows under `__node__#<uuid>` (with `nodeHeartbeat`, a
+/// time): not nodes of ours, never counted for balancing nor removed (our owners never start with
+/// `#`).
+const NIFI_NODE_PREFIX: &str = "__node__#";
 
 /// What the row says about where reading resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,8 +261,8 @@ impl LeaseStore {
             .map_err(|e| service_error(&self.table, e))
     }
 
-    /// Every row of this stream: shard leases and node heartbeats (other `__` rows and tombstones
-    /// skipped). A shard row that cannot be understood is listed in `malformed`, not read as a lease.
+    /// Every row of this stream: shard leases and our node heartbeats (NiFi's node rows, other `__`
+    /// rows such as NiFi's `__migration__` marker, and tombstones skipped). A shard row that cannot be understood is listed in `malformed`, not read as a lease.
     pub async fn scan(&self) -> Result<TableView, LeaseError> {
         let mut view = TableView::default();
         let mut start: Option<Item> = None;
@@ -276,6 +280,9 @@ impl LeaseStore {
                 .map_err(|e| service_error(&self.table, e))?;
             for item in out.items().iter().filter(|item| !is_tombstone(item)) {
                 let Some(id) = string(item, RANGE_KEY) else { continue };
+                if id.starts_with(NIFI_NODE_PREFIX) {
+                    continue;
+                }
                 if let Some(owner) = id.strip_prefix(NODE_PREFIX) {
                     view.nodes.push(NodeBeat { owner: owner.to_owned(), beat: number(item, "heartbeat").unwrap_or(0) });
                 } else if !id.starts_with("__") {
