@@ -21,7 +21,7 @@ use crate::kinesis::shards::{list_shards, ShardInfo};
 use crate::lease::kcl::StartHint;
 use crate::lease::balance::{self, Readable};
 use crate::lease::membership::Membership;
-use crate::lease::{Checkpoint, Holder, LeaseError, LeaseRow};
+use crate::lease::{now_ms, Checkpoint, Holder, LeaseError, LeaseRow};
 
 /// A listing of the stream's shards and when it was started.
 struct Listing {
@@ -267,7 +267,8 @@ impl Keeper {
     async fn balance(&self, readable: &[Readable], rows: &[LeaseRow], now: Instant) -> Result<(), ConsumerError> {
         let mine = self.shared.lock_ledger().reading();
         let live = self.membership.live_nodes(now);
-        let plan = balance::plan(&self.shared.owner, readable, &mine, &live, |o| !self.membership.is_live(o, now));
+        let wall = now_ms();
+        let plan = balance::plan(&self.shared.owner, readable, &mine, &live, |h| self.membership.may_take_over(h, now, wall));
         for shard_id in &plan.release {
             info!(
                 component = self.shared.settings.component,

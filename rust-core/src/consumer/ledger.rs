@@ -404,7 +404,7 @@ impl Ledger {
         self.shards
             .iter()
             .filter(|(_, s)| !s.finished)
-            .map(|(id, s)| (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter }))
+            .map(|(id, s)| (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter, lease_expiry: None }))
             .collect()
     }
 

@@ -3,7 +3,7 @@
 //! a dead owner) up to its target and hands back whatever is above it. When nothing is free and a
 //! live node holds fewer than floor(shards / nodes), the most loaded node (ties: smallest id) hands
 //! back one lease, so every node ends within one lease of every other. Nodes never take a lease a
-//! live node holds: leases move only by being handed back.
+//! live holder holds (see `Membership::may_take_over`): leases move only by being handed back.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,7 +33,7 @@ pub fn plan(
     readable: &[Readable],
     mine: &BTreeSet<String>,
     live: &BTreeSet<String>,
-    dead: impl Fn(&str) -> bool,
+    dead: impl Fn(&Holder) -> bool,
 ) -> Plan {
     let nodes = live.len().max(1);
     let ceil = readable.len().div_ceil(nodes);
@@ -44,7 +44,7 @@ pub fn plan(
         match &shard.holder {
             _ if mine.contains(&shard.shard_id) => {}
             Some(h) if h.owner == me => {} // being handed back
-            Some(h) if !dead(&h.owner) => {
+            Some(h) if !dead(h) => {
                 if let Some(c) = counts.get_mut(h.owner.as_str()) {
                     *c += 1;
                 }
@@ -96,7 +96,7 @@ mod tests {
                 .iter()
                 .map(|(id, h)| Readable {
                     shard_id: id.clone(),
-                    holder: h.clone().map(|owner| Holder { owner, counter: 1 }),
+                    holder: h.clone().map(|owner| Holder { owner, counter: 1, lease_expiry: None }),
                     parents: Vec::new(),
                 })
                 .collect()
@@ -105,7 +105,7 @@ mod tests {
         fn step(&mut self, me: &str, live: &BTreeSet<String>) -> Plan {
             let mine: BTreeSet<String> =
                 self.shards.iter().filter(|(_, h)| h.as_deref() == Some(me)).map(|(id, _)| id.clone()).collect();
-            let plan = plan(me, &self.readable(), &mine, live, |o| !live.contains(o));
+            let plan = plan(me, &self.readable(), &mine, live, |h| !live.contains(&h.owner));
             for id in &plan.release {
                 self.shards.insert(id.clone(), None);
             }
@@ -185,19 +185,19 @@ mod tests {
     #[test]
     fn a_live_holder_is_never_taken_from_and_a_dead_one_is_taken_conditionally() {
         let readable = vec![
-            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "busy".into(), counter: 3 }), parents: vec![] },
-            Readable { shard_id: "s2".into(), holder: Some(Holder { owner: "gone".into(), counter: 9 }), parents: vec![] },
+            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "busy".into(), counter: 3, lease_expiry: None }), parents: vec![] },
+            Readable { shard_id: "s2".into(), holder: Some(Holder { owner: "gone".into(), counter: 9, lease_expiry: None }), parents: vec![] },
         ];
         let live = nodes(&["me", "busy"]);
-        let p = plan("me", &readable, &BTreeSet::new(), &live, |o| o == "gone");
-        assert_eq!(p.take, vec![("s2".to_owned(), Some(Holder { owner: "gone".into(), counter: 9 }))]);
+        let p = plan("me", &readable, &BTreeSet::new(), &live, |h| h.owner == "gone");
+        assert_eq!(p.take, vec![("s2".to_owned(), Some(Holder { owner: "gone".into(), counter: 9, lease_expiry: None }))]);
         assert!(p.release.is_empty());
     }
 
     #[test]
     fn leases_being_handed_back_are_neither_counted_nor_taken_again() {
         let readable = vec![
-            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "me".into(), counter: 1 }), parents: vec![] },
+            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "me".into(), counter: 1, lease_expiry: None }), parents: vec![] },
             Readable { shard_id: "s2".into(), holder: None, parents: vec![] },
         ];
         let p = plan("me", &readable, &BTreeSet::new(), &nodes(&["me"]), |_| false);

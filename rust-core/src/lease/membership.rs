@@ -2,13 +2,18 @@
 //! is live while its heartbeat counter keeps changing, measured on this node's own monotonic clock.
 //! A node never seen beating (a leftover owner, or a node whose row is gone) counts as dead once
 //! this node has watched the table for the failover timeout.
+//!
+//! A lease whose holder has no heartbeat row of ours is NiFi's own ConsumeKinesis's (or a leftover):
+//! NiFi holds a lease until the `leaseExpiry` it wrote, a time on its clock it renews every 10 s,
+//! so such a lease is taken over only once that time has passed on this node's clock too (as
+//! NiFi's nodes judge each other's leases).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::NodeBeat;
+use super::store::{Holder, NodeBeat};
 
 pub struct Membership {
     me: String,
@@ -44,6 +49,19 @@ impl Membership {
         match self.seen.get(owner) {
             Some((_, since)) => now.duration_since(*since) < self.timeout,
             None => now.duration_since(self.started) < self.timeout,
+        }
+    }
+
+    /// Whether the lease `holder` holds may be taken over now (`wall_ms`: this node's clock, ms
+    /// since the epoch). A holder with a heartbeat row of ours is judged by its heartbeat alone:
+    /// the `leaseExpiry` ours writes is for NiFi's sake. Any other holder keeps its lease while it
+    /// may be alive by [`Self::is_live`] or while its `leaseExpiry` has not passed.
+    pub fn may_take_over(&self, holder: &Holder, now: Instant, wall_ms: i64) -> bool {
+        let silent = !self.is_live(&holder.owner, now);
+        if self.seen.contains_key(&holder.owner) {
+            silent
+        } else {
+            silent && holder.lease_expiry.is_none_or(|expiry| expiry < wall_ms)
         }
     }
 
@@ -92,6 +110,71 @@ mod tests {
         let m = Membership::new("me", Duration::from_secs(7));
         assert!(m.is_live("leftover", t0));
         assert!(!m.is_live("leftover", t0 + Duration::from_secs(8)));
+    }
+
+    fn holder(owner: &str, lease_expiry: Option<i64>) -> Holder {
+        Holder { owner: owner.into(), counter: 0, lease_expiry }
+    }
+
+    #[test]
+    fn a_nifi_lease_is_kept_until_its_expiry_and_ours_by_the_heartbeat_alone() {
+        let t0 = Instant::now();
+        let wall = 1_000_000;
+        let mut m = Membership::new("me", Duration::from_secs(7));
+        m.observe(&[beat("ours", 1)], t0);
+        let later = t0 + Duration::from_secs(8);
+        assert!(!m.may_take_over(&holder("nifi-uuid", Some(wall + 1)), later, wall), "NiFi's lease has not expired");
+        assert!(!m.may_take_over(&holder("nifi-uuid", Some(wall)), later, wall), "NiFi's own rule: live while expiry >= now");
+        assert!(m.may_take_over(&holder("nifi-uuid", Some(wall - 1)), later, wall));
+        assert!(m.may_take_over(&holder("nifi-uuid", None), later, wall), "an owner without expiry or heartbeat (a leftover)");
+        assert!(!m.may_take_over(&holder("nifi-uuid", Some(wall - 1)), t0, wall), "not yet watched for a timeout");
+        assert!(m.may_take_over(&holder("ours", Some(wall + 60_000)), later, wall), "our silent node: its expiry does not count");
+        assert!(!m.may_take_over(&holder("me", None), later, wall), "never from this node itself");
+    }
+
+    proptest::proptest! {
+        /// Over any heartbeat history, lease expiry and moment: a lease is taken over only from a
+        /// holder silent for the whole timeout, and from a holder without a heartbeat row of ours
+        /// (NiFi's) never before its `leaseExpiry` has passed; ours is judged by its heartbeat alone.
+        #[test]
+        fn take_over_needs_silence_and_for_nifi_an_expired_lease(
+            beats in proptest::collection::vec((0u64..20_000, 0u64..3), 0..8),
+            ours in proptest::bool::ANY,
+            at in 0u64..40_000,
+            expiry in proptest::option::of(-20_000i64..20_000),
+            timeout_ms in 1_000u64..10_000,
+        ) {
+            let timeout = Duration::from_millis(timeout_ms);
+            let mut m = Membership::new("me", timeout);
+            let t0 = Instant::now(); // just after the membership started watching
+            let wall = 5_000_000i64;
+            let mut history: Vec<(u64, u64)> = beats.iter().filter(|(t, _)| *t <= at).copied().collect();
+            history.sort();
+            // The last moment the holder's counter changed, as this node saw it.
+            let mut last_change: Option<(u64, u64)> = None;
+            for (t, b) in &history {
+                if ours {
+                    m.observe(&[beat("h", *b)], t0 + Duration::from_millis(*t));
+                    if last_change.is_none_or(|(_, prev)| prev != *b) {
+                        last_change = Some((*t, *b));
+                    }
+                } else {
+                    m.observe(&[], t0 + Duration::from_millis(*t));
+                }
+            }
+            let now = t0 + Duration::from_millis(at);
+            let h = holder("h", expiry.map(|e| wall + e));
+            let silent_for = match last_change {
+                Some((t, _)) => at - t,
+                None => at, // never seen: watched since the start
+            };
+            // Not within a few ms of the boundary: the watch started a moment before t0.
+            proptest::prop_assume!(silent_for.abs_diff(timeout_ms) > 5);
+            let expected_silent = silent_for >= timeout_ms;
+            let expired = expiry.is_none_or(|e| e < 0);
+            let expected = if ours && last_change.is_some() { expected_silent } else { expected_silent && expired };
+            proptest::prop_assert_eq!(m.may_take_over(&h, now, wall), expected);
+        }
     }
 
     #[test]

@@ -2,14 +2,17 @@
 //! counters, node heartbeats (membership), fair shares (balancing), and checkpoints written only by
 //! the lease's current holder.
 //!
-//! Shard rows keep NiFi's own ConsumeKinesis key and position columns (key `streamName` +
-//! `shardId`; `leaseOwner`, `sequenceNumber`, `lastUpdateTimestamp`), so a user can switch between
-//! the two processors in either direction without losing position. Added here: `subSequenceNumber`
-//! (resume exact to the KPL sub-record), `leaseCounter` (fencing token, bumped on every take),
-//! `shardEnd` (the shard was read to its end and committed) and `parentShardIds` (written from
-//! ChildShards). A lease has no expiry of its own: it is valid while its owner's heartbeat row
-//! (`shardId` = `__node__<owner>`, counter `heartbeat`) keeps changing, so keeping N leases costs
-//! one write per heartbeat, not N.
+//! Shard rows keep NiFi's own ConsumeKinesis (2.9+) key and lease/position columns (key
+//! `streamName` + `shardId`; `leaseOwner`, `leaseExpiry`, `sequenceNumber`,
+//! `lastUpdateTimestamp`), so a group can switch between the two processors (what carries over:
+//! the processor's additionalDetails, tests in `tests/nifi_table.rs`). Added here:
+//! `subSequenceNumber` (resume exact to the KPL sub-record; NiFi ignores it), `leaseCounter`
+//! (fencing token, bumped on every take), `shardEnd` (the shard was read to its end and committed)
+//! and `parentShardIds` (written from ChildShards). Among our nodes a lease is valid while its
+//! owner's heartbeat row (`shardId` = `__node__<owner>`, counter `heartbeat`) keeps changing, so
+//! keeping N leases costs one write per heartbeat, not N; the `leaseExpiry` ours writes on each
+//! take and checkpoint is for NiFi, which holds (and lets others take) leases by that time. A
+//! lease of NiFi's (its owner has no heartbeat row of ours) is taken only after its `leaseExpiry`.
 //!
 //! Rows are never deleted (Snowflake's IAM policy grants no `DeleteItem`): a removed row is a
 //! tombstone that every reader treats as absent (see `tombstone`).

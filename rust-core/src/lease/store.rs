@@ -18,6 +18,10 @@ use crate::kinesis::position::Position;
 
 /// Heartbeat rows share the stream's partition, under shard ids no Kinesis shard can have.
 const NODE_PREFIX: &str = "__node__";
+/// NiFi's own ConsumeKinesis keeps its node rows under `__node__#<uuid>` (with `nodeHeartbeat`, a
+/// time): not nodes of ours, never counted for balancing nor removed (our owners never start with
+/// `#`).
+const NIFI_NODE_PREFIX: &str = "__node__#";
 
 /// What the row says about where reading resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,13 +43,30 @@ pub struct Lease {
     pub checkpoint: Checkpoint,
 }
 
-/// Who holds a lease row, as last read: the pair a take of a dead node's lease is conditional on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How long a lease of ours stays valid for NiFi's own ConsumeKinesis after our last take or
+/// checkpoint of it (NiFi's own lease duration, `KinesisShardManager`'s default): NiFi takes a
+/// leased row only once its `leaseExpiry` has passed, so without one it could never take a row a
+/// crashed node of ours left. Ours judges its own nodes by their heartbeats, not by this.
+pub const LEASE_EXPIRY_FOR_NIFI_MS: i64 = 30_000;
+
+/// Who holds a lease row, as last read: what a take of a dead node's lease is conditional on.
+#[derive(Debug, Clone, Eq)]
 pub struct Holder {
     pub owner: String,
     /// 0 when the row has no `leaseCounter` (NiFi's own ConsumeKinesis writes none); our takes
     /// start it at 1.
     pub counter: u64,
+    /// `leaseExpiry` (ms since the epoch, on the writer's clock): NiFi's ConsumeKinesis holds its
+    /// lease until then and renews it every 10 s; ours writes it for NiFi's sake.
+    pub lease_expiry: Option<i64>,
+}
+
+/// Two reads name the same holder when owner and counter agree: `leaseExpiry` moves on with
+/// every checkpoint.
+impl PartialEq for Holder {
+    fn eq(&self, other: &Self) -> bool {
+        self.owner == other.owner && self.counter == other.counter
+    }
 }
 
 /// One shard's row as read from the table.
@@ -100,30 +121,45 @@ impl LeaseStore {
         self.writes.load(Ordering::Relaxed)
     }
 
-    /// Takes the lease if it is free, or still held by `seen` (a holder judged dead); bumps the
-    /// counter. `Ok(None)` when the row changed hands meanwhile.
+    /// Takes the lease if it is free, or still held by `seen` (a holder judged dead) exactly as
+    /// read, `leaseExpiry` included (so a lease NiFi renewed meanwhile is not taken); bumps the
+    /// counter and sets a `leaseExpiry` for NiFi. `Ok(None)` when the row changed meanwhile.
     pub async fn acquire(&self, shard_id: &str, owner: &str, seen: Option<&Holder>) -> Result<Option<Lease>, LeaseError> {
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(shard_id)))
-            .update_expression(reviving("SET leaseOwner = :me, lastUpdateTimestamp = :now ADD leaseCounter :one"))
+            .update_expression(reviving(
+                "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one",
+            ))
             .expression_attribute_values(":me", s(owner))
             .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":expiry", n(now_ms() + LEASE_EXPIRY_FOR_NIFI_MS))
             .expression_attribute_values(":one", n(1))
             .return_values(ReturnValue::AllNew);
         request = match seen {
             None => request.condition_expression("attribute_not_exists(leaseOwner)"),
-            // A row without a counter (NiFi's ConsumeKinesis) is taken as it was read.
-            Some(holder) if holder.counter == 0 => request
-                .condition_expression("leaseOwner = :prev AND (attribute_not_exists(leaseCounter) OR leaseCounter = :counter)")
-                .expression_attribute_values(":prev", s(&holder.owner))
-                .expression_attribute_values(":counter", n(0)),
-            Some(holder) => request
-                .condition_expression("leaseOwner = :prev AND leaseCounter = :counter")
-                .expression_attribute_values(":prev", s(&holder.owner))
-                .expression_attribute_values(":counter", n(holder.counter as i64)),
+            Some(holder) => {
+                // A row without a counter (NiFi's ConsumeKinesis) is taken as it was read.
+                let counter = if holder.counter == 0 {
+                    "(attribute_not_exists(leaseCounter) OR leaseCounter = :counter)"
+                } else {
+                    "leaseCounter = :counter"
+                };
+                let expiry = match holder.lease_expiry {
+                    Some(_) => "leaseExpiry = :seenExpiry",
+                    None => "attribute_not_exists(leaseExpiry)",
+                };
+                request = request
+                    .condition_expression(format!("leaseOwner = :prev AND {counter} AND {expiry}"))
+                    .expression_attribute_values(":prev", s(&holder.owner))
+                    .expression_attribute_values(":counter", n(holder.counter as i64));
+                match holder.lease_expiry {
+                    Some(e) => request.expression_attribute_values(":seenExpiry", n(e)),
+                    None => request,
+                }
+            }
         };
         self.count_write();
         match request.send().await {
@@ -144,13 +180,23 @@ impl LeaseStore {
     /// Records that everything up to `position` is committed (and, with `shard_end`, that the
     /// shard is finished). Refused with `Fenced` if the lease moved on.
     pub async fn checkpoint(&self, lease: &Lease, position: &Position, shard_end: bool) -> Result<(), LeaseError> {
-        let mut values = vec![(":seq", s(&position.sequence_number)), (":now", n(now_ms())), (":end", AttributeValue::Bool(shard_end))];
+        let now = now_ms();
+        let mut values = vec![
+            (":seq", s(&position.sequence_number)),
+            (":now", n(now)),
+            (":end", AttributeValue::Bool(shard_end)),
+            (":expiry", n(now + LEASE_EXPIRY_FOR_NIFI_MS)),
+        ];
         let expression = match position.sub_sequence_number {
             Some(sub) => {
                 values.push((":sub", n(sub as i64)));
-                "SET sequenceNumber = :seq, subSequenceNumber = :sub, lastUpdateTimestamp = :now, shardEnd = :end"
+                "SET sequenceNumber = :seq, subSequenceNumber = :sub, lastUpdateTimestamp = :now, shardEnd = :end, \
+                 leaseExpiry = :expiry"
             }
-            None => "SET sequenceNumber = :seq, lastUpdateTimestamp = :now, shardEnd = :end REMOVE subSequenceNumber",
+            None => {
+                "SET sequenceNumber = :seq, lastUpdateTimestamp = :now, shardEnd = :end, leaseExpiry = :expiry \
+                 REMOVE subSequenceNumber"
+            }
         };
         self.fenced_update(lease, expression, values).await
     }
@@ -257,8 +303,8 @@ impl LeaseStore {
             .map_err(|e| service_error(&self.table, e))
     }
 
-    /// Every row of this stream: shard leases and node heartbeats (other `__` rows and tombstones
-    /// skipped). A shard row that cannot be understood is listed in `malformed`, not read as a lease.
+    /// Every row of this stream: shard leases and our node heartbeats (NiFi's node rows, other `__`
+    /// rows such as NiFi's `__migration__` marker, and tombstones skipped). A shard row that cannot be understood is listed in `malformed`, not read as a lease.
     pub async fn scan(&self) -> Result<TableView, LeaseError> {
         let mut view = TableView::default();
         let mut start: Option<Item> = None;
@@ -276,6 +322,9 @@ impl LeaseStore {
                 .map_err(|e| service_error(&self.table, e))?;
             for item in out.items().iter().filter(|item| !is_tombstone(item)) {
                 let Some(id) = string(item, RANGE_KEY) else { continue };
+                if id.starts_with(NIFI_NODE_PREFIX) {
+                    continue;
+                }
                 if let Some(owner) = id.strip_prefix(NODE_PREFIX) {
                     view.nodes.push(NodeBeat { owner: owner.to_owned(), beat: number(item, "heartbeat").unwrap_or(0) });
                 } else if !id.starts_with("__") {
@@ -338,7 +387,9 @@ fn is_condition_failure<R>(e: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamod
 }
 
 fn lease_row(shard_id: String, item: &Item) -> Result<LeaseRow, LeaseError> {
-    let holder = string(item, "leaseOwner").map(|owner| Holder { owner, counter: number(item, "leaseCounter").unwrap_or(0) });
+    let lease_expiry = item.get("leaseExpiry").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
+    let holder =
+        string(item, "leaseOwner").map(|owner| Holder { owner, counter: number(item, "leaseCounter").unwrap_or(0), lease_expiry });
     let parents = match item.get("parentShardIds") {
         Some(AttributeValue::L(list)) => list.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
         Some(AttributeValue::Ss(set)) => set.clone(),
