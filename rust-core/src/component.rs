@@ -200,7 +200,7 @@ impl Component {
                 format!("ConsumeKinesis for stream '{}' (application '{}', region {})", c.stream_name, c.application_name, c.region)
             }
             Settings::PutSnowflake(c) => {
-                format!("PutSnowflake into {}.{}.{} (account '{}')", c.database, c.schema, c.table, c.account)
+                format!("PutSnowflake into {}.{}.{} (at {})", c.database, c.schema, c.table, c.control.host_str().unwrap_or_default())
             }
         }
     }

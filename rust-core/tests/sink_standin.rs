@@ -2,7 +2,8 @@
 //! shard under replays, re-deliveries while pending, reopened channels, withheld commits,
 //! throttling, expired tokens and pipe failover; split FlowFiles at least once; one instance's
 //! channels apart from another's; empty FlowFiles; idle writers retired; row errors to invalid;
-//! configuration errors to failure; schema evolution; Iceberg.
+//! configuration errors to failure; schema evolution; Iceberg; Openflow's managed tokens (session
+//! token, service account OIDC token as workload identity, rotation, SNOWFLAKE_HOST, a missing file).
 
 use crate::standin_support;
 
@@ -448,43 +449,209 @@ fn large_incompressible_batches_are_split_under_four_megabytes() {
     assert!(sent.iter().sum::<u64>() > 4_000_000, "the rows really did not fit one request: {sent:?}");
 }
 
-#[test]
-fn a_snowflake_managed_token_file_is_used_as_it_is() {
-    let standin = Standin::start("managed", 100);
-    create_events(&standin, "");
-    // Openflow mounts a token the platform refreshes; here, a scoped token the stand-in minted for our key.
-    let signer = kinesnow_core::snowflake::auth::KeyPairSigner::new(ACCOUNT, USER, None, KEY, None).unwrap();
-    let (jwt, _) = signer.jwt(std::time::SystemTime::now());
-    let token = reqwest::blocking::Client::new()
-        .post(format!("{}/oauth/token", standin.url))
-        .header("Authorization", format!("Bearer {jwt}"))
-        .header("X-Snowflake-Authorization-Token-Type", "KEYPAIR_JWT")
-        .header("Accept", "application/json")
-        .form(&[("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("scope", "127.0.0.1")])
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    let file = std::env::temp_dir().join(format!("kinesnow-session-token-{}", std::process::id()));
-    std::fs::write(&file, format!("{token}\n")).unwrap();
-    let config = PutSnowflakeConfig::parse(&PropertyMap::from_pairs([
-        ("PutSnowflake Instance", INSTANCE),
-        ("Account Identifier", ACCOUNT),
-        ("Snowflake URL Override", standin.url.as_str()),
-        ("Authentication Strategy", "SNOWFLAKE_MANAGED_TOKEN"),
-        ("Session Token File", file.to_str().unwrap()),
+/// Token files of one test: the service account's (absent until written) and the session's.
+struct TokenFiles {
+    dir: std::path::PathBuf,
+}
+
+impl TokenFiles {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kinesnow-tokens-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+    fn service_account(&self) -> String {
+        self.dir.join("serviceaccount-token").to_str().unwrap().to_owned()
+    }
+    fn session(&self) -> String {
+        self.dir.join("session-token").to_str().unwrap().to_owned()
+    }
+    /// Written whole and renamed into place, as a platform rotating a mounted token does.
+    fn write(path: &str, token: &str) {
+        let tmp = format!("{path}.new");
+        std::fs::write(&tmp, format!("{token}\n")).unwrap();
+        std::fs::rename(tmp, path).unwrap();
+    }
+}
+
+impl Drop for TokenFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Settings as on Openflow: SNOWFLAKE_MANAGED, no account, user or key; `host` is SNOWFLAKE_HOST.
+fn managed_config(files: &TokenFiles, instance: &str, host: Option<&str>, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
+    let (sa, session) = (files.service_account(), files.session());
+    let mut pairs: Vec<(&str, &str)> = vec![
+        ("PutSnowflake Instance", instance),
+        ("Authentication Strategy", "SNOWFLAKE_MANAGED"),
+        ("Service Account Token File", &sa),
+        ("Session Token File", &session),
         ("Database", "DB"),
         ("Schema", "PUBLIC"),
         ("Table", "EVENTS"),
         ("Max Latency", "20 ms"),
-    ]))
-    .unwrap();
-    let sink = Sink::start(&config);
-    sink.submit(records(1, 3, 1));
+        ("Commit Timeout", "20 sec"),
+    ];
+    pairs.extend_from_slice(extra);
+    let host = host.map(str::to_owned);
+    PutSnowflakeConfig::parse_with_env(&PropertyMap::from_pairs(pairs), |_| host.clone()).expect("valid settings")
+}
+
+/// The stand-in accepts exactly these managed tokens (kind, value); the label is the value.
+fn valid_tokens(standin: &Standin, tokens: &[(&str, &str)]) {
+    let tokens: Vec<Value> = tokens.iter().map(|(kind, t)| json!({"kind": kind, "token": t, "label": t})).collect();
+    standin.admin("PUT", "/admin/managed-tokens", json!({ "tokens": tokens }));
+}
+
+/// (kind, label) of every logged request, and whether any was refused or declared a token type.
+fn credentials_seen(standin: &Standin) -> (Vec<(String, String)>, usize, usize) {
+    let requests = standin.requests("");
+    let seen = requests.iter().map(|r| (r["auth"]["kind"].as_str().unwrap_or("").to_owned(), r["auth"]["label"].as_str().unwrap_or("").to_owned())).collect();
+    let refused = requests.iter().filter(|r| r["status"] == 401).count();
+    let typed = requests.iter().filter(|r| r["headers"].get("x-snowflake-authorization-token-type").is_some()).count();
+    (seen, refused, typed)
+}
+
+/// `n` single-record FlowFiles of shard 0 with sequence numbers (and ids) from `first`.
+fn shard0(first: u64, n: u64) -> Vec<FlowFileIn> {
+    (first..first + n).map(|seq| record(seq as i64, "shardId-000000000000", seq, json!({"n": seq, "seq": seq}))).collect()
+}
+
+fn only(seen: &[(String, String)], kind: &str, label: &str) -> bool {
+    !seen.is_empty() && seen.iter().all(|(k, l)| k == kind && l == label)
+}
+
+/// Openflow's session token, rotated between two appends: every call reads the file again, so the
+/// second append carries the new token and nothing is refused, even after the old one expired.
+#[test]
+fn a_session_token_is_sent_as_openflow_sends_it_and_read_again_after_rotation() {
+    let standin = Standin::start("managed-session", 50);
+    create_events(&standin, "");
+    let files = TokenFiles::new("session");
+    valid_tokens(&standin, &[("session", "session-1")]);
+    TokenFiles::write(&files.session(), "session-1");
+    let sink = Sink::start(&managed_config(&files, INSTANCE, None, &[("Snowflake URL Override", &standin.url)]));
+    sink.submit(shard0(1, 3));
     assert_eq!(routes(&sink.outcomes(3, Duration::from_secs(20)), Route::Success), 3);
-    assert_exactly_once(&standin, 3);
-    assert!(standin.requests("/oauth/token").len() == 1, "only the test minted a token; the processor used the file");
-    std::fs::remove_file(file).unwrap();
+    let (seen, refused, typed) = credentials_seen(&standin);
+    assert!(only(&seen, "session", "session-1"), "the session token on every call: {seen:?}");
+    assert_eq!((refused, typed), (0, 0), "nothing refused, no token type declared (Openflow declares none)");
+    assert!(standin.requests("/oauth/token").is_empty(), "a managed token is used as it is, never exchanged");
+
+    // The platform rotates the token: both valid for a moment, then only the new one.
+    valid_tokens(&standin, &[("session", "session-1"), ("session", "session-2")]);
+    TokenFiles::write(&files.session(), "session-2");
+    std::thread::sleep(Duration::from_millis(300));
+    valid_tokens(&standin, &[("session", "session-2")]);
+    standin.admin("DELETE", "/admin/requests", Value::Null);
+    sink.submit(shard0(4, 3));
+    assert_eq!(routes(&sink.outcomes(3, Duration::from_secs(20)), Route::Success), 3);
+    let (seen, refused, _) = credentials_seen(&standin);
+    assert!(seen.iter().any(|(_, l)| l == "session-2") && standin.requests("/rows").len() >= 1, "{seen:?}");
+    assert!(only(&seen, "session", "session-2"), "after the rotation only the new token is sent: {seen:?}");
+    assert_eq!(refused, 0, "the expired token was never sent (a cached token would have been refused first)");
+    assert_exactly_once(&standin, 6);
+    sink.stop();
+}
+
+/// With the service account's OIDC token readable it wins, sent as `WIF.OIDC.<token>`; rotated, the
+/// new one is used; once it is gone, the session token takes over.
+#[test]
+fn the_service_account_token_wins_as_workload_identity_and_the_session_token_backs_it_up() {
+    let standin = Standin::start("managed-oidc", 50);
+    create_events(&standin, "");
+    let files = TokenFiles::new("oidc");
+    valid_tokens(&standin, &[("session", "session-1"), ("workload_identity", "oidc-1")]);
+    TokenFiles::write(&files.session(), "session-1");
+    TokenFiles::write(&files.service_account(), "oidc-1");
+    let sink = Sink::start(&managed_config(&files, INSTANCE, None, &[("Snowflake URL Override", &standin.url)]));
+    sink.submit(shard0(1, 2));
+    assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+    let (seen, refused, typed) = credentials_seen(&standin);
+    assert!(only(&seen, "workload_identity", "oidc-1"), "the OIDC token wins on every call: {seen:?}");
+    assert_eq!((refused, typed), (0, 0));
+
+    valid_tokens(&standin, &[("session", "session-1"), ("workload_identity", "oidc-1"), ("workload_identity", "oidc-2")]);
+    TokenFiles::write(&files.service_account(), "oidc-2");
+    std::thread::sleep(Duration::from_millis(300));
+    valid_tokens(&standin, &[("session", "session-1"), ("workload_identity", "oidc-2")]);
+    standin.admin("DELETE", "/admin/requests", Value::Null);
+    sink.submit(shard0(3, 2));
+    assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+    let (seen, refused, _) = credentials_seen(&standin);
+    assert!(only(&seen, "workload_identity", "oidc-2"), "the rotated OIDC token: {seen:?}");
+    assert_eq!(refused, 0);
+
+    std::fs::remove_file(files.service_account()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    standin.admin("DELETE", "/admin/requests", Value::Null);
+    sink.submit(shard0(5, 2));
+    assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+    let (seen, refused, _) = credentials_seen(&standin);
+    assert!(only(&seen, "session", "session-1"), "without the OIDC token, the session token: {seen:?}");
+    assert_eq!(refused, 0);
+    assert_exactly_once(&standin, 6);
+    sink.stop();
+}
+
+/// Openflow's account URL is `https://<SNOWFLAKE_HOST>`; Snowflake URL Override wins over it.
+#[test]
+fn snowflake_host_gives_the_account_url_unless_the_url_override_is_set() {
+    let standin = Standin::start_tls("managed-host", 50);
+    create_events(&standin, "");
+    let files = TokenFiles::new("host");
+    valid_tokens(&standin, &[("session", "session-1")]);
+    TokenFiles::write(&files.session(), "session-1");
+    let host = standin.url.trim_start_matches("https://").trim_end_matches('/').to_owned();
+    let config = managed_config(&files, "fromhost", Some(&host), &[]);
+    assert_eq!(config.control.as_str().trim_end_matches('/'), standin.url.trim_end_matches('/'));
+    let sink = Sink::start_trusting(&config, standin.ca_pem.clone());
+    sink.submit(shard0(1, 2));
+    assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+    sink.stop();
+    // SNOWFLAKE_HOST names a closed port here: only the override can reach the stand-in.
+    let config = managed_config(&files, "override", Some("127.0.0.1:1"), &[("Snowflake URL Override", &standin.url)]);
+    let sink = Sink::start_trusting(&config, standin.ca_pem.clone());
+    sink.submit(shard0(1, 2));
+    assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+    sink.stop();
+    assert_eq!(standin.count(TABLE), 4, "each instance has its own channel and loads its two records");
+}
+
+/// Neither token file: the FlowFiles go to failure with an error naming both paths; a wrong
+/// token: refused, and the token appears in no message.
+#[test]
+fn a_missing_token_file_is_named_and_a_wrong_token_is_refused_without_showing_it() {
+    let standin = Standin::start("managed-missing", 50);
+    create_events(&standin, "");
+    let files = TokenFiles::new("missing");
+    valid_tokens(&standin, &[("session", "session-1")]);
+    let sink = Sink::start(&managed_config(&files, INSTANCE, None, &[("Snowflake URL Override", &standin.url)]));
+    sink.submit(shard0(1, 2));
+    let outcomes = sink.outcomes(2, Duration::from_secs(20));
+    for o in outcomes.values() {
+        assert_eq!(o.route, Route::Failure, "{}", o.message);
+        assert!(o.message.contains(&files.session()) && o.message.contains(&files.service_account()), "both paths named: {}", o.message);
+    }
+    assert!(standin.requests("").is_empty(), "nothing was sent without a token");
+    // Then a wrong token appears: refused (401 twice: the file is read again once), no token shown.
+    TokenFiles::write(&files.session(), "wrong-secret-token");
+    sink.submit(shard0(1, 2));
+    let outcomes = sink.outcomes(2, Duration::from_secs(20));
+    for o in outcomes.values() {
+        assert_eq!(o.route, Route::Failure);
+        assert!(o.message.contains("refused the credentials") && o.message.contains("390303"), "{}", o.message);
+        assert!(!o.message.contains("wrong-secret-token"), "no token in {}", o.message);
+    }
+    // Once the platform mounts the right one, the same FlowFiles load.
+    TokenFiles::write(&files.session(), "session-1");
+    sink.submit(shard0(1, 2));
+    assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
+    assert_exactly_once(&standin, 2);
+    sink.stop();
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub const PRIVATE_KEY: &str = "Private Key";
 pub const PRIVATE_KEY_FILE: &str = "Private Key File";
 pub const PRIVATE_KEY_PASSWORD: &str = "Private Key Password";
 pub const TOKEN_FILE: &str = "Session Token File";
+pub const SERVICE_ACCOUNT_TOKEN_FILE: &str = "Service Account Token File";
 pub const DATABASE: &str = "Database";
 pub const SCHEMA: &str = "Schema";
 pub const TABLE: &str = "Table";
@@ -40,6 +41,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     PRIVATE_KEY_FILE,
     PRIVATE_KEY_PASSWORD,
     TOKEN_FILE,
+    SERVICE_ACCOUNT_TOKEN_FILE,
     DATABASE,
     SCHEMA,
     TABLE,
@@ -56,6 +58,10 @@ pub const PROPERTY_NAMES: &[&str] = &[
 
 /// Where Openflow's Snowflake deployments mount the session token.
 pub const DEFAULT_TOKEN_FILE: &str = "/snowflake/session/token";
+/// Where they mount the service account's OIDC token (workload identity); preferred when readable.
+pub const DEFAULT_SERVICE_ACCOUNT_TOKEN_FILE: &str = "/snowflake/serviceaccount/token";
+/// The environment variable Openflow's Snowflake deployments set to the account's host name.
+pub const SNOWFLAKE_HOST_VARIABLE: &str = "SNOWFLAKE_HOST";
 const MIB: u64 = 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +73,17 @@ pub enum PrivateKeySource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Authentication {
     KeyPair { user: String, key: PrivateKeySource, password: Option<Secret> },
-    SnowflakeManagedToken { token_file: String },
+    /// Openflow's `SNOWFLAKE_MANAGED`: the token files the platform mounts and rotates.
+    SnowflakeManaged { service_account_token_file: String, session_token_file: String },
+}
+
+/// Where the control URL came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlSource {
+    UrlOverride,
+    /// `https://<SNOWFLAKE_HOST>` (managed authentication only).
+    SnowflakeHost,
+    Account,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +95,12 @@ pub enum Destination {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PutSnowflakeConfig {
+    /// Empty when not set (allowed with managed authentication).
     pub account: String,
     pub url_override: Option<url::Url>,
+    /// Where the control calls go (`control_url`), and why.
+    pub control: url::Url,
+    pub control_source: ControlSource,
     pub role: Option<String>,
     pub authentication: Authentication,
     pub database: String,
@@ -100,9 +120,15 @@ pub struct PutSnowflakeConfig {
 }
 
 impl PutSnowflakeConfig {
+    /// Reads the settings, with `SNOWFLAKE_HOST` from this process' environment.
     pub fn parse(props: &PropertyMap) -> Result<Self, ConfigProblems> {
+        Self::parse_with_env(props, |name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings, with environment variables from `env` (tests pass their own).
+    pub fn parse_with_env(props: &PropertyMap, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigProblems> {
         let mut r = Reader::new(props);
-        let account = r.required(ACCOUNT_IDENTIFIER);
+        let account = r.optional(ACCOUNT_IDENTIFIER).unwrap_or_default();
         check_account(&mut r, &account);
         let url_override = r.url(URL_OVERRIDE);
         if let Some(u) = &url_override {
@@ -113,6 +139,9 @@ impl PutSnowflakeConfig {
         }
         let role = r.optional(ROLE);
         let authentication = authentication(&mut r);
+        let managed = matches!(authentication, Authentication::SnowflakeManaged { .. });
+        let snowflake_host = if managed { env(SNOWFLAKE_HOST_VARIABLE).filter(|h| !h.trim().is_empty()) } else { None };
+        let (control, control_source) = control(&mut r, url_override.as_ref(), snowflake_host.as_deref(), &account, managed);
         let database = r.required(DATABASE);
         let schema = r.required(SCHEMA);
         let table = r.required(TABLE);
@@ -148,6 +177,8 @@ impl PutSnowflakeConfig {
         r.finish(Self {
             account,
             url_override,
+            control,
+            control_source,
             role,
             authentication,
             database,
@@ -163,6 +194,56 @@ impl PutSnowflakeConfig {
             commit_timeout,
             max_in_flight_size,
         })
+    }
+}
+
+/// The control URL, first found of: Snowflake URL Override; with managed authentication
+/// `https://<SNOWFLAKE_HOST>` (as Openflow builds it: the platform's token is valid only through that
+/// host); `https://<account>.snowflakecomputing.com` (lower case, `_` → `-`).
+fn control(
+    r: &mut Reader,
+    url_override: Option<&url::Url>,
+    snowflake_host: Option<&str>,
+    account: &str,
+    managed: bool,
+) -> (url::Url, ControlSource) {
+    let placeholder = || url::Url::parse("https://account.invalid").expect("a valid URL");
+    if let Some(u) = url_override {
+        return (u.clone(), ControlSource::UrlOverride);
+    }
+    if let Some(host) = snowflake_host {
+        let host = host.trim();
+        let parsed = url::Url::parse(&format!("https://{host}")).ok().filter(|u| {
+            u.host_str().is_some() && u.path() == "/" && u.query().is_none() && u.username().is_empty() && !host.contains('/')
+        });
+        return match parsed {
+            Some(u) => (u, ControlSource::SnowflakeHost),
+            None => {
+                r.problem(
+                    AUTHENTICATION_STRATEGY,
+                    format!("environment variable {SNOWFLAKE_HOST_VARIABLE} '{host}' is not a host name (such as myorg-myaccount.snowflakecomputing.com)"),
+                );
+                (placeholder(), ControlSource::SnowflakeHost)
+            }
+        };
+    }
+    if account.is_empty() {
+        // Key pair: already named by `key_pair`, which needs the account for the JWT in any case.
+        if managed {
+            r.problem(
+                ACCOUNT_IDENTIFIER,
+                format!(
+                    "is required when the environment variable {SNOWFLAKE_HOST_VARIABLE} is not set (Openflow's Snowflake \
+                     deployments set it) and no Snowflake URL Override is given"
+                ),
+            );
+        }
+        return (placeholder(), ControlSource::Account);
+    }
+    let host = account.to_lowercase().replace('_', "-");
+    match url::Url::parse(&format!("https://{host}.snowflakecomputing.com")) {
+        Ok(u) => (u, ControlSource::Account),
+        Err(_) => (placeholder(), ControlSource::Account),
     }
 }
 
@@ -184,17 +265,29 @@ fn authentication(r: &mut Reader) -> Authentication {
     let kind = r.one_of(
         AUTHENTICATION_STRATEGY,
         Kind::KeyPair,
-        &[("KEY_PAIR", Kind::KeyPair), ("SNOWFLAKE_MANAGED_TOKEN", Kind::Managed)],
+        &[
+            ("KEY_PAIR", Kind::KeyPair),
+            ("SNOWFLAKE_MANAGED", Kind::Managed),
+            // Earlier names of the same strategy, still accepted.
+            ("SNOWFLAKE_MANAGED_TOKEN", Kind::Managed),
+            ("SNOWFLAKE_SESSION_TOKEN", Kind::Managed),
+        ],
     );
     match kind {
-        Kind::Managed => Authentication::SnowflakeManagedToken {
-            token_file: r.optional(TOKEN_FILE).unwrap_or_else(|| DEFAULT_TOKEN_FILE.to_owned()),
+        Kind::Managed => Authentication::SnowflakeManaged {
+            service_account_token_file: r
+                .optional(SERVICE_ACCOUNT_TOKEN_FILE)
+                .unwrap_or_else(|| DEFAULT_SERVICE_ACCOUNT_TOKEN_FILE.to_owned()),
+            session_token_file: r.optional(TOKEN_FILE).unwrap_or_else(|| DEFAULT_TOKEN_FILE.to_owned()),
         },
         Kind::KeyPair => key_pair(r),
     }
 }
 
 fn key_pair(r: &mut Reader) -> Authentication {
+    if r.optional(ACCOUNT_IDENTIFIER).is_none() {
+        r.problem(ACCOUNT_IDENTIFIER, "is required when Authentication Strategy is KEY_PAIR");
+    }
     let user = r.optional(USER).unwrap_or_else(|| {
         r.problem(USER, "is required when Authentication Strategy is KEY_PAIR");
         String::new()
@@ -314,17 +407,87 @@ mod tests {
         assert!(messages(p).iter().any(|m| m.starts_with("Private Key File: cannot read '/nonexistent/rsa_key.p8'")));
     }
 
+    fn managed(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        let mut p = vec![(AUTHENTICATION_STRATEGY, "SNOWFLAKE_MANAGED"), (DATABASE, "D"), (SCHEMA, "S"), (TABLE, "T")];
+        p.extend_from_slice(extra);
+        p
+    }
+
+    fn parse_env(pairs: Vec<(&str, &str)>, host: Option<&str>) -> Result<PutSnowflakeConfig, ConfigProblems> {
+        PutSnowflakeConfig::parse_with_env(&PropertyMap::from_pairs(pairs), |name| {
+            assert_eq!(name, SNOWFLAKE_HOST_VARIABLE, "no other variable is read");
+            host.map(str::to_owned)
+        })
+    }
+
     #[test]
-    fn managed_token_needs_no_key() {
-        let c = parse(vec![
-            (ACCOUNT_IDENTIFIER, "a-b"),
-            (AUTHENTICATION_STRATEGY, "SNOWFLAKE_MANAGED_TOKEN"),
-            (DATABASE, "D"),
-            (SCHEMA, "S"),
-            (TABLE, "T"),
-        ])
-        .unwrap();
-        assert_eq!(c.authentication, Authentication::SnowflakeManagedToken { token_file: DEFAULT_TOKEN_FILE.into() });
+    fn snowflake_managed_and_its_two_aliases_need_no_account_user_or_key() {
+        for strategy in ["SNOWFLAKE_MANAGED", "SNOWFLAKE_MANAGED_TOKEN", "SNOWFLAKE_SESSION_TOKEN"] {
+            let c = parse_env(vec![(AUTHENTICATION_STRATEGY, strategy), (DATABASE, "D"), (SCHEMA, "S"), (TABLE, "T")], Some("org-acct.snowflakecomputing.com"))
+                .unwrap_or_else(|e| panic!("{strategy}: {e}"));
+            assert_eq!(
+                c.authentication,
+                Authentication::SnowflakeManaged {
+                    service_account_token_file: DEFAULT_SERVICE_ACCOUNT_TOKEN_FILE.into(),
+                    session_token_file: DEFAULT_TOKEN_FILE.into()
+                },
+                "{strategy}"
+            );
+            assert_eq!(c.control.as_str(), "https://org-acct.snowflakecomputing.com/", "{strategy}: the host comes from SNOWFLAKE_HOST");
+            assert_eq!((c.control_source, c.account.as_str()), (ControlSource::SnowflakeHost, ""));
+        }
+        let m = messages(vec![(AUTHENTICATION_STRATEGY, "SNOWFLAKE_OAUTH"), (ACCOUNT_IDENTIFIER, "a-b"), (DATABASE, "D"), (SCHEMA, "S"), (TABLE, "T")]);
+        assert!(m.iter().any(|m| m.contains("'SNOWFLAKE_OAUTH' is not one of KEY_PAIR, SNOWFLAKE_MANAGED")), "{m:?}");
+    }
+
+    #[test]
+    fn managed_without_snowflake_host_needs_an_account_or_url_naming_the_variable() {
+        let e = parse_env(managed(&[]), None).unwrap_err().to_string();
+        assert!(e.contains("Account Identifier: is required when the environment variable SNOWFLAKE_HOST is not set"), "{e}");
+        let e = parse_env(managed(&[]), Some("  ")).unwrap_err().to_string();
+        assert!(e.contains("SNOWFLAKE_HOST is not set"), "a blank variable is not a host: {e}");
+        let c = parse_env(managed(&[(ACCOUNT_IDENTIFIER, "My_Org-Acct")]), None).unwrap();
+        assert_eq!((c.control.as_str(), c.control_source), ("https://my-org-acct.snowflakecomputing.com/", ControlSource::Account));
+        let c = parse_env(managed(&[(URL_OVERRIDE, "http://127.0.0.1:8765")]), None).unwrap();
+        assert_eq!((c.control.as_str(), c.control_source), ("http://127.0.0.1:8765/", ControlSource::UrlOverride));
+    }
+
+    #[test]
+    fn the_url_override_wins_then_snowflake_host_then_the_account() {
+        let all = managed(&[(URL_OVERRIDE, "https://proxy.example:8443"), (ACCOUNT_IDENTIFIER, "org-other")]);
+        let c = parse_env(all, Some("org-acct.snowflakecomputing.com")).unwrap();
+        assert_eq!((c.control.as_str(), c.control_source), ("https://proxy.example:8443/", ControlSource::UrlOverride));
+        let c = parse_env(managed(&[(ACCOUNT_IDENTIFIER, "org-other")]), Some("127.0.0.1:8443")).unwrap();
+        assert_eq!((c.control.as_str(), c.control_source), ("https://127.0.0.1:8443/", ControlSource::SnowflakeHost));
+        // Key pair is Openflow's KEY_PAIR: the account always, SNOWFLAKE_HOST never.
+        let c = parse_env(minimal(), Some("127.0.0.1:8443")).unwrap();
+        assert_eq!((c.control.as_str(), c.control_source), ("https://myorg-myaccount.snowflakecomputing.com/", ControlSource::Account));
+    }
+
+    #[test]
+    fn a_snowflake_host_that_is_not_a_host_is_named() {
+        for bad in ["https://org-acct.snowflakecomputing.com", "org acct", "host/path", "user@host"] {
+            let e = parse_env(managed(&[]), Some(bad)).unwrap_err().to_string();
+            assert!(e.contains(&format!("environment variable SNOWFLAKE_HOST '{bad}' is not a host name")), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn key_pair_still_requires_the_account() {
+        let mut p = minimal();
+        p.remove(0);
+        let m = messages(p);
+        assert_eq!(m.iter().filter(|m| m.starts_with("Account Identifier")).count(), 1, "{m:?}");
+        assert!(m.contains(&"Account Identifier: is required when Authentication Strategy is KEY_PAIR".to_owned()), "{m:?}");
+    }
+
+    #[test]
+    fn the_token_files_can_be_moved() {
+        let c = parse_env(managed(&[(TOKEN_FILE, "/tmp/s"), (SERVICE_ACCOUNT_TOKEN_FILE, "/tmp/sa")]), Some("h")).unwrap();
+        assert_eq!(
+            c.authentication,
+            Authentication::SnowflakeManaged { service_account_token_file: "/tmp/sa".into(), session_token_file: "/tmp/s".into() }
+        );
     }
 
     #[test]

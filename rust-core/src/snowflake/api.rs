@@ -14,7 +14,7 @@ use tokio::sync::Mutex;
 use tracing::warn;
 use url::Url;
 
-use super::auth::{unverified_expiry, AuthError, Credentials, TokenType, RENEW_BEFORE_EXPIRY};
+use super::auth::{read_managed_token, unverified_expiry, AuthError, Credentials, TokenType, RENEW_BEFORE_EXPIRY};
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::limiter::Backoff;
 
@@ -284,8 +284,11 @@ impl SnowflakeApi {
             .http
             .request(call.method.clone(), url)
             .header("Accept", "application/json")
-            .header("Authorization", format!("Bearer {token}"))
-            .header("X-Snowflake-Authorization-Token-Type", token_type.header_value());
+            .header("Authorization", format!("Bearer {token}"));
+        // Managed tokens go without a declared type, as Openflow sends them.
+        if let Some(kind) = token_type {
+            request = request.header("X-Snowflake-Authorization-Token-Type", kind.header_value());
+        }
         request = match &call.body {
             Body::None => request,
             Body::Json(v) => request.header("Content-Type", "application/json").body(v.to_string()),
@@ -305,33 +308,35 @@ impl SnowflakeApi {
         Err(classify(status, &body))
     }
 
-    async fn control_token(&self) -> Result<(String, TokenType), ApiError> {
+    /// The token of a control call, with its declared type (none for managed tokens).
+    async fn control_token(&self) -> Result<(String, Option<TokenType>), ApiError> {
         match &self.credentials {
-            Credentials::ManagedToken { path } => Ok((Credentials::read_managed_token(path)?, TokenType::OAuth)),
+            Credentials::Managed { service_account, session } => Ok((read_managed_token(service_account, session)?.bearer(), None)),
             Credentials::KeyPair(signer) => {
                 let mut session = self.session.lock().await;
                 let now = SystemTime::now();
                 match &session.jwt {
-                    Some((jwt, expires)) if now + RENEW_BEFORE_EXPIRY < *expires => Ok((jwt.clone(), TokenType::KeypairJwt)),
+                    Some((jwt, expires)) if now + RENEW_BEFORE_EXPIRY < *expires => Ok((jwt.clone(), Some(TokenType::KeypairJwt))),
                     _ => {
                         let (jwt, expires) = signer.jwt(now);
                         session.jwt = Some((jwt.clone(), expires));
-                        Ok((jwt, TokenType::KeypairJwt))
+                        Ok((jwt, Some(TokenType::KeypairJwt)))
                     }
                 }
             }
         }
     }
 
-    /// The scoped token for the ingest host (key pair), or the managed token as it is.
-    async fn ingest_token(&self, ingest: &Url) -> Result<(String, TokenType), ApiError> {
-        if let Credentials::ManagedToken { path } = &self.credentials {
-            return Ok((Credentials::read_managed_token(path)?, TokenType::OAuth));
+    /// The scoped token for the ingest host (key pair), or the managed token as it is (Openflow
+    /// sends it to the ingest host too, with no exchange).
+    async fn ingest_token(&self, ingest: &Url) -> Result<(String, Option<TokenType>), ApiError> {
+        if let Credentials::Managed { service_account, session } = &self.credentials {
+            return Ok((read_managed_token(service_account, session)?.bearer(), None));
         }
         let now = SystemTime::now();
         if let Some((token, expires)) = &self.session.lock().await.scoped {
             if now + Duration::from_secs(60) < *expires {
-                return Ok((token.clone(), TokenType::OAuth));
+                return Ok((token.clone(), Some(TokenType::OAuth)));
             }
         }
         let scope = ingest.host_str().unwrap_or_default().to_owned();
@@ -347,7 +352,7 @@ impl SnowflakeApi {
         }
         let expires = unverified_expiry(&token).unwrap_or(now + Duration::from_secs(10 * 60));
         self.session.lock().await.scoped = Some((token.clone(), expires));
-        Ok((token, TokenType::OAuth))
+        Ok((token, Some(TokenType::OAuth)))
     }
 
     /// The ingest host from `GET /v2/streaming/hostname` (plain text, or `{"hostname"}`), cached.

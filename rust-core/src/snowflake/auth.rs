@@ -1,6 +1,9 @@
-//! Who PutSnowflake is to Snowflake: the key-pair JWT (RS256, signed by `jsonwebtoken`) or the
-//! session token Openflow's Snowflake deployments mount. The scoped ingest token minted from the
-//! JWT is cached by the API client (`api.rs`). Keys and tokens never appear in errors or logs.
+//! Who PutSnowflake is to Snowflake: the key-pair JWT (RS256, signed by `jsonwebtoken`), or, with
+//! Openflow's `SNOWFLAKE_MANAGED`, the token files its Snowflake deployments mount: the service
+//! account's OIDC token when it can be read (sent as `Bearer WIF.OIDC.<token>`, workload identity),
+//! else the session token (sent as `Bearer <token>`), both read again on every use because the
+//! platform rotates them. The scoped ingest token minted from the JWT is cached by the API client
+//! (`api.rs`). Keys and tokens never appear in errors or logs.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,8 +26,13 @@ pub enum AuthError {
     BadKey(String),
     #[error("the private key could not be decrypted: the Private Key Password is wrong, or the key is not PKCS#8 encrypted ({0})")]
     Decrypt(String),
-    #[error("cannot read the session token file '{path}': {reason}")]
-    TokenFile { path: String, reason: String },
+    #[error(
+        "no Snowflake managed token: the service account token file '{service_account}' cannot be read, \
+         nor the session token file '{session}' ({reason})"
+    )]
+    NoManagedToken { service_account: String, session: String, reason: String },
+    #[error("the Snowflake managed token file '{path}' is empty")]
+    EmptyToken { path: String },
 }
 
 /// The token kinds of header `X-Snowflake-Authorization-Token-Type`.
@@ -46,14 +54,68 @@ impl TokenType {
 /// How to prove who we are.
 pub enum Credentials {
     KeyPair(KeyPairSigner),
-    /// Openflow (Snowflake deployment): a token file refreshed by the platform; read on each use.
-    ManagedToken { path: String },
+    /// Openflow (Snowflake deployment): token files rotated by the platform; read on each use.
+    Managed { service_account: String, session: String },
+}
+
+/// A token read from one of the managed token files. `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ManagedToken {
+    /// From the service account token file: an OIDC token for workload identity federation.
+    WorkloadIdentity(String),
+    /// From the session token file.
+    Session(String),
+}
+
+impl ManagedToken {
+    /// The `Authorization: Bearer` value, as Openflow sends it.
+    pub fn bearer(&self) -> String {
+        match self {
+            Self::WorkloadIdentity(t) => format!("WIF.OIDC.{t}"),
+            Self::Session(t) => t.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ManagedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::WorkloadIdentity(_) => "WorkloadIdentity(<redacted>)",
+            Self::Session(_) => "Session(<redacted>)",
+        })
+    }
+}
+
+/// The managed token to use now: the service account's when its file can be read (it wins, as in
+/// Openflow), else the session token. Both are read afresh on every call.
+pub fn read_managed_token(service_account: &str, session: &str) -> Result<ManagedToken, AuthError> {
+    let token = |path: &str, text: String| {
+        let t = text.trim().to_owned();
+        if t.is_empty() {
+            Err(AuthError::EmptyToken { path: path.to_owned() })
+        } else {
+            Ok(t)
+        }
+    };
+    if let Ok(text) = std::fs::read_to_string(service_account) {
+        return token(service_account, text).map(ManagedToken::WorkloadIdentity);
+    }
+    match std::fs::read_to_string(session) {
+        Ok(text) => token(session, text).map(ManagedToken::Session),
+        Err(e) => Err(AuthError::NoManagedToken {
+            service_account: service_account.to_owned(),
+            session: session.to_owned(),
+            reason: e.to_string(),
+        }),
+    }
 }
 
 impl Credentials {
     pub fn from_config(account: &str, role: Option<&str>, auth: &Authentication) -> Result<Self, AuthError> {
         match auth {
-            Authentication::SnowflakeManagedToken { token_file } => Ok(Self::ManagedToken { path: token_file.clone() }),
+            Authentication::SnowflakeManaged { service_account_token_file, session_token_file } => {
+                Ok(Self::Managed { service_account: service_account_token_file.clone(), session: session_token_file.clone() })
+            }
             Authentication::KeyPair { user, key, password } => {
                 let pem = match key {
                     PrivateKeySource::Pem(secret) => secret.expose().to_owned(),
@@ -66,10 +128,6 @@ impl Credentials {
         }
     }
 
-    pub fn read_managed_token(path: &str) -> Result<String, AuthError> {
-        let token = std::fs::read_to_string(path).map_err(|e| AuthError::TokenFile { path: path.into(), reason: e.to_string() })?;
-        Ok(token.trim().to_owned())
-    }
 }
 
 /// Signs key-pair JWTs: `iss = ACCOUNT.USER.SHA256:<fingerprint of the public key>`, `sub = ACCOUNT.USER`.
@@ -221,6 +279,34 @@ mod tests {
         assert!(matches!(err, AuthError::Decrypt(_)), "{err}");
         assert!(!err.to_string().contains("wrong-password"));
         assert!(matches!(KeyPairSigner::new("a-b", "u", None, ENCRYPTED_KEY, None), Err(AuthError::Decrypt(_))));
+    }
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("kinesnow-auth-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn the_service_account_token_wins_and_both_files_are_read_on_every_use() {
+        let (sa, session) = (temp("sa"), temp("session"));
+        let (sa_path, session_path) = (sa.to_str().unwrap(), session.to_str().unwrap());
+        let _ = std::fs::remove_file(&sa);
+        std::fs::write(&session, "session-1\n").unwrap();
+        let t = read_managed_token(sa_path, session_path).unwrap();
+        assert_eq!((t.bearer(), format!("{t:?}")), ("session-1".to_owned(), "Session(<redacted>)".to_owned()));
+        std::fs::write(&sa, " oidc-1\n").unwrap();
+        let t = read_managed_token(sa_path, session_path).unwrap();
+        assert_eq!(t.bearer(), "WIF.OIDC.oidc-1", "the service account token wins, sent as Openflow sends it");
+        assert!(!format!("{t:?}").contains("oidc-1"));
+        std::fs::write(&sa, "oidc-2").unwrap();
+        assert_eq!(read_managed_token(sa_path, session_path).unwrap().bearer(), "WIF.OIDC.oidc-2", "a rotated file is read again");
+        std::fs::write(&sa, "  \n").unwrap();
+        let err = read_managed_token(sa_path, session_path).unwrap_err();
+        assert!(matches!(&err, AuthError::EmptyToken { path } if path == sa_path), "{err}");
+        std::fs::remove_file(&sa).unwrap();
+        std::fs::remove_file(&session).unwrap();
+        let err = read_managed_token(sa_path, session_path).unwrap_err().to_string();
+        assert!(err.contains(sa_path) && err.contains(session_path), "both paths are named: {err}");
+        assert!(!err.contains("session-1") && !err.contains("oidc"), "{err}");
     }
 
     #[test]

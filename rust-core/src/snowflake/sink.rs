@@ -65,12 +65,10 @@ impl SinkSettings {
     }
 }
 
-/// The control URL: the override, or `https://<account>.snowflakecomputing.com` (lower case, `_` → `-`).
+/// The control URL, as the settings resolved it: the override, `https://<SNOWFLAKE_HOST>` (managed
+/// authentication), or `https://<account>.snowflakecomputing.com`.
 pub fn control_url(config: &PutSnowflakeConfig) -> url::Url {
-    config.url_override.clone().unwrap_or_else(|| {
-        let host = config.account.to_lowercase().replace('_', "-");
-        url::Url::parse(&format!("https://{host}.snowflakecomputing.com")).expect("account identifiers are host-safe")
-    })
+    config.control.clone()
 }
 
 pub fn pipe_name(config: &PutSnowflakeConfig) -> String {

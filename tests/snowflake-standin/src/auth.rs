@@ -3,7 +3,13 @@
 //!   `iss = ACCOUNT.USER.SHA256:<base64 sha256 of the DER public key>` and
 //!   `sub = ACCOUNT.USER`; `iat`/`exp` in seconds or milliseconds;
 //! - scoped tokens (HS256, signed with a per-process secret) minted by
-//!   `/oauth/token` and sent back as `Bearer` with token type `OAUTH`.
+//!   `/oauth/token` and sent back as `Bearer` with token type `OAUTH`;
+//! - the managed tokens of Openflow's Snowflake deployments, in the shapes Openflow
+//!   sends them (no token type, or `OAUTH`): a session token as `Bearer <token>`, a
+//!   service account's OIDC token as `Bearer WIF.OIDC.<token>` (workload identity).
+//!   Tests say which values are valid (`PUT /admin/managed-tokens`); a value valid
+//!   before and no longer is answered as expired (401 `390318`), an unknown one as
+//!   invalid (401 `390303`), as Snowflake answers OAuth access tokens.
 //!
 //! Signature checks use the `jsonwebtoken` crate; nothing here does crypto by hand.
 
@@ -46,6 +52,32 @@ pub struct Principal {
 pub enum TokenKind {
     KeypairJwt,
     Scoped,
+    Session,
+    WorkloadIdentity,
+}
+
+/// The prefix Openflow puts before a workload identity (OIDC) token in `Authorization: Bearer`.
+pub const WORKLOAD_IDENTITY_PREFIX: &str = "WIF.OIDC.";
+
+/// One managed token a test declared (`PUT /admin/managed-tokens`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ManagedTokenSpec {
+    /// `session` or `workload_identity`.
+    pub kind: String,
+    pub token: String,
+    /// What `GET /admin/requests` shows for requests carrying it (never the token).
+    pub label: String,
+    /// `ACCOUNT.USER` the token stands for (default `OPENFLOW.SERVICE`).
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Clone)]
+struct ManagedEntry {
+    kind: TokenKind,
+    label: String,
+    account_user: String,
+    valid: bool,
 }
 
 struct UserKey {
@@ -56,6 +88,8 @@ struct UserKey {
 /// Registered users and the scoped-token secret.
 pub struct Authenticator {
     users: RwLock<HashMap<String, Vec<UserKey>>>,
+    /// Managed tokens by (kind, token value): valid now, or valid before (expired).
+    managed: RwLock<HashMap<(bool, String), ManagedEntry>>,
     secret: Vec<u8>,
     scoped_ttl_s: RwLock<i64>,
 }
@@ -107,7 +141,74 @@ fn claim_i64(claims: &Value, name: &str) -> Result<i64, ApiError> {
 impl Authenticator {
     pub fn new(scoped_ttl_s: i64) -> Self {
         let secret = uuid::Uuid::new_v4().as_bytes().iter().chain(uuid::Uuid::new_v4().as_bytes()).copied().collect();
-        Authenticator { users: RwLock::new(HashMap::new()), secret, scoped_ttl_s: RwLock::new(scoped_ttl_s) }
+        Authenticator { users: RwLock::new(HashMap::new()), managed: RwLock::new(HashMap::new()), secret, scoped_ttl_s: RwLock::new(scoped_ttl_s) }
+    }
+
+    /// Makes exactly `tokens` the valid managed tokens; those valid before and not listed expire.
+    pub fn set_managed_tokens(&self, tokens: &[ManagedTokenSpec]) -> Result<(), ApiError> {
+        let mut managed = self.managed.write().unwrap();
+        for entry in managed.values_mut() {
+            entry.valid = false;
+        }
+        for t in tokens {
+            let kind = match t.kind.as_str() {
+                "session" => TokenKind::Session,
+                "workload_identity" => TokenKind::WorkloadIdentity,
+                other => return Err(ApiError::bad_request(format!("managed token kind '{other}' is not session or workload_identity"))),
+            };
+            if t.token.trim().is_empty() || t.token.trim() != t.token {
+                return Err(ApiError::bad_request(format!("managed token '{}' must be non-empty and without surrounding blanks", t.label)));
+            }
+            let account_user = t.user.clone().unwrap_or_else(|| "OPENFLOW.SERVICE".into()).to_uppercase();
+            let entry = ManagedEntry { kind, label: t.label.clone(), account_user, valid: true };
+            managed.insert((kind == TokenKind::WorkloadIdentity, t.token.clone()), entry);
+        }
+        Ok(())
+    }
+
+    /// The managed token a bearer value names, if any: (is workload identity, token).
+    fn managed_key(token: &str) -> (bool, String) {
+        match token.strip_prefix(WORKLOAD_IDENTITY_PREFIX) {
+            Some(oidc) => (true, oidc.to_owned()),
+            None => (false, token.to_owned()),
+        }
+    }
+
+    /// What the request log shows of a request's credentials: the managed token's kind and label
+    /// (never its value), or the JWT kind.
+    pub fn describe(&self, headers: &HeaderMap) -> Value {
+        let Ok(token) = bearer(headers) else { return serde_json::json!({"kind": "none"}) };
+        let key = Self::managed_key(token);
+        if let Some(e) = self.managed.read().unwrap().get(&key) {
+            let kind = if e.kind == TokenKind::Session { "session" } else { "workload_identity" };
+            return serde_json::json!({"kind": kind, "label": e.label, "valid": e.valid});
+        }
+        if key.0 {
+            return serde_json::json!({"kind": "workload_identity", "label": null, "valid": false});
+        }
+        match jsonwebtoken::decode_header(token).map(|h| h.alg) {
+            Ok(Algorithm::RS256) => serde_json::json!({"kind": "keypair_jwt"}),
+            Ok(Algorithm::HS256) => serde_json::json!({"kind": "scoped"}),
+            _ => serde_json::json!({"kind": "session", "label": null, "valid": false}),
+        }
+    }
+
+    /// A managed token: known and valid, known and expired, or (with `WIF.OIDC.`) unknown.
+    fn authenticate_managed(&self, token: &str, declared: Option<&str>) -> Option<Result<(Principal, TokenKind), ApiError>> {
+        let key = Self::managed_key(token);
+        let entry = self.managed.read().unwrap().get(&key).cloned();
+        let is_managed = entry.is_some() || key.0;
+        if !is_managed {
+            return None;
+        }
+        if !matches!(declared, None | Some("OAUTH")) {
+            return Some(Err(ApiError::jwt_invalid(format!("token type {} not accepted for a managed token", declared.unwrap_or_default()))));
+        }
+        Some(match entry {
+            Some(e) if e.valid => Ok((Principal { account_user: e.account_user, role: None }, e.kind)),
+            Some(_) => Err(ApiError::oauth_expired()),
+            None => Err(ApiError::oauth_invalid()),
+        })
     }
 
     pub fn set_scoped_ttl(&self, ttl_s: i64) {
@@ -134,9 +235,15 @@ impl Authenticator {
             .get("x-snowflake-authorization-token-type")
             .and_then(|v| v.to_str().ok())
             .map(|s| s.to_ascii_uppercase());
-        let alg = jsonwebtoken::decode_header(token)
-            .map_err(|e| ApiError::jwt_invalid(format!("malformed token: {e}")))?
-            .alg;
+        if let Some(answer) = self.authenticate_managed(token, declared.as_deref()) {
+            return answer;
+        }
+        let alg = match jsonwebtoken::decode_header(token) {
+            Ok(h) => h.alg,
+            // Not a JWT and not a managed token we know: an OAuth access token Snowflake does not know.
+            Err(_) if declared.as_deref() != Some("KEYPAIR_JWT") => return Err(ApiError::oauth_invalid()),
+            Err(e) => return Err(ApiError::jwt_invalid(format!("malformed token: {e}"))),
+        };
         match (declared.as_deref(), alg) {
             (Some("KEYPAIR_JWT") | None, Algorithm::RS256) => Ok((self.verify_keypair_jwt(token)?, TokenKind::KeypairJwt)),
             (Some("OAUTH") | None, Algorithm::HS256) => Ok((self.verify_scoped(token)?, TokenKind::Scoped)),

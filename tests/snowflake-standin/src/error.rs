@@ -36,6 +36,16 @@ impl ApiError {
         )
     }
 
+    /// 401 for an OAuth access token Snowflake does not know (also a managed token).
+    pub fn oauth_invalid() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "390303", "Invalid OAuth access token. ")
+    }
+
+    /// 401 for an OAuth access token that was valid and is no longer.
+    pub fn oauth_expired() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "390318", "OAuth access token expired. ")
+    }
+
     pub fn missing_accept() -> Self {
         Self::new(
             StatusCode::NOT_ACCEPTABLE,

@@ -57,6 +57,8 @@ pub struct LoggedRequest {
     pub query: Option<String>,
     pub status: u16,
     pub headers: serde_json::Map<String, serde_json::Value>,
+    /// The credentials' kind (and a managed token's label), never a token: `Authenticator::describe`.
+    pub auth: serde_json::Value,
 }
 
 pub struct AppState {

@@ -74,6 +74,53 @@ async fn auth_rejects_expired_foreign_and_malformed_tokens() {
     assert_eq!(r.status(), 401);
 }
 
+/// GET /v2/streaming/hostname with `Authorization: Bearer <bearer>` and an optional token type.
+async fn hostname_with(e: &Env, bearer: &str, token_type: Option<&str>) -> Resp {
+    let mut b = e.http.get(format!("{}/v2/streaming/hostname", e.base)).header("Accept", "application/json").header("Authorization", format!("Bearer {bearer}"));
+    if let Some(t) = token_type {
+        b = b.header("X-Snowflake-Authorization-Token-Type", t);
+    }
+    let r = b.send().await.unwrap();
+    Resp { status: r.status(), text: r.text().await.unwrap() }
+}
+
+#[tokio::test]
+async fn managed_tokens_in_openflows_shapes_are_told_apart_and_expire_when_rotated() {
+    let e = env(50).await;
+    let tokens = |session: &str, oidc: &str| {
+        json!({"tokens": [
+            {"kind": "session", "token": session, "label": session},
+            {"kind": "workload_identity", "token": oidc, "label": oidc}
+        ]})
+    };
+    e.admin("PUT", "/admin/managed-tokens", tokens("session-1", "oidc-1")).await;
+    assert_eq!(hostname_with(&e, "session-1", None).await.status, 200, "a session token as Openflow sends it");
+    assert_eq!(hostname_with(&e, "session-1", Some("OAUTH")).await.status, 200);
+    assert_eq!(hostname_with(&e, "WIF.OIDC.oidc-1", None).await.status, 200, "an OIDC token as Openflow sends it");
+    // The OIDC token alone is not a session token, nor the session token an OIDC one.
+    assert_eq!(hostname_with(&e, "oidc-1", None).await.code(), "390303");
+    assert_eq!(hostname_with(&e, "WIF.OIDC.session-1", None).await.code(), "390303");
+    assert_eq!(hostname_with(&e, "session-1", Some("KEYPAIR_JWT")).await.code(), "390144");
+    assert_eq!(hostname_with(&e, "not-a-token", None).await.code(), "390303");
+    // Rotation: the old values are expired, the new ones valid.
+    e.admin("PUT", "/admin/managed-tokens", tokens("session-2", "oidc-2")).await;
+    for old in ["session-1", "WIF.OIDC.oidc-1"] {
+        let r = hostname_with(&e, old, None).await;
+        assert_eq!((r.status.as_u16(), r.code()), (401, "390318".to_owned()), "{old}: {}", r.text);
+        assert!(!r.text.contains(old.trim_start_matches("WIF.OIDC.")), "the answer never echoes the token: {}", r.text);
+    }
+    assert_eq!(hostname_with(&e, "WIF.OIDC.oidc-2", None).await.status, 200);
+    // A managed token cannot mint a scoped token; it is used as it is.
+    assert_eq!(e.oauth("session-2").await.status, 401);
+    // The request log names the kind and label, never the value.
+    let log = e.admin("GET", "/admin/requests?path_contains=/hostname", Value::Null).await;
+    let seen: Vec<(String, Value)> = log["requests"].as_array().unwrap().iter().map(|r| (r["auth"]["kind"].as_str().unwrap().to_owned(), r["auth"]["label"].clone())).collect();
+    assert_eq!(seen[0], ("session".to_owned(), json!("session-1")));
+    assert_eq!(seen[2], ("workload_identity".to_owned(), json!("oidc-1")));
+    assert_eq!(seen.last().unwrap(), &("workload_identity".to_owned(), json!("oidc-2")));
+    assert!(!log.to_string().contains("WIF.OIDC"), "no bearer value in the log");
+}
+
 #[tokio::test]
 async fn expired_scoped_token_is_rejected() {
     let mut e = env_with(snowflake_standin::Settings { scoped_token_ttl_s: 1, commit_lag_ms: 50, ..Default::default() }).await;

@@ -21,6 +21,7 @@ pub fn router() -> Router<Shared> {
     Router::new()
         .route("/admin/health", get(|| async { Json(json!({"ok": true})) }))
         .route("/admin/users", post(add_user))
+        .route("/admin/managed-tokens", axum::routing::put(set_managed_tokens))
         .route("/admin/sql", post(run_ddl))
         .route("/admin/tables", post(add_table).get(list_tables))
         .route("/admin/pipes", post(add_pipe))
@@ -46,6 +47,18 @@ impl From<StateError> for ApiError {
 async fn add_user(State(state): State<Shared>, Json(spec): Json<UserSpec>) -> Result<Json<Value>, ApiError> {
     let fp = state.register_user(&spec)?;
     Ok(Json(json!({ "account": spec.account.to_uppercase(), "user": spec.user.to_uppercase(), "fingerprint": fp })))
+}
+
+#[derive(Deserialize)]
+struct ManagedTokens {
+    tokens: Vec<crate::auth::ManagedTokenSpec>,
+}
+
+/// `PUT /admin/managed-tokens`: exactly these managed tokens are valid from now on; earlier ones expire.
+async fn set_managed_tokens(State(state): State<Shared>, Json(body): Json<ManagedTokens>) -> Result<Json<Value>, ApiError> {
+    state.auth.set_managed_tokens(&body.tokens)?;
+    let labels: Vec<&str> = body.tokens.iter().map(|t| t.label.as_str()).collect();
+    Ok(Json(json!({ "valid": labels })))
 }
 
 #[derive(Deserialize)]

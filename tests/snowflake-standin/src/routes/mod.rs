@@ -83,9 +83,10 @@ async fn log_requests(State(state): State<Shared>, req: Request, next: Next) -> 
             headers.insert(h.into(), v.into());
         }
     }
+    let auth = state.auth.describe(req.headers());
     let resp = next.run(req).await;
     tracing::debug!("{method} {path} -> {}", resp.status());
-    state.log_request(LoggedRequest { method, path, query, status: resp.status().as_u16(), headers });
+    state.log_request(LoggedRequest { method, path, query, status: resp.status().as_u16(), headers, auth });
     resp
 }
 

@@ -64,22 +64,36 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
 
     static final AllowableValue KEY_PAIR = new AllowableValue("KEY_PAIR", "Key Pair",
             "Authenticate as User with an RSA key pair (JWT signed with the private key).");
-    static final AllowableValue SNOWFLAKE_MANAGED_TOKEN = new AllowableValue("SNOWFLAKE_MANAGED_TOKEN", "Snowflake Managed Token",
-            "Use the session token that Openflow's Snowflake deployments mount into the runtime.");
+    static final AllowableValue SNOWFLAKE_MANAGED = new AllowableValue("SNOWFLAKE_MANAGED", "Snowflake Managed",
+            "Openflow's Snowflake deployments (SPCS): the token the platform mounts and rotates, read on every use. The "
+                    + "service account's OIDC token (Service Account Token File) when it can be read, sent as a workload "
+                    + "identity token, else the session token (Session Token File). No account, user or key is needed: "
+                    + "the account URL is https://<SNOWFLAKE_HOST>, from the environment variable the platform sets.");
+    static final AllowableValue SNOWFLAKE_MANAGED_TOKEN = new AllowableValue("SNOWFLAKE_MANAGED_TOKEN",
+            "Snowflake Managed Token (same as Snowflake Managed)", "An earlier name of Snowflake Managed, still accepted.");
+    static final AllowableValue SNOWFLAKE_SESSION_TOKEN = new AllowableValue("SNOWFLAKE_SESSION_TOKEN",
+            "Snowflake Session Token (same as Snowflake Managed)", "Another name of Snowflake Managed, still accepted.");
+    private static final AllowableValue[] MANAGED = {SNOWFLAKE_MANAGED, SNOWFLAKE_MANAGED_TOKEN, SNOWFLAKE_SESSION_TOKEN};
     static final AllowableValue DESTINATION_TABLE = new AllowableValue("TABLE", "Table",
             "Write through the table's default pipe <TABLE>-STREAMING.");
     static final AllowableValue DESTINATION_PIPE = new AllowableValue("PIPE", "Pipe", "Write through a named pipe.");
 
     static final PropertyDescriptor ACCOUNT_IDENTIFIER = new PropertyDescriptor.Builder()
-            .name("Account Identifier").description("The Snowflake account identifier, such as myorg-myaccount.")
-            .required(true).addValidator(Validator.VALID).build();
+            .name("Account Identifier").description("The Snowflake account identifier, such as myorg-myaccount. Required "
+                    + "with Key Pair. With Snowflake Managed it is used only when the SNOWFLAKE_HOST environment variable is "
+                    + "not set (the account URL is then https://<account>.snowflakecomputing.com).")
+            .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor URL_OVERRIDE = new PropertyDescriptor.Builder()
             .name("Snowflake URL Override")
-            .description("An https URL used instead of https://<account>.snowflakecomputing.com, for private link or a test server.")
+            .description("An https URL used instead of the account URL, for private link or a test server. It wins over "
+                    + "everything: the account URL is this URL when set, else (Snowflake Managed) https://<SNOWFLAKE_HOST> "
+                    + "when that environment variable is set, else https://<account>.snowflakecomputing.com.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor AUTHENTICATION_STRATEGY = new PropertyDescriptor.Builder()
-            .name("Authentication Strategy").description("How the processor authenticates to Snowflake.")
-            .required(true).allowableValues(KEY_PAIR, SNOWFLAKE_MANAGED_TOKEN).defaultValue(KEY_PAIR.getValue()).build();
+            .name("Authentication Strategy").description("How the processor authenticates to Snowflake: Key Pair, or "
+                    + "Snowflake Managed on Openflow's Snowflake deployments (Openflow's SNOWFLAKE_MANAGED).")
+            .required(true).allowableValues(KEY_PAIR, SNOWFLAKE_MANAGED, SNOWFLAKE_MANAGED_TOKEN, SNOWFLAKE_SESSION_TOKEN)
+            .defaultValue(KEY_PAIR.getValue()).build();
     static final PropertyDescriptor USER = new PropertyDescriptor.Builder()
             .name("User").description("The Snowflake user (a SERVICE user is recommended).")
             .required(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
@@ -96,9 +110,16 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
             .name("Private Key Password").description("The password of an encrypted private key.")
             .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor TOKEN_FILE = new PropertyDescriptor.Builder()
-            .name("Session Token File").description("Where the Snowflake-managed session token is mounted.")
+            .name("Session Token File").description("Where the platform mounts the Snowflake session token, used when the "
+                    + "Service Account Token File cannot be read; sent as it is. Read again on every use.")
             .required(true).defaultValue("/snowflake/session/token")
-            .dependsOn(AUTHENTICATION_STRATEGY, SNOWFLAKE_MANAGED_TOKEN).addValidator(Validator.VALID).build();
+            .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor SERVICE_ACCOUNT_TOKEN_FILE = new PropertyDescriptor.Builder()
+            .name("Service Account Token File").description("Where the platform mounts the service account's OIDC token. "
+                    + "When this file can be read it wins over the session token and is sent as a workload identity token "
+                    + "(Bearer WIF.OIDC.<token>), as Openflow does. Read again on every use.")
+            .required(true).defaultValue("/snowflake/serviceaccount/token")
+            .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
     static final PropertyDescriptor DATABASE = new PropertyDescriptor.Builder()
             .name("Database").description("The destination database.").required(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SCHEMA = new PropertyDescriptor.Builder()
@@ -146,7 +167,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
             .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,
-            USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, DATABASE, SCHEMA, TABLE,
+            USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE,
             DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE,
             MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE);
 
@@ -226,9 +247,19 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
         engine.open(context, PROPERTIES, getLogger(), "PutSnowflake Instance", instance);
-        transitUri = "snowflake://" + context.getProperty(ACCOUNT_IDENTIFIER).getValue() + "/"
+        transitUri = "snowflake://" + accountForProvenance(context) + "/"
                 + context.getProperty(DATABASE).getValue() + "/" + context.getProperty(SCHEMA).getValue() + "/"
                 + context.getProperty(TABLE).getValue();
+    }
+
+    /** The account named in provenance: the identifier, else the host Openflow's managed deployments set. */
+    private static String accountForProvenance(final ProcessContext context) {
+        final String account = context.getProperty(ACCOUNT_IDENTIFIER).getValue();
+        if (account != null && !account.isBlank()) {
+            return account;
+        }
+        final String host = System.getenv("SNOWFLAKE_HOST");
+        return host == null || host.isBlank() ? "snowflake" : host;
     }
 
     /**

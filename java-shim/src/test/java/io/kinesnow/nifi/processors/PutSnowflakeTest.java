@@ -12,6 +12,7 @@ import org.junit.jupiter.api.io.TempDir;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
@@ -111,6 +112,33 @@ class PutSnowflakeTest {
         runner.removeProperty(PutSnowflake.PRIVATE_KEY);
         runner.removeProperty(PutSnowflake.USER);
         runner.assertValid();
+    }
+
+    /** Openflow's value and both earlier names validate, without account, user or key given a URL. */
+    @Test
+    void snowflakeManagedAndItsAliasesNeedNoAccountUserOrKey() {
+        runner.removeProperty(PutSnowflake.PRIVATE_KEY);
+        runner.removeProperty(PutSnowflake.USER);
+        runner.removeProperty(PutSnowflake.ACCOUNT_IDENTIFIER);
+        runner.setProperty(PutSnowflake.URL_OVERRIDE, "https://127.0.0.1:8443");
+        for (final String strategy : List.of("SNOWFLAKE_MANAGED", "SNOWFLAKE_MANAGED_TOKEN", "SNOWFLAKE_SESSION_TOKEN")) {
+            runner.setProperty(PutSnowflake.AUTHENTICATION_STRATEGY, strategy);
+            runner.assertValid();
+        }
+        runner.setProperty(PutSnowflake.AUTHENTICATION_STRATEGY, "KEY_PAIR");
+        runner.setProperty(PutSnowflake.USER, "LOADER");
+        assertProblem(runner, "Account Identifier", "is required when Authentication Strategy is KEY_PAIR");
+    }
+
+    /** The token file properties apply to every name of the managed strategy, with Openflow's paths. */
+    @Test
+    void tokenFilesDependOnEveryManagedNameWithOpenflowsDefaults() {
+        assertEquals("/snowflake/serviceaccount/token", PutSnowflake.SERVICE_ACCOUNT_TOKEN_FILE.getDefaultValue());
+        assertEquals("/snowflake/session/token", PutSnowflake.TOKEN_FILE.getDefaultValue());
+        for (final PropertyDescriptor file : List.of(PutSnowflake.SERVICE_ACCOUNT_TOKEN_FILE, PutSnowflake.TOKEN_FILE)) {
+            final Set<String> on = file.getDependencies().stream().flatMap(d -> d.getDependentValues().stream()).collect(Collectors.toSet());
+            assertEquals(Set.of("SNOWFLAKE_MANAGED", "SNOWFLAKE_MANAGED_TOKEN", "SNOWFLAKE_SESSION_TOKEN"), on, file.getName());
+        }
     }
 
     @Test
