@@ -27,3 +27,5 @@ mod lease_migration;
 mod sink_standin;
 #[path = "../iam_policy.rs"]
 mod iam_policy;
+#[path = "../verify_services.rs"]
+mod verify_services;
