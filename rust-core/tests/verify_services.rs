@@ -107,6 +107,7 @@ async fn consume_kinesis_steps_pass_and_fail_against_the_emulators() {
     create_table(&direct, "foreign-app", &[("id", KeyType::Hash)]).await;
     let steps = verify::consume_kinesis::verify(&kinesis_config(&settings, "orders", "foreign-app", &[])).await;
     assert_eq!(step(&steps, "Lease Table").outcome, Outcome::Failed, "{steps:#?}");
+    assert!(!step(&steps, "IAM Permissions").explanation.contains("unknown"), "a foreign key schema is not probed by key: {steps:#?}");
 
     // Credentials: the default chain with nothing to find (no environment keys, no profile, no
     // instance metadata) fails, and the other steps are skipped. Only this test's process sees it.

@@ -275,9 +275,10 @@ async fn probe_lease_table(clients: &AwsClients, config: &ConsumeKinesisConfig) 
     let get = timed("GetItem", async { map_unit(sdk_answer(d.get_item().table_name(table).set_key(Some(probe_key.into_iter().collect())).send().await)) }).await;
     let is_kcl = matches!(main, Answer::Ok(TableShape::Kcl));
     let is_ours = matches!(main, Answer::Ok(TableShape::StreamAndShard));
+    let is_foreign = matches!(main, Answer::Ok(TableShape::Foreign(_)));
     let mut reads = vec![("dynamodb:Scan", scan.permission())];
-    // GetItem and Query by streamName only mean something on a table of our key schema.
-    if !is_kcl {
+    // GetItem and Query by streamName only mean something on a table of our key schema (or none yet).
+    if !is_kcl && !is_foreign {
         reads.insert(0, ("dynamodb:Query", query.permission()));
         reads.push(("dynamodb:GetItem", get.permission()));
     }
