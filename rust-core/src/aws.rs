@@ -95,6 +95,11 @@ async fn build(settings: &AwsSettings, extra_ca_pem: Option<Arc<str>>) -> AwsCli
     }
 }
 
+/// The credentials provider the clients use (static, or the default chain), for verification.
+pub async fn credentials_provider(settings: &AwsSettings) -> Option<SharedCredentialsProvider> {
+    sdk_config(settings).await.credentials_provider()
+}
+
 async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
     let timeouts = TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(3))

@@ -14,3 +14,4 @@ pub mod kinesis;
 pub mod lease;
 pub mod runtime;
 pub mod snowflake;
+pub mod verify;

@@ -28,14 +28,14 @@ use support::{aws, by_shard, create_stream, drain, log, put, settings, Emulators
 type Item = HashMap<String, AttributeValue>;
 
 /// tests/iam/policy_proxy.py on a free port, for one stream and one Application Name.
-struct PolicyProxy {
+pub(crate) struct PolicyProxy {
     child: Child,
     url: String,
 }
 
 impl PolicyProxy {
     /// `without`: actions taken out of the policy.
-    async fn start(e: &Emulators, stream: &str, application: &str, without: &[&str]) -> Self {
+    pub(crate) async fn start(e: &Emulators, stream: &str, application: &str, without: &[&str]) -> Self {
         // Region and account as kinesis-local writes them into its ARNs (the policy's ARNs must match).
         let direct = clients(&aws(e)).await;
         let arn = direct.kinesis.describe_stream().stream_name(stream).send().await.unwrap().stream_description().unwrap().stream_arn().to_owned();
@@ -55,7 +55,7 @@ impl PolicyProxy {
     }
 
     /// The engine's settings with both endpoints pointing at the proxy.
-    fn aws(&self, e: &Emulators) -> AwsSettings {
+    pub(crate) fn aws(&self, e: &Emulators) -> AwsSettings {
         AwsSettings { endpoint_override: Some(self.url.parse().unwrap()), dynamodb_endpoint_override: Some(self.url.parse().unwrap()), ..aws(e) }
     }
 
@@ -64,7 +64,7 @@ impl PolicyProxy {
     }
 
     /// (allowed, denied) requests per action so far, and the denials' resources.
-    fn stats(&self) -> (BTreeMap<String, u64>, BTreeMap<String, u64>, String) {
+    pub(crate) fn stats(&self) -> (BTreeMap<String, u64>, BTreeMap<String, u64>, String) {
         let address = self.url.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(address).unwrap();
         write!(stream, "GET /__stats HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
@@ -77,7 +77,7 @@ impl PolicyProxy {
     }
 
     /// Asserts that nothing was denied and that each of `actions` was allowed at least once.
-    fn assert_only_allowed(&self, actions: &[&str]) {
+    pub(crate) fn assert_only_allowed(&self, actions: &[&str]) {
         let (allowed, denied, denials) = self.stats();
         eprintln!("allowed by the policy: {allowed:?}; denied: {denials}");
         assert!(denied.is_empty(), "denied: {denials}");

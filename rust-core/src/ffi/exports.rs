@@ -68,6 +68,24 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_validate<
     })
 }
 
+/// "Verify Properties": probes the services with the given settings (read-only) and returns the
+/// steps as alternating name, outcome (SUCCESSFUL, FAILED or SKIPPED) and explanation.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_verify<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: JString<'l>,
+    properties: JObjectArray<'l>,
+) -> jobjectArray {
+    guard::call(&mut env, |env| {
+        install_log_bridge(env)?;
+        let kind = component_type(env, &component)?;
+        let props = java::property_map(env, &properties)?;
+        let steps = crate::verify::verify(kind, &props);
+        java::string_array(env, &crate::verify::flatten(&steps))
+    })
+}
+
 /// ConsumeKinesis was removed from the canvas: deregisters its Enhanced Fan-Out consumer. Returns
 /// "" when it reads by polling (nothing to do), else a sentence saying what happened; an error
 /// reaches Java as an exception whose message names the consumer to remove by hand.

@@ -225,6 +225,40 @@ impl SnowflakeApi {
         Ok(statuses.channel_statuses)
     }
 
+    /// The ingest host, asked of the control host with the control token (the key-pair JWT or the
+    /// managed token): so also whether Snowflake accepts that token. For verification.
+    pub async fn ingest_host(&self) -> Result<Url, ApiError> {
+        self.ingest_url().await
+    }
+
+    /// Exchanges the key-pair JWT for the ingest host's scoped token and returns when it expires;
+    /// `None` with a managed token, which is sent to the ingest host as it is. For verification.
+    pub async fn scoped_token_expiry(&self) -> Result<Option<SystemTime>, ApiError> {
+        if let Credentials::ManagedToken { .. } = &self.credentials {
+            return Ok(None);
+        }
+        let ingest = self.ingest_url().await?;
+        self.ingest_token(&ingest).await?;
+        Ok(self.session.lock().await.scoped.as_ref().map(|(_, expires)| *expires))
+    }
+
+    /// Runs one statement through Snowflake's SQL API (`POST /api/v2/statements` on the control
+    /// host, with the control token) and returns its rows by lower-case column name. Only used for
+    /// metadata (DESCRIBE, SHOW), which needs no warehouse.
+    pub async fn sql(&self, statement: &str, role: Option<&str>) -> Result<Vec<HashMap<String, Option<String>>>, ApiError> {
+        let mut body = serde_json::json!({
+            "statement": statement,
+            "timeout": 30,
+            "database": self.destination.database,
+            "schema": self.destination.schema,
+        });
+        if let Some(role) = role {
+            body["role"] = serde_json::Value::String(role.to_owned());
+        }
+        let call = Call { method: Method::POST, host: Host::Control, path: "/api/v2/statements".into(), query: vec![], body: Body::Json(body) };
+        sql_rows(&self.execute(call).await?)
+    }
+
     /// After a pipe failover: forget the ingest host and tokens so the next call discovers them anew.
     pub async fn reset_session(&self) {
         *self.session.lock().await = Session::default();
@@ -382,6 +416,34 @@ impl SnowflakeApi {
     }
 }
 
+/// The rows of a SQL API result set (`resultSetMetaData.rowType` names, `data` rows of strings).
+fn sql_rows(body: &str) -> Result<Vec<HashMap<String, Option<String>>>, ApiError> {
+    #[derive(Deserialize)]
+    struct Column {
+        name: String,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        row_type: Vec<Column>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ResultSet {
+        result_set_meta_data: Option<Meta>,
+        #[serde(default)]
+        data: Vec<Vec<Option<String>>>,
+        #[serde(default)]
+        message: Option<String>,
+    }
+    let set: ResultSet = json(body)?;
+    let meta = set.result_set_meta_data.ok_or_else(|| {
+        ApiError::Protocol(format!("the SQL API answered without a result set: {}", set.message.unwrap_or_default()))
+    })?;
+    let names: Vec<String> = meta.row_type.into_iter().map(|c| c.name.to_lowercase()).collect();
+    Ok(set.data.into_iter().map(|row| names.iter().cloned().zip(row).collect()).collect())
+}
+
 fn seg(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()
 }
@@ -473,6 +535,18 @@ mod tests {
         assert_eq!(parse_hostname("my_org-acct.snowflakecomputing.com\n").unwrap(), "my-org-acct.snowflakecomputing.com");
         assert_eq!(parse_hostname(r#"{"hostname":"A_B.example"}"#).unwrap(), "a-b.example");
         assert!(parse_hostname("").is_err());
+    }
+
+    #[test]
+    fn sql_api_rows_are_read_by_column_name() {
+        let body = r#"{"resultSetMetaData":{"numRows":2,"format":"jsonv2","rowType":[{"name":"name","type":"text"},{"name":"null?","type":"text"}]},
+            "data":[["ID","N"],["PAYLOAD",null]],"code":"090001","statementHandle":"h","message":"Statement executed successfully."}"#;
+        let rows = sql_rows(body).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0]["name"].as_deref(), Some("ID"));
+        assert_eq!(rows[0]["null?"].as_deref(), Some("N"));
+        assert_eq!(rows[1]["null?"], None);
+        assert!(matches!(sql_rows(r#"{"code":"333334","message":"Asynchronous execution in progress"}"#), Err(ApiError::Protocol(_))));
     }
 
     #[test]

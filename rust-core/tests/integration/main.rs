@@ -29,3 +29,5 @@ mod sink_standin;
 mod iam_policy;
 #[path = "../nifi_table.rs"]
 mod nifi_table;
+#[path = "../verify_services.rs"]
+mod verify_services;

@@ -633,3 +633,45 @@ async fn state_dir_persists_tables_rows_and_channels() {
     e.run.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+// ---------------------------------------------------------------- SQL API (metadata)
+
+/// `POST /api/v2/statements` answers DESCRIBE TABLE and SHOW TABLES from the catalog in the SQL
+/// API's result-set shape, with the same authentication as the REST API; a missing table is 422
+/// code 002003, as Snowflake answers it.
+#[tokio::test]
+async fn sql_api_describes_tables_and_their_settings() {
+    let e = env_with_t(50).await;
+    e.sql("CREATE TABLE DB.PUBLIC.LOGGED (v VARIANT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE").await;
+    let describe = e.call("POST", "/api/v2/statements", Some(json!({"statement": "DESCRIBE TABLE t", "database": "DB", "schema": "PUBLIC"}))).await;
+    assert_eq!(describe.status, 200, "{}", describe.text);
+    let body = describe.json();
+    assert_eq!(body["code"], "090001");
+    let names: Vec<&str> = body["resultSetMetaData"]["rowType"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(&names[..4], ["name", "type", "kind", "null?"]);
+    assert_eq!(body["data"], json!([
+        ["ID", "NUMBER(38,0)", "COLUMN", "N", null, "N", "N", null, null, null, null, null],
+        ["NAME", "VARCHAR", "COLUMN", "Y", null, "N", "N", null, null, null, null, null],
+        ["SCORE", "FLOAT", "COLUMN", "Y", null, "N", "N", null, null, null, null, null]
+    ]));
+
+    let show = e.call("POST", "/api/v2/statements", Some(json!({"statement": "SHOW TABLES LIKE 'LOGGED' IN SCHEMA DB.PUBLIC"}))).await;
+    assert_eq!(show.status, 200, "{}", show.text);
+    let body = show.json();
+    let names: Vec<String> = body["resultSetMetaData"]["rowType"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect();
+    let col = |row: &Value, name: &str| row[names.iter().position(|n| n == name).unwrap()].clone();
+    let rows = body["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "LIKE names one table: {rows:?}");
+    assert_eq!((col(&rows[0], "name"), col(&rows[0], "enable_schema_evolution"), col(&rows[0], "error_logging")), (json!("LOGGED"), json!("Y"), json!("Y")));
+    let all = e.call("POST", "/api/v2/statements", Some(json!({"statement": "show tables in schema DB.PUBLIC"}))).await.json();
+    let t = all["data"].as_array().unwrap().iter().find(|r| col(r, "name") == json!("T")).expect("T is listed").clone();
+    assert_eq!((col(&t, "enable_schema_evolution"), col(&t, "error_logging"), col(&t, "is_iceberg")), (json!("N"), json!("N"), json!("N")));
+
+    let missing = e.call("POST", "/api/v2/statements", Some(json!({"statement": "DESCRIBE TABLE DB.PUBLIC.NOPE"}))).await;
+    assert_eq!((missing.status.as_u16(), missing.code()), (422, "002003".to_owned()), "{}", missing.text);
+    assert!(missing.json()["message"].as_str().unwrap().contains("does not exist or not authorized"));
+    let other = e.call("POST", "/api/v2/statements", Some(json!({"statement": "SELECT 1"}))).await;
+    assert_eq!(other.status, 422);
+    let anonymous = e.http.post(format!("{}/api/v2/statements", e.base)).header("Accept", "application/json").json(&json!({"statement": "SHOW TABLES IN SCHEMA DB.PUBLIC"})).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "the SQL API needs a token too");
+}

@@ -1,11 +1,13 @@
 //! HTTP routing: Snowflake's control routes (hostname, OAuth token, telemetry),
-//! the ingest routes (pipe info, channels, rows, status) and the stand-in's own
+//! the ingest routes (pipe info, channels, rows, status), the SQL API's metadata
+//! statements (`sql_api`) and the stand-in's own
 //! `/admin` routes, plus the cross-cutting checks (Accept header, auth, faults,
 //! request log) they share.
 
 pub mod admin;
 pub mod control;
 pub mod ingest;
+pub mod sql_api;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderMap;
@@ -28,6 +30,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v2/streaming/hostname", get(control::hostname))
         .route("/oauth/token", post(control::oauth_token))
         .route("/telemetry/send/sessionless", post(control::telemetry))
+        .route("/api/v2/statements", post(sql_api::statements))
         .route("/v2/streaming/databases/{db}/schemas/{schema}/pipes/{pipe_action}", post(ingest::pipe_action))
         .route(
             "/v2/streaming/databases/{db}/schemas/{schema}/pipes/{pipe}/channels/{channel}",

@@ -28,6 +28,15 @@ public final class NativeBridge {
     public static native String[] validate(String component, String[] properties);
 
     /**
+     * "Verify Properties": tries the settings against the services with read-only probes.
+     *
+     * @param properties alternating property names and evaluated values
+     * @return the steps as alternating step name, outcome ({@code SUCCESSFUL}, {@code FAILED} or {@code SKIPPED})
+     *         and explanation
+     */
+    public static native String[] verify(String component, String[] properties);
+
+    /**
      * ConsumeKinesis was removed: deregisters its Enhanced Fan-Out consumer. Returns "" when it reads by polling,
      * else what was done; throws with a message naming the consumer when it could not be deregistered.
      */

@@ -23,6 +23,9 @@ import org.apache.nifi.processor.AbstractProcessor;
 import org.apache.nifi.processor.ProcessContext;
 import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.processor.Relationship;
+import org.apache.nifi.processor.VerifiableProcessor;
+import org.apache.nifi.components.ConfigVerificationResult;
+import org.apache.nifi.logging.ComponentLog;
 
 import java.util.Collection;
 import java.util.HashMap;
@@ -56,7 +59,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
     @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile"),
     @WritesAttribute(attribute = "record.error.message", description = "Why a record went to parse.failure")
 })
-public class ConsumeKinesis extends AbstractProcessor {
+public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
 
     static final AllowableValue SHARED_THROUGHPUT = new AllowableValue("SHARED_THROUGHPUT", "Shared Throughput",
             "Polls each shard with GetRecords, sharing the shard's 2 MiB/s read limit with other consumers.");
@@ -196,6 +199,16 @@ public class ConsumeKinesis extends AbstractProcessor {
     @Override
     public Set<Relationship> getRelationships() {
         return Set.of(REL_SUCCESS, REL_PARSE_FAILURE);
+    }
+
+    /**
+     * "Verify Properties": step by step, with read-only probes of the services (see the processor's documentation
+     * for the steps).
+     */
+    @Override
+    public List<ConfigVerificationResult> verify(final ProcessContext context, final ComponentLog verificationLogger,
+                                                 final Map<String, String> attributes) {
+        return rules.verify(context, PROPERTIES, attributes);
     }
 
     @Override

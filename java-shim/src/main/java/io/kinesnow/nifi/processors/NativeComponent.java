@@ -3,6 +3,7 @@ package io.kinesnow.nifi.processors;
 import io.kinesnow.nifi.nativebridge.ComponentLogSink;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.NativeLibrary;
+import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.context.PropertyContext;
@@ -11,6 +12,7 @@ import org.apache.nifi.logging.ComponentLog;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -37,6 +39,48 @@ final class NativeComponent {
             results.add(invalid(problems[i], problems[i + 1]));
         }
         return results;
+    }
+
+    /**
+     * The native verification's steps, in order ("Verify Properties" on the canvas). Properties that support
+     * Expression Language are evaluated against the verification's FlowFile attributes.
+     */
+    List<ConfigVerificationResult> verify(final PropertyContext context, final List<PropertyDescriptor> descriptors,
+                                          final Map<String, String> attributes) {
+        final Optional<String> unavailable = NativeLibrary.load();
+        if (unavailable.isPresent()) {
+            return List.of(step("Native library", ConfigVerificationResult.Outcome.FAILED, unavailable.get()));
+        }
+        final String[] steps;
+        try {
+            steps = NativeBridge.verify(componentType, evaluated(context, descriptors, attributes));
+        } catch (final RuntimeException e) {
+            return List.of(step("Perform Verification", ConfigVerificationResult.Outcome.FAILED, e.getMessage()));
+        }
+        final List<ConfigVerificationResult> results = new ArrayList<>(steps.length / 3);
+        for (int i = 0; i + 2 < steps.length; i += 3) {
+            results.add(step(steps[i], ConfigVerificationResult.Outcome.valueOf(steps[i + 1]), steps[i + 2]));
+        }
+        return results;
+    }
+
+    private static ConfigVerificationResult step(final String name, final ConfigVerificationResult.Outcome outcome,
+                                                 final String explanation) {
+        return new ConfigVerificationResult.Builder().verificationStepName(name).outcome(outcome).explanation(explanation).build();
+    }
+
+    /** Like {@link #evaluated(PropertyContext, List)}, with Expression Language evaluated against {@code attributes}. */
+    static String[] evaluated(final PropertyContext context, final List<PropertyDescriptor> descriptors,
+                              final Map<String, String> attributes) {
+        final String[] pairs = new String[descriptors.size() * 2];
+        int i = 0;
+        for (final PropertyDescriptor descriptor : descriptors) {
+            pairs[i++] = descriptor.getName();
+            pairs[i++] = descriptor.isExpressionLanguageSupported()
+                    ? context.getProperty(descriptor).evaluateAttributeExpressions(attributes).getValue()
+                    : context.getProperty(descriptor).getValue();
+        }
+        return pairs;
     }
 
     /**

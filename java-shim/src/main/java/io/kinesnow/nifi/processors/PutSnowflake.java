@@ -27,6 +27,9 @@ import org.apache.nifi.processor.ProcessContext;
 import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.processor.ProcessSessionFactory;
 import org.apache.nifi.processor.Relationship;
+import org.apache.nifi.processor.VerifiableProcessor;
+import org.apache.nifi.components.ConfigVerificationResult;
+import org.apache.nifi.logging.ComponentLog;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -60,7 +63,7 @@ import java.util.UUID;
             description = "Rows of the FlowFile skipped because Snowflake had already committed them (a replay)"),
     @WritesAttribute(attribute = "snowflake.error.message", description = "Why the FlowFile went to failure or invalid")
 })
-public class PutSnowflake extends AbstractSessionFactoryProcessor {
+public class PutSnowflake extends AbstractSessionFactoryProcessor implements VerifiableProcessor {
 
     static final AllowableValue KEY_PAIR = new AllowableValue("KEY_PAIR", "Key Pair",
             "Authenticate as User with an RSA key pair (JWT signed with the private key).");
@@ -215,6 +218,16 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor {
     @Override
     public Set<Relationship> getRelationships() {
         return Set.of(REL_SUCCESS, REL_FAILURE, REL_INVALID, REL_EMPTY);
+    }
+
+    /**
+     * "Verify Properties": step by step, with read-only probes of the services (see the processor's documentation
+     * for the steps).
+     */
+    @Override
+    public List<ConfigVerificationResult> verify(final ProcessContext context, final ComponentLog verificationLogger,
+                                                 final Map<String, String> attributes) {
+        return engine.verify(context, PROPERTIES, attributes);
     }
 
     @Override

@@ -1,7 +1,9 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
+import org.apache.nifi.processor.VerifiableProcessor;
 import org.apache.nifi.util.LogMessage;
 import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
@@ -163,4 +165,23 @@ class ConsumeKinesisTest {
         return logs.stream().map(LogMessage::getMsg).collect(Collectors.toList());
     }
 
+
+    /**
+     * "Verify Properties" across JNI: static credentials resolve; nothing listens on the endpoint, so the stream step
+     * fails naming the call; the steps arrive in order.
+     */
+    @Test
+    void verificationStepsCrossTheBridgeInOrder() {
+        runner.setProperty(ConsumeKinesis.ACCESS_KEY_ID, "AKIAIOSFODNN7EXAMPLE");
+        runner.setProperty(ConsumeKinesis.SECRET_ACCESS_KEY, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
+        runner.setProperty(ConsumeKinesis.ENDPOINT_OVERRIDE, "http://127.0.0.1:9");
+        final List<ConfigVerificationResult> steps = ((VerifiableProcessor) runner.getProcessor())
+                .verify(runner.getProcessContext(), runner.getLogger(), java.util.Map.of());
+        assertEquals(List.of("AWS Credentials", "Kinesis Stream", "Lease Table", "IAM Permissions"),
+                steps.stream().map(ConfigVerificationResult::getVerificationStepName).toList());
+        assertEquals(ConfigVerificationResult.Outcome.SUCCESSFUL, steps.get(0).getOutcome(), steps.get(0).getExplanation());
+        assertEquals(ConfigVerificationResult.Outcome.FAILED, steps.get(1).getOutcome());
+        assertTrue(steps.get(1).getExplanation().contains("DescribeStream"), steps.get(1).getExplanation());
+        assertFalse(steps.toString().contains("wJalrXUtnFEMI"), "no secret in any step");
+    }
 }

@@ -1,7 +1,9 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
+import org.apache.nifi.processor.VerifiableProcessor;
 import org.apache.nifi.components.state.Scope;
 import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
@@ -244,5 +246,20 @@ class PutSnowflakeTest {
         runner.getStateManager().setState(Map.of("instance.id", "kept0000abcd"), Scope.LOCAL);
         runner.run(1);
         assertEquals("kept0000abcd", runner.getStateManager().getState(Scope.LOCAL).get("instance.id"));
+    }
+
+    /**
+     * "Verify Properties" crosses JNI as name/outcome/explanation triples: a key that is only PEM-shaped cannot sign,
+     * so authentication fails (before any request) and every later step is skipped, saying why.
+     */
+    @Test
+    void verificationStepsCrossTheBridgeInOrder() {
+        final List<ConfigVerificationResult> steps = ((VerifiableProcessor) runner.getProcessor())
+                .verify(runner.getProcessContext(), runner.getLogger(), Map.of());
+        assertEquals(List.of("Snowflake Authentication", "Scoped Token", "Destination Pipe", "Table Columns", "Table Settings"),
+                steps.stream().map(ConfigVerificationResult::getVerificationStepName).toList());
+        assertEquals(ConfigVerificationResult.Outcome.FAILED, steps.get(0).getOutcome());
+        assertTrue(steps.get(0).getExplanation().contains("not a usable RSA PKCS#8 key"), steps.get(0).getExplanation());
+        assertTrue(steps.subList(1, steps.size()).stream().allMatch(s -> s.getOutcome() == ConfigVerificationResult.Outcome.SKIPPED));
     }
 }
