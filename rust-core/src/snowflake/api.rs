@@ -234,7 +234,7 @@ impl SnowflakeApi {
     /// Exchanges the key-pair JWT for the ingest host's scoped token and returns when it expires;
     /// `None` with a managed token, which is sent to the ingest host as it is. For verification.
     pub async fn scoped_token_expiry(&self) -> Result<Option<SystemTime>, ApiError> {
-        if let Credentials::ManagedToken { .. } = &self.credentials {
+        if let Credentials::Managed { .. } = &self.credentials {
             return Ok(None);
         }
         let ingest = self.ingest_url().await?;
