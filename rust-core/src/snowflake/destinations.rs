@@ -7,6 +7,9 @@
 //! Expression Language has exactly one destination, as before. Channel names do not depend on the
 //! destination: a channel lives inside its pipe, so the same name in two pipes is two channels, each
 //! with its own committed offset token.
+//! The lineage gate (parents before children) still knows a shard by its channel name alone, so a
+//! child shard's FlowFiles wait for its parents' FlowFiles whatever their destinations: stricter
+//! than needed, never looser.
 //!
 //! Each open destination has its own API client (its scoped token and ingest host), writers and
 //! status poller. At most `max` are open at once; one whose writers all retired (idle) and that no
