@@ -838,3 +838,122 @@ fn idle_writers_retire_with_their_status_entries_and_come_back() {
     assert_eq!(outcomes.values().map(|o| o.rows_skipped).sum::<u32>(), 8);
     assert_exactly_once(&standin, 12);
 }
+
+/// A record bound for `table`, as Java passes it when Table holds Expression Language (the
+/// resolved names travel as `kinesnow.snowflake.*` attributes).
+fn routed(table: &str, id: i64, shard: &str, seq: u64) -> FlowFileIn {
+    let mut f = record(id, shard, seq, json!({"n": id, "shard": shard, "seq": seq}));
+    for (k, v) in [("kinesnow.snowflake.database", "DB"), ("kinesnow.snowflake.schema", "PUBLIC"), ("kinesnow.snowflake.table", table)] {
+        f.attributes.insert(k.into(), v.into());
+    }
+    f
+}
+
+/// Ids 1..=2n over two shards, odd ids to ORDERS and even ids to REFUNDS; both tables get rows of
+/// both shards, so each table's channels hold their own offset tokens for the same shard.
+fn two_tables(first_seq: u64, n: u64, first_id: i64) -> Vec<FlowFileIn> {
+    (0..n * 2)
+        .map(|i| {
+            let id = first_id + i as i64;
+            let table = if id % 2 == 1 { "ORDERS" } else { "REFUNDS" };
+            let shard = if (i / 2) % 2 == 0 { "shardId-000000000000" } else { "shardId-000000000001" };
+            routed(table, id, shard, first_seq + i)
+        })
+        .collect()
+}
+
+fn counts(standin: &Standin, table: &str) -> (u64, u64, i64) {
+    let rows = standin.query(&format!("SELECT COUNT(*) AS C, COUNT(DISTINCT N) AS D, COALESCE(SUM(N % 2), -1) AS ODD FROM DB.PUBLIC.{table}"));
+    (rows[0]["C"].as_u64().unwrap(), rows[0]["D"].as_u64().unwrap(), rows[0]["ODD"].as_i64().unwrap())
+}
+
+#[test]
+fn flow_files_naming_two_tables_load_each_row_once_into_its_table_across_restarts() {
+    let standin = Standin::start("twotables", 200);
+    for t in ["ORDERS", "REFUNDS"] {
+        standin.sql(&format!("CREATE OR REPLACE TABLE DB.PUBLIC.{t} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT)"));
+    }
+    // The configured Table is an EL expression Java evaluated per FlowFile; nothing is sent to it.
+    let config = config(&standin, &[("Table", "${snowflake.table}")]);
+    let sink = Sink::start(&config);
+    sink.submit(two_tables(1, 30, 1));
+    let outcomes = sink.outcomes(60, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 60, "{outcomes:?}");
+    assert_eq!(counts(&standin, "ORDERS"), (30, 30, 30), "only odd ids, each once");
+    assert_eq!(counts(&standin, "REFUNDS"), (30, 30, 0), "only even ids, each once");
+    assert_eq!(outcomes[&1].channel, outcomes[&2].channel, "one shard's channel name is the same in both pipes");
+    assert!(sink.engine().destinations_open() <= 2);
+    let paths: Vec<String> = standin.requests("/rows").iter().map(|r| r["path"].as_str().unwrap().to_owned()).collect();
+    assert!(paths.iter().any(|p| p.contains("/pipes/ORDERS-STREAMING/")) && paths.iter().any(|p| p.contains("/pipes/REFUNDS-STREAMING/")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("snowflake.table")), "the unevaluated expression is never a pipe: {paths:?}");
+    sink.stop();
+
+    // Restarted before NiFi recorded those outcomes: all 60 again plus 40 new. Each table's
+    // channel skips exactly what it committed, by its own token.
+    let sink = Sink::start(&config);
+    sink.submit(two_tables(1, 50, 1));
+    let outcomes = sink.outcomes(100, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 100, "{outcomes:?}");
+    let skipped: u32 = outcomes.values().map(|o| o.rows_skipped).sum();
+    let sent: u32 = outcomes.values().map(|o| o.rows_sent).sum();
+    assert_eq!((skipped, sent), (60, 40), "replays skipped per table, new rows sent");
+    assert_eq!(counts(&standin, "ORDERS"), (50, 50, 50));
+    assert_eq!(counts(&standin, "REFUNDS"), (50, 50, 0));
+    sink.stop();
+
+    // Only REFUNDS rows come again after another restart: its channels skip them, ORDERS' tokens
+    // are not moved by them.
+    let sink = Sink::start(&config);
+    let mut mixed: Vec<_> = two_tables(1, 50, 1).into_iter().filter(|f| f.id % 2 == 0).collect();
+    mixed.extend(two_tables(101, 5, 101));
+    sink.submit(mixed);
+    let outcomes = sink.outcomes(60, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 60, "{outcomes:?}");
+    assert_eq!(outcomes.values().map(|o| o.rows_skipped).sum::<u32>(), 50);
+    assert_eq!(counts(&standin, "ORDERS"), (55, 55, 55));
+    assert_eq!(counts(&standin, "REFUNDS"), (55, 55, 0));
+}
+
+#[test]
+fn an_empty_resolved_table_fails_only_its_flow_file_and_open_destinations_are_bounded() {
+    let standin = Standin::start("badtable", 200);
+    for t in ["ORDERS", "REFUNDS", "RETURNS"] {
+        standin.sql(&format!("CREATE OR REPLACE TABLE DB.PUBLIC.{t} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT)"));
+    }
+    let config = config(&standin, &[("Table", "${snowflake.table}")]);
+    let sink = Sink::start_with(&config, |s| {
+        s.max_destinations = 2;
+        s.channel.idle_retire = Duration::from_secs(2);
+    });
+    sink.submit(vec![
+        routed("ORDERS", 1, "shardId-000000000000", 1),
+        routed("", 2, "shardId-000000000000", 2),
+        routed("REFUNDS", 3, "shardId-000000000001", 3),
+        routed("ORDERS", 4, "shardId-000000000000", 4),
+    ]);
+    let outcomes = sink.outcomes(4, Duration::from_secs(30));
+    assert_eq!([1, 3, 4].map(|id| outcomes[&id].route), [Route::Success; 3], "{outcomes:?}");
+    assert_eq!(outcomes[&2].route, Route::Failure);
+    assert!(outcomes[&2].message.contains("Table evaluated to an empty value"), "{}", outcomes[&2].message);
+
+    // ORDERS' and REFUNDS' writers still run: a third table has no room, and says so.
+    sink.submit(vec![routed("RETURNS", 5, "shardId-000000000001", 5)]);
+    let third = sink.outcomes(1, Duration::from_secs(30));
+    assert_eq!(third[&5].route, Route::Failure, "{third:?}");
+    assert!(third[&5].message.contains("already writes to 2 destinations"), "{}", third[&5].message);
+    assert_eq!(sink.engine().destinations_open(), 2);
+
+    // Once their writers retire, the idle destinations close and the third one opens.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sink.engine().channels_running() != (0, 0) {
+        assert!(Instant::now() < deadline, "writers still running: {:?}", sink.engine().channels_running());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 10));
+    assert_eq!(sink.engine().destinations_open(), 0, "idle destinations retire");
+    sink.submit(vec![routed("RETURNS", 5, "shardId-000000000001", 5)]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(30))[&5].route, Route::Success);
+    assert_eq!(counts(&standin, "ORDERS"), (2, 2, 1));
+    assert_eq!(counts(&standin, "REFUNDS"), (1, 1, 1));
+    assert_eq!(counts(&standin, "RETURNS"), (1, 1, 1));
+}

@@ -164,6 +164,41 @@ def test_a_wrong_key_sends_flow_files_to_failure_with_a_bulletin(env):
     c.stop_processor(ids["sink"])
 
 
+def test_table_expression_language_loads_each_shard_into_its_own_table(env):
+    """Table set to Expression Language on an attribute ConsumeKinesis writes: one PutSnowflake loads shard 1's
+    records into EVENTS_ODD and shard 0's into EVENTS_EVEN, each record once, each table through its own pipe."""
+    stream, sf = f"e2e-snowflake-el-{RUN}", env["sf"]
+    tables = {"EVENTS_ODD": "shardId-000000000001", "EVENTS_EVEN": "shardId-000000000000"}
+    for table in tables:
+        sf.sql(f"CREATE OR REPLACE TABLE KINESNOW.PUBLIC.{table} (ID NUMBER) ENABLE_SCHEMA_EVOLUTION = TRUE")
+    kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": 2})
+    time.sleep(1)
+    put(stream, 0, 60)
+    ids = applied(env, "expression-language", stream)
+    c = env["nifi"].client
+    c.update_processor(ids["sink"], properties={"Table": "EVENTS_${aws.kinesis.shard.id:endsWith('1'):ifElse('ODD', 'EVEN')}"})
+    assert c.processor_validation(ids["sink"])["status"] == "VALID"
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+
+    def counts() -> dict:
+        return {t: sf.query(f"SELECT COUNT(*) AS C, COUNT(DISTINCT ID) AS D FROM KINESNOW.PUBLIC.{t}")[0] for t in tables}
+
+    deadline = time.monotonic() + 90
+    while sum(r["D"] for r in counts().values()) < 60 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(2)  # anything still in flight would show up now as a duplicate
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+    got = counts()
+    assert sum(r["D"] for r in got.values()) == 60 and all(r["C"] == r["D"] > 0 for r in got.values()), got
+    appends = [r["path"] for r in sf.admin("GET", "/admin/requests?path_contains=/rows")["requests"] if stream in r["path"]]
+    assert appends, "appends were seen"
+    for path in appends:
+        table = next(t for t in tables if f"/pipes/{t}-STREAMING/" in path)
+        assert tables[table] in path, f"a shard's channel is in its own table's pipe: {path}"
+
+
 def test_the_versioned_flow_definition_imports_and_delivers(env):
     """parameter-contexts/flow/kinesis-to-snowflake.json, imported as the canvas's "Upload flow definition"
     does, filled with the local values, runs: records land in the table."""

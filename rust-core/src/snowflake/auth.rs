@@ -52,6 +52,7 @@ impl TokenType {
 }
 
 /// How to prove who we are.
+#[derive(Clone)]
 pub enum Credentials {
     KeyPair(KeyPairSigner),
     /// Openflow (Snowflake deployment): token files rotated by the platform; read on each use.
@@ -131,6 +132,7 @@ impl Credentials {
 }
 
 /// Signs key-pair JWTs: `iss = ACCOUNT.USER.SHA256:<fingerprint of the public key>`, `sub = ACCOUNT.USER`.
+#[derive(Clone)]
 pub struct KeyPairSigner {
     qualified_user: String,
     fingerprint: String,

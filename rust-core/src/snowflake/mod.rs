@@ -1,6 +1,6 @@
 //! The Snowpipe Streaming v2 client behind PutSnowflake: authentication (`auth`), the REST calls
 //! (`api`), FlowFile-to-row mapping (`rows`), offset tokens (`offset`), channel names (`naming`),
-//! a channel's bookkeeping (`book`) and its writer task (`channel`), the running writers
+//! the destinations a FlowFile's names resolve to (`destinations`), a channel's bookkeeping (`book`) and its writer task (`channel`), the running writers
 //! (`writers`, watched through `supervise`), parent-before-child (`lineage`), commit tracking
 //! (`status`) and the engine Java talks to (`sink`).
 
@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod book;
 pub mod channel;
+pub mod destinations;
 pub mod lineage;
 pub mod naming;
 pub mod offset;

@@ -21,6 +21,7 @@ use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
 use super::book::{Outcome, Route, Work};
 use super::channel::{ChannelSettings, ChannelWriter};
+use super::destinations::{DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS};
 use super::lineage::LineageGate;
 use super::naming::ChannelNames;
 use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
@@ -39,6 +40,8 @@ pub struct SinkSettings {
     pub channel: ChannelSettings,
     pub max_in_flight_bytes: u64,
     pub status_interval: Duration,
+    /// The most destinations (database, schema, pipe) open at once; see `destinations`.
+    pub max_destinations: usize,
     /// A CA certificate (PEM) trusted besides the public web roots. No property sets it: it lets
     /// tests and benchmarks reach the stand-in over TLS with the CA it generates.
     pub extra_root_ca_pem: Option<Vec<u8>>,
@@ -60,6 +63,7 @@ impl SinkSettings {
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
+            max_destinations: DEFAULT_MAX_DESTINATIONS,
             extra_root_ca_pem: None,
         }
     }
@@ -73,20 +77,57 @@ pub fn control_url(config: &PutSnowflakeConfig) -> url::Url {
 
 pub fn pipe_name(config: &PutSnowflakeConfig) -> String {
     match &config.destination {
-        PipeChoice::Table => format!("{}-STREAMING", config.table),
+        PipeChoice::Table => super::destinations::default_pipe(&config.table),
         PipeChoice::Pipe(p) => p.clone(),
     }
 }
 
-/// What the gate holds for a FlowFile: its channel, delivery and rows.
-type Routed = (String, Delivery, Work);
+/// Starts a destination's status poller and makes its writers, all on `api`.
+fn open_destination(api: Arc<SnowflakeApi>, settings: &SinkSettings, sink: OutcomeSink) -> DestinationTasks {
+    let board = StatusBoard::default();
+    let component = settings.component;
+    // Spans carry the component, so every event below (the API's retries too) reaches its processor's log.
+    let span = tracing::info_span!("put_snowflake", component);
+    let poller = {
+        let (board, api, interval) = (board.clone(), api.clone(), settings.status_interval);
+        spawn_restarting("channel status poller", component, Duration::from_secs(1), span, move || board.clone().run(api.clone(), interval, component))
+    };
+    let factory: WriterFactory = {
+        let (board, channel_settings) = (board.clone(), settings.channel.clone());
+        Arc::new(move |name: String, delivery, queue, flights| {
+            let status = board.watch(&name);
+            Box::pin(ChannelWriter::new(name, delivery, api.clone(), channel_settings.clone(), queue, flights, status).run()) as WriterTask
+        })
+    };
+    DestinationTasks { writers: Writers::new(component, factory, sink), board, poller }
+}
+
+/// What the gate holds for a FlowFile: its destination, channel, delivery and rows.
+type Routed = (DestinationKey, String, Delivery, Work);
+
+/// One open destination: its API client's writers and status poller.
+pub struct DestinationTasks {
+    writers: Writers,
+    board: StatusBoard,
+    poller: JoinHandle<()>,
+}
+
+impl OpenDestination for DestinationTasks {
+    fn is_idle(&self) -> bool {
+        self.writers.running() == 0 && self.board.is_empty()
+    }
+
+    fn close(&self) {
+        self.poller.abort();
+        self.writers.stop();
+    }
+}
 
 pub struct SinkEngine {
     settings: SinkSettings,
     names: ChannelNames,
-    writers: Writers,
-    poller: JoinHandle<()>,
-    board: StatusBoard,
+    rule: DestinationRule,
+    destinations: OpenDestinations<DestinationTasks>,
     outcomes_tx: mpsc::UnboundedSender<Outcome>,
     outcomes_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Outcome>>,
     in_flight_bytes: Arc<AtomicU64>,
@@ -111,39 +152,26 @@ impl SinkEngine {
     pub fn start(config: &PutSnowflakeConfig, settings: SinkSettings) -> Result<Self, SinkError> {
         let instance = settings.instance.clone().ok_or(SinkError::NoInstance)?;
         let credentials = Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication).map_err(ApiError::from)?;
-        let destination = Destination {
-            control: control_url(config),
-            database: config.database.clone(),
-            schema: config.schema.clone(),
-            pipe: pipe_name(config),
-        };
-        let api = Arc::new(SnowflakeApi::new(destination, credentials, config.commit_timeout, settings.extra_root_ca_pem.as_deref())?);
-        let board = StatusBoard::default();
-        let component = settings.component;
-        // Spans carry the component, so every event below (the API's retries too) reaches its processor's log.
-        let span = tracing::info_span!("put_snowflake", component);
-        let poller = {
-            let (board, api, interval) = (board.clone(), api.clone(), settings.status_interval);
-            spawn_restarting("channel status poller", component, Duration::from_secs(1), span, move || {
-                board.clone().run(api.clone(), interval, component)
-            })
-        };
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
         let in_flight_bytes = Arc::new(AtomicU64::new(0));
-        let factory: WriterFactory = {
-            let (api, board, channel_settings) = (api.clone(), board.clone(), settings.channel.clone());
-            Arc::new(move |name: String, delivery, queue, flights| {
-                let status = board.watch(&name);
-                Box::pin(ChannelWriter::new(name, delivery, api.clone(), channel_settings.clone(), queue, flights, status).run()) as WriterTask
+        let sink = OutcomeSink { outcomes: outcomes_tx.clone(), in_flight_bytes: in_flight_bytes.clone() };
+        let opener = {
+            let (control, settings, commit_timeout) = (control_url(config), settings.clone(), config.commit_timeout);
+            Box::new(move |key: &DestinationKey| {
+                let destination = Destination { control: control.clone(), database: key.database.clone(), schema: key.schema.clone(), pipe: key.pipe.clone() };
+                let api = SnowflakeApi::new(destination, credentials.clone(), commit_timeout, settings.extra_root_ca_pem.as_deref()).map_err(|e| e.to_string())?;
+                Ok(open_destination(Arc::new(api), &settings, sink.clone()))
             })
         };
-        let sink = OutcomeSink { outcomes: outcomes_tx.clone(), in_flight_bytes: in_flight_bytes.clone() };
+        let rule = DestinationRule::from_config(config);
+        let destinations = OpenDestinations::new(settings.max_destinations, opener);
+        // The configured destination opens at start, so what cannot make a client fails the start as before.
+        destinations.get(&rule.configured()).map_err(|e| ApiError::Protocol(e.to_string()))?;
         Ok(Self {
             names: ChannelNames::new(&settings.channel_prefix, &instance),
-            writers: Writers::new(component, factory, sink),
+            rule,
+            destinations,
             settings,
-            poller,
-            board,
             outcomes_tx,
             outcomes_rx: tokio::sync::Mutex::new(outcomes_rx),
             in_flight_bytes,
@@ -178,6 +206,13 @@ impl SinkEngine {
     }
 
     fn submit_one(&self, flow_file: FlowFileIn) {
+        let destination = match self.rule.resolve(&flow_file.attributes) {
+            Ok(destination) => destination,
+            Err(problem) => {
+                error!(component = self.settings.component, "FlowFile {}: {problem}", flow_file.id);
+                return self.immediate(flow_file.id, Route::Failure, String::new(), problem.to_string());
+            }
+        };
         match self.settings.mapping.prepare(&flow_file) {
             Prepared::Invalid(reason) => self.immediate(flow_file.id, Route::Invalid, String::new(), format!("not sent: {reason}")),
             Prepared::Empty => self.immediate(flow_file.id, Route::Empty, String::new(), "the FlowFile holds no rows; nothing was sent".into()),
@@ -188,10 +223,23 @@ impl SinkEngine {
                 let key = self.names.lineage_key(&source);
                 let work = Work { flow_file_id: flow_file.id, rows, bytes };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
-                let admitted = self.lock_gate().admit(flow_file.id, &key, parents, (channel, delivery, work));
-                if let Some((channel, delivery, work)) = admitted {
-                    self.writers.dispatch(&channel, delivery, work);
+                let admitted = self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
+                if let Some(routed) = admitted {
+                    self.dispatch(routed);
                 }
+            }
+        }
+    }
+
+    /// Hands the FlowFile to its channel's writer in its destination, opening the destination if
+    /// needed; a destination that cannot be opened sends the FlowFile to failure.
+    fn dispatch(&self, (destination, channel, delivery, work): Routed) {
+        match self.destinations.get(&destination) {
+            Ok(open) => open.writers.dispatch(&channel, delivery, work),
+            Err(e) => {
+                self.in_flight_bytes.fetch_sub(work.bytes, Ordering::AcqRel);
+                error!(component = self.settings.component, "FlowFile {}: {e}", work.flow_file_id);
+                self.immediate(work.flow_file_id, Route::Failure, channel, e.to_string());
             }
         }
     }
@@ -230,7 +278,12 @@ impl SinkEngine {
     /// Channels with a running writer, and channels on the status board (both shrink as idle
     /// writers retire).
     pub fn channels_running(&self) -> (usize, usize) {
-        (self.writers.running(), self.board.len())
+        self.destinations.all().iter().fold((0, 0), |(w, b), d| (w + d.writers.running(), b + d.board.len()))
+    }
+
+    /// Destinations open right now (idle ones close as new ones need room, and on each outcome call).
+    pub fn destinations_open(&self) -> usize {
+        self.destinations.len()
     }
 
     /// Outcomes known so far, waiting up to `wait` for the first one. Children's FlowFiles held
@@ -241,9 +294,10 @@ impl SinkEngine {
             let mut gate = self.lock_gate();
             out.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
         };
-        for (channel, delivery, work) in released {
-            self.writers.dispatch(&channel, delivery, work);
+        for routed in released {
+            self.dispatch(routed);
         }
+        self.destinations.retire_idle();
         out
     }
 
@@ -274,8 +328,7 @@ impl SinkEngine {
     /// Stops every task. FlowFiles without an outcome stay in Java's sessions, which roll back;
     /// their replay skips whatever Snowflake committed meanwhile.
     pub fn stop(&self) {
-        self.poller.abort();
-        self.writers.stop();
+        self.destinations.close_all();
     }
 }
 

@@ -20,6 +20,7 @@ import org.apache.nifi.components.Validator;
 import org.apache.nifi.components.state.Scope;
 import org.apache.nifi.components.state.StateManager;
 import org.apache.nifi.components.state.StateMap;
+import org.apache.nifi.expression.ExpressionLanguageScope;
 import org.apache.nifi.flowfile.FlowFile;
 import org.apache.nifi.processor.AbstractSessionFactoryProcessor;
 import org.apache.nifi.processor.FlowFileFilter;
@@ -123,18 +124,27 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                     + "(Bearer WIF.OIDC.<token>), as Openflow does. Read again on every use.")
             .required(true).defaultValue("/snowflake/serviceaccount/token")
             .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
+    /** Said of each destination property: they take Expression Language, evaluated per FlowFile. */
+    private static final String PER_FLOW_FILE = " Supports Expression Language with FlowFile attributes, evaluated for each "
+            + "FlowFile, so one processor can write to several tables (at most 64 destinations at once; a FlowFile whose "
+            + "value evaluates to an empty name goes to failure).";
     static final PropertyDescriptor DATABASE = new PropertyDescriptor.Builder()
-            .name("Database").description("The destination database.").required(true).addValidator(Validator.VALID).build();
+            .name("Database").description("The destination database." + PER_FLOW_FILE).required(true)
+            .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SCHEMA = new PropertyDescriptor.Builder()
-            .name("Schema").description("The destination schema.").required(true).addValidator(Validator.VALID).build();
+            .name("Schema").description("The destination schema." + PER_FLOW_FILE).required(true)
+            .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor TABLE = new PropertyDescriptor.Builder()
-            .name("Table").description("The destination table.").required(true).addValidator(Validator.VALID).build();
+            .name("Table").description("The destination table, written through its default pipe <TABLE>-STREAMING with "
+                    + "Destination Type TABLE." + PER_FLOW_FILE).required(true)
+            .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor DESTINATION_TYPE = new PropertyDescriptor.Builder()
             .name("Destination Type").description("Which pipe the rows go through.")
             .required(true).allowableValues(DESTINATION_TABLE, DESTINATION_PIPE).defaultValue(DESTINATION_TABLE.getValue()).build();
     static final PropertyDescriptor PIPE = new PropertyDescriptor.Builder()
-            .name("Pipe").description("The named pipe, with Destination Type PIPE.")
-            .required(true).dependsOn(DESTINATION_TYPE, DESTINATION_PIPE).addValidator(Validator.VALID).build();
+            .name("Pipe").description("The named pipe, with Destination Type PIPE." + PER_FLOW_FILE)
+            .required(true).dependsOn(DESTINATION_TYPE, DESTINATION_PIPE)
+            .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ICEBERG_ENABLED = new PropertyDescriptor.Builder()
             .name("Iceberg Enabled")
             .description("The table is a Snowflake-managed Iceberg table: the kinesisMetadata object always carries every field.")
@@ -185,6 +195,12 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                     + "sent. Auto-terminated unless connected.")
             .autoTerminateDefault(true).build();
 
+    /** The attributes in which each FlowFile's evaluated destination crosses JNI (read by rust-core's destinations). */
+    static final String ATTR_DATABASE = "kinesnow.snowflake.database";
+    static final String ATTR_SCHEMA = "kinesnow.snowflake.schema";
+    static final String ATTR_TABLE = "kinesnow.snowflake.table";
+    static final String ATTR_PIPE = "kinesnow.snowflake.pipe";
+
     /** The local-state key of this processor's own id. */
     static final String INSTANCE_STATE_KEY = "instance.id";
 
@@ -196,12 +212,15 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();
     private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
-    private volatile String transitUri;
+    /** {@code snowflake://<account>}, to which provenance adds each FlowFile's destination. */
+    private volatile String transitBase;
 
     /** A session kept open across triggers until every FlowFile in it has its outcome. */
     private static final class HeldSession {
         final ProcessSession session;
         final Map<Long, FlowFile> waiting = new LinkedHashMap<>();
+        /** Each waiting FlowFile's evaluated destination, as provenance names it. */
+        final Map<Long, String> destinations = new HashMap<>();
         long rowsSent;
         long rowsSkipped;
 
@@ -260,9 +279,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
         engine.open(context, PROPERTIES, getLogger(), "PutSnowflake Instance", instance);
-        transitUri = "snowflake://" + accountForProvenance(context) + "/"
-                + context.getProperty(DATABASE).getValue() + "/" + context.getProperty(SCHEMA).getValue() + "/"
-                + context.getProperty(TABLE).getValue();
+        transitBase = "snowflake://" + accountForProvenance(context);
     }
 
     /** The account named in provenance: the identifier, else the host Openflow's managed deployments set. */
@@ -292,7 +309,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSessionFactory sessionFactory) {
         final long handle = engine.handle();
-        final boolean submitted = submit(sessionFactory, handle);
+        final boolean submitted = submit(context, sessionFactory, handle);
         final byte[] outcomes = NativeBridge.outcomes(handle, submitted ? 0 : OUTCOME_WAIT_MILLIS);
         if (outcomes != null) {
             route(SinkBatch.decodeOutcomes(outcomes));
@@ -300,7 +317,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     }
 
     /** Takes as many FlowFiles as the engine's in-flight budget allows and hands them over in one call. */
-    private boolean submit(final ProcessSessionFactory sessionFactory, final long handle) {
+    private boolean submit(final ProcessContext context, final ProcessSessionFactory sessionFactory, final long handle) {
         final long capacity = NativeBridge.capacity(handle);
         if (capacity <= 0) {
             return false;
@@ -315,8 +332,13 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         try {
             final SinkBatch batch = new SinkBatch();
             for (final FlowFile flowFile : flowFiles) {
-                batch.add(flowFile.getId(), sourceAttributes(flowFile), content(session, flowFile));
+                final Map<String, String> attributes = sourceAttributes(flowFile);
+                final Map<String, String> destination = destination(context, flowFile);
+                attributes.putAll(destination);
+                batch.add(flowFile.getId(), attributes, content(session, flowFile));
                 h.waiting.put(flowFile.getId(), flowFile);
+                h.destinations.put(flowFile.getId(), String.join("/", destination.get(ATTR_DATABASE),
+                        destination.get(ATTR_SCHEMA), destination.get(ATTR_TABLE)));
             }
             NativeBridge.submit(handle, batch.encode());
         } catch (final RuntimeException e) {
@@ -357,6 +379,26 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         return attributes;
     }
 
+    /**
+     * The FlowFile's destination: Database, Schema, Table (and Pipe with Destination Type PIPE) evaluated against its
+     * attributes. Whether a name can be used is decided by the core, which sends the FlowFile to failure if not.
+     */
+    static Map<String, String> destination(final ProcessContext context, final FlowFile flowFile) {
+        final Map<String, String> names = new HashMap<>();
+        names.put(ATTR_DATABASE, evaluated(context, DATABASE, flowFile));
+        names.put(ATTR_SCHEMA, evaluated(context, SCHEMA, flowFile));
+        names.put(ATTR_TABLE, evaluated(context, TABLE, flowFile));
+        if (DESTINATION_PIPE.getValue().equals(context.getProperty(DESTINATION_TYPE).getValue())) {
+            names.put(ATTR_PIPE, evaluated(context, PIPE, flowFile));
+        }
+        return names;
+    }
+
+    private static String evaluated(final ProcessContext context, final PropertyDescriptor property, final FlowFile flowFile) {
+        final String value = context.getProperty(property).evaluateAttributeExpressions(flowFile).getValue();
+        return value == null ? "" : value;
+    }
+
     private static byte[] content(final ProcessSession session, final FlowFile flowFile) {
         try (InputStream in = session.read(flowFile)) {
             return in.readAllBytes();
@@ -373,6 +415,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                 continue; // its session was rolled back
             }
             FlowFile flowFile = h.waiting.remove(outcome.flowFileId());
+            final String destination = h.destinations.remove(outcome.flowFileId());
             final ProcessSession session = h.session;
             final Map<String, String> attributes = new HashMap<>();
             if (!outcome.channel().isEmpty()) {
@@ -391,7 +434,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             h.rowsSkipped += outcome.rowsSkipped();
             switch (outcome.route()) {
                 case SinkBatch.ROUTE_SUCCESS -> {
-                    session.getProvenanceReporter().send(flowFile, transitUri + "?channel=" + outcome.channel());
+                    session.getProvenanceReporter().send(flowFile, transitBase + "/" + destination + "?channel=" + outcome.channel());
                     session.transfer(flowFile, REL_SUCCESS);
                 }
                 case SinkBatch.ROUTE_INVALID -> {

@@ -5,6 +5,7 @@ import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.processor.VerifiableProcessor;
 import org.apache.nifi.components.state.Scope;
+import org.apache.nifi.expression.ExpressionLanguageScope;
 import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
 import org.junit.jupiter.api.BeforeEach;
@@ -35,6 +36,9 @@ class PutSnowflakeTest {
     @BeforeEach
     void setUp() {
         runner = TestRunners.newTestRunner(PutSnowflake.class);
+        // The core's rules get the unevaluated Database, Schema, Table and Pipe (as NiFi's getValue() gives them); they
+        // are evaluated per FlowFile in onTrigger. NiFi's mock would refuse that getValue() without this switch.
+        runner.setValidateExpressionUsage(false);
         runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
         runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
         runner.setProperty(PutSnowflake.PRIVATE_KEY, PKCS8);
@@ -190,6 +194,46 @@ class PutSnowflakeTest {
         assertEquals(0, NativeBridge.openComponents(), "the engine is closed");
     }
 
+    /** Openflow's PublishSnowpipeStreaming evaluates these four against each FlowFile; so does PutSnowflake. */
+    @Test
+    void destinationPropertiesTakeFlowFileAttributeExpressions() {
+        for (final PropertyDescriptor p : List.of(PutSnowflake.DATABASE, PutSnowflake.SCHEMA, PutSnowflake.TABLE, PutSnowflake.PIPE)) {
+            assertEquals(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES, p.getExpressionLanguageScope(), p.getName());
+            assertTrue(p.getDescription().contains("Expression Language"), p.getName());
+        }
+        runner.setProperty(PutSnowflake.DATABASE, "${db}");
+        runner.setProperty(PutSnowflake.SCHEMA, "${schema:toUpper()}");
+        runner.setProperty(PutSnowflake.TABLE, "EVENTS_${kind}");
+        runner.assertValid();
+        runner.setProperty(PutSnowflake.DESTINATION_TYPE, "PIPE");
+        runner.setProperty(PutSnowflake.PIPE, "${pipe}");
+        runner.assertValid();
+    }
+
+    /**
+     * Each FlowFile's Table is evaluated against its attributes and crosses to the core, which sends an unusable name
+     * to failure with the reason, while a usable one goes on (here its content has no rows, so it goes to empty; a
+     * FlowFile that Snowflake would get keeps its session open, see flowFilesSnowflakeHasNotCommitted...). Before
+     * Expression Language was supported, no FlowFile went to failure: all were bound for the table "${snowflake.table}".
+     */
+    @Test
+    void aTableEvaluatedToAnEmptyOrBadNameGoesToFailureAndTheOthersGoOn(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
+        runner.setProperty(PutSnowflake.TABLE, "${snowflake.table}");
+        runner.enqueue("{\"id\":1}");
+        runner.enqueue("{\"id\":2}", Map.of("snowflake.table", "BAD\u0007"));
+        runner.enqueue("[]", Map.of("snowflake.table", "EVENTS"));
+        runner.run(3);
+        runner.assertTransferCount(PutSnowflake.REL_FAILURE, 2);
+        runner.assertTransferCount("empty", 1);
+        final var failed = runner.getFlowFilesForRelationship(PutSnowflake.REL_FAILURE);
+        final Set<String> messages = failed.stream().map(f -> f.getAttribute("snowflake.error.message")).collect(Collectors.toSet());
+        assertEquals(Set.of(
+                "Table evaluated to an empty value against the FlowFile's attributes; not sent",
+                "Table evaluated to a name with a control character against the FlowFile's attributes; not sent"), messages);
+        assertEquals(0, runner.getQueueSize().getObjectCount());
+    }
+
     /**
      * Issue 15, defect 4: {@code []} used to reach the channel writer as a FlowFile without rows and kill it (with a
      * reachable Snowflake); a zero-byte FlowFile went to invalid. Before the fix this test failed: no relationship
@@ -231,6 +275,7 @@ class PutSnowflakeTest {
         assertEquals(first, runner.getStateManager().getState(Scope.LOCAL).get("instance.id"), "a restart reuses it");
 
         final TestRunner other = TestRunners.newTestRunner(PutSnowflake.class);
+        other.setValidateExpressionUsage(false);
         runner.getProcessContext().getProperties().forEach((descriptor, value) -> {
             if (value != null) {
                 other.setProperty(descriptor, value);
