@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+import urllib.error
 
 import pytest
 
@@ -68,6 +69,16 @@ def openflow_values() -> dict:
             "Snowflake Destination Table": "ORDERS"}
 
 
+def loaded_ids(sf: Standin) -> int:
+    """Distinct ids in the table; 0 while schema evolution has not yet added the ID column."""
+    try:
+        return sf.query("SELECT COUNT(DISTINCT ID) AS N FROM KINESIS_DB.KINESIS_SCHEMA.ORDERS")[0]["N"]
+    except urllib.error.HTTPError as e:
+        if e.code == 400:
+            return 0
+        raise
+
+
 def test_the_openflow_context_file_has_exactly_openflows_parameters():
     with open(os.path.join(REPO, "parameter-contexts", "openflow", "kinesis.json"), encoding="utf-8") as f:
         doc = json.load(f)
@@ -111,7 +122,7 @@ def test_the_flow_binds_to_openflows_context_and_is_valid_then_delivers(env):
     deadline = time.monotonic() + 120
     count = 0
     while time.monotonic() < deadline:
-        count = sf.query("SELECT COUNT(DISTINCT ID) AS N FROM KINESIS_DB.KINESIS_SCHEMA.ORDERS")[0]["N"]
+        count = loaded_ids(sf)
         if count == 20:
             break
         time.sleep(0.5)

@@ -8,16 +8,15 @@ The denied permission is played by tests/iam/policy_proxy.py with Snowflake's IA
 """
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 import consumer_flow
+import iam_proxy
 from consumer_flow import BUNDLE, CONSUMER, built_nar, consumer_properties, unique
 from nifi_instance import NiFiInstance, free_port
-from services import dynamodb_call, dynamodb_endpoint, kinesis_call, kinesis_endpoint, local_services  # noqa: F401
+from services import dynamodb_call, kinesis_call, local_services  # noqa: F401
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -95,6 +94,14 @@ def test_consume_kinesis_passes_every_step(env, consumer):
     assert "a probe would have to write: dynamodb:CreateTable" in results["IAM Permissions"][1], results
 
 
+def through(props: dict, **changes) -> dict:
+    """`props` with `changes`, reaching the emulators through Snowflake's IAM policy for the stream and
+    Application Name they then name (tests/lib/iam_proxy.py)."""
+    out = dict(props, **changes)
+    url = iam_proxy.proxy_for(out["Stream Name"], out["Application Name"])
+    return dict(out, **{"Endpoint Override URL": url, "DynamoDB Endpoint Override URL": url})
+
+
 def test_consume_kinesis_fails_each_step(env, consumer):
     c, pid = env["nifi"].client, consumer["id"]
     no_keys = dict(consumer["props"], **{"AWS Access Key ID": None, "AWS Secret Access Key": None})
@@ -102,7 +109,7 @@ def test_consume_kinesis_fails_each_step(env, consumer):
     assert outcome(results, "AWS Credentials") == "FAILED", results
     assert all(outcome(results, s) == "SKIPPED" for s in CONSUMER_STEPS[1:]), results
 
-    results = verify(c, pid, dict(consumer["props"], **{"Stream Name": "no-such-stream-verify"}))
+    results = verify(c, pid, through(consumer["props"], **{"Stream Name": "no-such-stream-verify"}))
     assert outcome(results, "Kinesis Stream") == "FAILED" and "does not exist" in results["Kinesis Stream"][1], results
 
     foreign = unique("foreign-app")
@@ -110,22 +117,11 @@ def test_consume_kinesis_fails_each_step(env, consumer):
                                   "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
                                   "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}]})
     time.sleep(1)
-    results = verify(c, pid, dict(consumer["props"], **{"Application Name": foreign}))
+    results = verify(c, pid, through(consumer["props"], **{"Application Name": foreign}))
     assert outcome(results, "Lease Table") == "FAILED" and "another Application Name" in results["Lease Table"][1], results
 
-    arn = kinesis_call("DescribeStream", {"StreamName": consumer["stream"], "Limit": 1})["StreamDescription"]["StreamARN"]
-    _, _, _, region, account, _ = arn.split(":", 5)
-    proxy = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "iam", "policy_proxy.py"),
-                              "--kinesis", kinesis_endpoint(), "--dynamodb", dynamodb_endpoint(), "--region", region,
-                              "--account-id", account, "--stream-name", consumer["stream"],
-                              "--application-name", f"{consumer['stream']}-app", "--without", "kinesis:GetRecords"],
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        url = proxy.stdout.readline().strip().removeprefix("listening on ")
-        results = verify(c, pid, dict(consumer["props"], **{"Endpoint Override URL": url, "DynamoDB Endpoint Override URL": url}))
-    finally:
-        proxy.kill()
-        proxy.wait()
+    proxy = iam_proxy.start(consumer["stream"], f"{consumer['stream']}-app", without=("kinesis:GetRecords",))
+    results = verify(c, pid, dict(consumer["props"], **{"Endpoint Override URL": proxy.url, "DynamoDB Endpoint Override URL": proxy.url}))
     assert outcome(results, "IAM Permissions") == "FAILED", results
     assert results["IAM Permissions"][1].startswith("denied: kinesis:GetRecords"), results
     assert outcome(results, "Kinesis Stream") == "SUCCESSFUL", results
