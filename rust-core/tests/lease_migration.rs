@@ -73,8 +73,13 @@ async fn kcl_table(db: &Client, name: &str, items: &[Item]) {
     }
 }
 
+/// Whether the table exists and is not being deleted: DeleteTable is asynchronous (dynalite, like
+/// DynamoDB, shows the table as DELETING for a moment after the call returned).
 async fn exists(db: &Client, table: &str) -> bool {
-    db.describe_table().table_name(table).send().await.is_ok()
+    match db.describe_table().table_name(table).send().await {
+        Ok(out) => out.table().and_then(|t| t.table_status()) != Some(&aws_sdk_dynamodb::types::TableStatus::Deleting),
+        Err(_) => false,
+    }
 }
 
 fn text(item: &Item, name: &str) -> Option<String> {

@@ -447,7 +447,10 @@ def test_a_new_application_name_rereads_the_stream_into_a_fresh_table(env):
     c.stop_processor(ids["sink"])
     create_table(sf, table, evolution=True)
     env["apps"].append(app)
-    c.update_parameters(ids["source_context"], {"AWS Kinesis Application Name": app})
+    # The new Application Name names a new lease table: Snowflake's policy (the proxy) is granted on that one.
+    c.update_parameters(ids["source_context"], {"AWS Kinesis Application Name": app,
+                                                "AWS Kinesis Endpoint Override URL": iam_proxy.proxy_for(producer.stream, app),
+                                                "AWS DynamoDB Endpoint Override URL": iam_proxy.proxy_for(producer.stream, app)})
     c.update_parameters(ids["destination_context"], {"Snowflake Destination Table": table.split(".")[-1]})
     c.start_processor(ids["consumer"])
     c.start_processor(ids["sink"])

@@ -23,6 +23,7 @@ import urllib.request
 
 import pytest
 
+import iam_proxy
 from nifi_instance import NiFiInstance, free_port
 from png_stats import png_stats
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
@@ -72,8 +73,11 @@ def running_flow(local_services, tmp_path_factory):
         try:
             c = nifi.client
             ids = flow.apply(c, "local", {"KINESNOW_WORK": work, "SNOWFLAKE_URL": sf.url}, "Kinesis to Snowflake")
+            proxy = iam_proxy.proxy_for(stream, f"{stream}-app")  # Snowflake's IAM policy (tests/lib/iam_proxy.py)
             c.update_parameters(ids["source_context"], {"AWS Kinesis Stream Name": stream,
-                                                        "AWS Kinesis Application Name": f"{stream}-app"})
+                                                        "AWS Kinesis Application Name": f"{stream}-app",
+                                                        "AWS Kinesis Endpoint Override URL": proxy,
+                                                        "AWS DynamoDB Endpoint Override URL": proxy})
             c.start_processor(ids["consumer"])
             c.start_processor(ids["sink"])
             for start in range(0, 500, 250):
