@@ -160,7 +160,8 @@ impl Component {
         let Some(Batch { id, shards, .. }) = batch else { return Ok(None) };
         let layout = Layout { stream: &config.stream_name, processing: config.processing_strategy, output: config.output_strategy };
         let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
-        Ok(Some(encode_or_nack(id, &shards, |id| engine.nack(id))?))
+        let link = engine.link().map_or("", |k| k.stream.as_str());
+        Ok(Some(encode_or_nack(id, link, &shards, |id| engine.nack(id))?))
     }
 
     pub fn ack(&self, batch_id: i64) -> Result<(), ComponentError> {
@@ -176,10 +177,12 @@ impl Component {
     /// Stops the engine, if any: final checkpoints are already written; leases are released. A
     /// start in progress is cancelled and leaves nothing behind.
     pub fn stop(&self) {
-        let startup = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Stopped in place, so batch acknowledgements still reach the engine while it stops.
+        let startup = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(startup) = startup {
             crate::runtime::get().block_on(startup.stop());
         }
+        self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(sink) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take() {
             sink.stop();
         }
@@ -230,10 +233,11 @@ fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> S
 /// the error is returned (a batch left in flight would hold its shards' budget for ever).
 fn encode_or_nack(
     batch_id: i64,
+    link: &str,
     shards: &[ShardFlowFiles],
     nack: impl FnOnce(i64) -> Result<(), ConsumerError>,
 ) -> Result<Vec<u8>, ComponentError> {
-    batch::encode(batch_id, shards).map_err(|e| {
+    batch::encode_linked(batch_id, link, shards).map_err(|e| {
         if let Err(n) = nack(batch_id) {
             tracing::warn!("batch {batch_id} could not be nacked after it could not be encoded: {n}");
         }
@@ -250,7 +254,7 @@ mod tests {
         let mut shards = batch::synthetic(2, 3, 10);
         shards[1].shard_id = "s".repeat(70_000);
         let mut nacked = None;
-        let err = encode_or_nack(42, &shards, |id| {
+        let err = encode_or_nack(42, "", &shards, |id| {
             nacked = Some(id);
             Ok(())
         })
@@ -258,7 +262,7 @@ mod tests {
         assert!(matches!(err, ComponentError::Batch(BatchError::TooLong { what: "shard id", .. })), "{err}");
         assert_eq!(nacked, Some(42));
         let mut nacked = None;
-        encode_or_nack(43, &batch::synthetic(1, 1, 1), |id| {
+        encode_or_nack(43, "", &batch::synthetic(1, 1, 1), |id| {
             nacked = Some(id);
             Ok(())
         })

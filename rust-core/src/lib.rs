@@ -9,6 +9,7 @@ pub mod component;
 pub mod config;
 pub mod consumer;
 pub mod error;
+pub mod feedback;
 pub mod ffi;
 pub mod kinesis;
 pub mod lease;

@@ -22,7 +22,7 @@ use kinesnow_core::aws::{clients, AwsClients, AwsSettings};
 use kinesnow_core::config::consume_kinesis::ConsumerType;
 use kinesnow_core::consumer::ConsumerEngine;
 use kinesnow_core::lease::migration_lock::{self, Attempt, LockWatch};
-use kinesnow_core::lease::{table, Checkpoint, LeaseStore};
+use kinesnow_core::lease::{table, Checkpoint, LeaseStore, LoadedOnTake};
 use support::{aws, by_shard, create_stream, drain, log, put, settings, Emulators};
 
 type Item = HashMap<String, AttributeValue>;
@@ -255,7 +255,7 @@ async fn tombstones_read_as_absent_and_rows_come_back_over_them() {
     assert!(!raw(&direct.dynamodb, "tomb", raw_key("tomb", "__node__n1")).await.unwrap().contains_key("removedAt"));
 
     // A finished shard's row removed, then written again as a child: no trace of the old row.
-    let lease = store.acquire("shard-x", "me", None).await.unwrap().unwrap();
+    let lease = store.acquire("shard-x", "me", None, LoadedOnTake::Keep).await.unwrap().unwrap();
     store.mark_shard_end(&lease).await.unwrap();
     store.remove_finished("shard-x").await.unwrap();
     assert!(store.scan().await.unwrap().leases.is_empty(), "a removed shard row is absent");
@@ -264,7 +264,7 @@ async fn tombstones_read_as_absent_and_rows_come_back_over_them() {
     let rows = store.scan().await.unwrap().leases;
     assert_eq!(rows.len(), 1);
     assert_eq!((&rows[0].checkpoint, &rows[0].holder, &rows[0].parents), (&Checkpoint::None, &None, &vec!["p".to_owned()]));
-    let taken = store.acquire("shard-x", "me", None).await.unwrap().expect("a free row");
+    let taken = store.acquire("shard-x", "me", None, LoadedOnTake::Keep).await.unwrap().expect("a free row");
     assert_eq!(taken.counter, 1, "the counter starts anew");
 
     // The migration lock released (a tombstone), then taken at once by another node.

@@ -28,7 +28,7 @@ use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use kinesnow_core::aws::{clients, AwsClients};
 use kinesnow_core::consumer::{ConsumerEngine, EngineSettings};
-use kinesnow_core::lease::{now_ms, Checkpoint, LeaseStore};
+use kinesnow_core::lease::{now_ms, Checkpoint, LeaseStore, LoadedOnTake};
 use support::{aws, create_stream, log, settings, Emulators};
 
 type Item = HashMap<String, AttributeValue>;
@@ -411,7 +411,7 @@ async fn a_nifi_lease_renewed_after_ours_read_the_row_is_not_taken() {
     let seen = store.scan().await.unwrap().leases[0].holder.clone().expect("NiFi's lease");
     // NiFi's node renews its lease (its own refresh) before ours's conditional take arrives.
     assert!(nifi.take("shardId-000000000000", "e0e0e0e0-0000-4000-8000-00000000000e", t0).await);
-    let taken = store.acquire("shardId-000000000000", "kinesnow-me", Some(&seen)).await.unwrap();
+    let taken = store.acquire("shardId-000000000000", "kinesnow-me", Some(&seen), LoadedOnTake::Keep).await.unwrap();
     assert!(taken.is_none(), "ours took a lease NiFi renewed after ours read it: {taken:?}");
     let owner = nifi.row("shardId-000000000000").await.unwrap()["leaseOwner"].clone();
     assert_eq!(owner, s("e0e0e0e0-0000-4000-8000-00000000000e"));

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kinesnow_core::config::{PropertyMap, PutSnowflakeConfig};
 use kinesnow_core::snowflake::{FlowFileIn, Outcome, Route, SinkEngine, SinkSettings};
 use serde_json::{json, Value};
-use standin_support::{query_param, Standin, ACCOUNT, KEY, USER};
+use standin_support::{query_param, Standin};
 
 const TABLE: &str = "DB.PUBLIC.EVENTS";
 /// The instance id Java would pass from the processor's local state.
@@ -24,23 +24,7 @@ fn config(standin: &Standin, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
     config_of(standin, INSTANCE, extra)
 }
 
-/// The settings a PutSnowflake with instance id `instance` runs with.
-fn config_of(standin: &Standin, instance: &str, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
-    let mut pairs: Vec<(&str, &str)> = vec![
-        ("PutSnowflake Instance", instance),
-        ("Account Identifier", ACCOUNT),
-        ("Snowflake URL Override", &standin.url),
-        ("User", USER),
-        ("Private Key", KEY),
-        ("Database", "DB"),
-        ("Schema", "PUBLIC"),
-        ("Table", "EVENTS"),
-        ("Max Latency", "20 ms"),
-        ("Commit Timeout", "20 sec"),
-    ];
-    pairs.extend_from_slice(extra);
-    PutSnowflakeConfig::parse(&PropertyMap::from_pairs(pairs)).expect("valid settings")
-}
+use standin_support::sink_config as config_of;
 
 struct Sink {
     rt: tokio::runtime::Runtime,

@@ -56,16 +56,17 @@ sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
 import apply as flow  # noqa: E402
 
 
-# PutSnowflake's channels are <prefix>_<instance>_<region>_<stream>_<shard>; the instance id is the processor's own
-# (kept in its local state), the region ConsumeKinesis' (aws.kinesis.region).
-CHANNEL = re.compile(r"^kinesnow_(?P<instance>[0-9a-f]{12})_(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)_(?P<rest>.+)$")
+# The flow's ConsumeKinesis has Failover Position SNOWFLAKE_COMMIT (processor-bindings.json), so each shard's rows
+# go through its shared channel, <prefix>_<account>_<region>_<stream>_<Application Name>_<shard>: the account and
+# region from the stream's ARN (kinesis-local's account is 000000000000).
+CHANNEL = re.compile(r"^kinesnow_(?P<account>\d{12})_(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)_(?P<rest>.+)$")
 
 
-def without_instance(names: list[str]) -> list[str]:
-    """The channel names as kinesnow_<stream>_<shard>, once each is checked to carry one instance id and a region."""
+def without_account(names: list[str]) -> list[str]:
+    """The channel names as kinesnow_<stream>_<app>_<shard>, once each is checked to be a shared channel."""
     matches = [CHANNEL.match(n) for n in names]
     assert all(matches), names
-    assert len({m["instance"] for m in matches}) <= 1, f"one PutSnowflake, one instance id: {names}"
+    assert {m["account"] for m in matches} <= {"000000000000"}, f"kinesis-local's account: {names}"
     return [f"kinesnow_{m['rest']}" for m in matches]
 
 ACCOUNT = "kinesnow-local"
@@ -429,7 +430,8 @@ def test_every_record_once_in_key_order_across_split_restarts_and_kill_9(env):
     assert c.connection_queue_count(ids["parse_failure_queue"]) == 0
     assert sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"] == 0
     assert {"AMOUNT", "REGION", "KIND", "USER", "PHASE", "KINESISMETADATA"} <= set(table_columns(sf, table))
-    assert without_instance(channels_of(sf, table)) == [f"kinesnow_{stream}_{s}" for s in sorted([parent, "shardId-000000000001", *children])]
+    assert without_account(channels_of(sf, table)) == \
+        [f"kinesnow_{stream}_{stream}-app_{s}" for s in sorted([parent, "shardId-000000000001", *children])]
     env["main"] = {"ids": ids, "producer": producer, "table": table}
 
 
@@ -512,7 +514,7 @@ def test_a_parents_last_records_load_before_its_childrens_first(env):
     c.start_processor(ids["consumer"])
     c.start_processor(ids["sink"])
     assert wait_for_rows(sf, table, 300, 120) == 300
-    parent_channel = next(n for n in channels_of(sf, table) if n.endswith(f"_{stream}_{parent}"))
+    parent_channel = next(n for n in channels_of(sf, table) if n.endswith(f"_{stream}_{stream}-app_{parent}"))
     fault = sf.fault({"kind": "withhold_commits", "count": -1, "channel": parent_channel})
     try:
         producer.put(300, phase=1)  # the parent's last records

@@ -109,20 +109,22 @@ impl<E: Engine> Startup<E> {
     }
 
     /// Cancels a start in progress (or waits for its `join` step to end) and stops the engine if it
-    /// runs. When this returns, no task of this start is left.
+    /// runs. The engine stays reachable while it stops, so the acknowledgements of batches NiFi is
+    /// still committing reach it. When this returns, no task of this start is left.
     pub async fn stop(&self) {
         let _ = self.cancel.send(true);
         let task = lock(&self.task).take();
         if let Some(task) = task {
             let _ = task.await;
         }
-        let engine = match std::mem::replace(&mut *lock(&self.phase), Phase::Stopped) {
-            Phase::Running(engine) => Some(engine),
+        let engine = match &*lock(&self.phase) {
+            Phase::Running(engine) => Some(engine.clone()),
             _ => None,
         };
         if let Some(engine) = engine {
             engine.stop().await;
         }
+        *lock(&self.phase) = Phase::Stopped;
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use super::properties::{PropertyMap, Reader};
 use super::{ConfigProblems, Secret};
+pub use crate::consumer::resume::FailoverPosition;
 
 pub const STREAM_NAME: &str = "Stream Name";
 pub const APPLICATION_NAME: &str = "Application Name";
@@ -24,6 +25,10 @@ pub const PROCESSING_STRATEGY: &str = "Processing Strategy";
 pub const OUTPUT_STRATEGY: &str = "Output Strategy";
 pub const LAG_WARNING_THRESHOLD: &str = "Lag Warning Threshold";
 pub const FAILOVER_TIMEOUT: &str = "Failover Timeout";
+pub const FAILOVER_POSITION: &str = "Failover Position";
+/// Not a property: the NiFi node this processor runs on, as Java names it (FlowFiles carry it, so
+/// PutSnowflake can tell FlowFiles of its own node's consumers from others').
+pub const NODE_IDENTITY: &str = "Node Identity";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     STREAM_NAME,
@@ -44,6 +49,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     OUTPUT_STRATEGY,
     LAG_WARNING_THRESHOLD,
     FAILOVER_TIMEOUT,
+    FAILOVER_POSITION,
 ];
 
 const MIB: u64 = 1024 * 1024;
@@ -106,6 +112,10 @@ pub struct ConsumeKinesisConfig {
     pub lag_warning_threshold_percent: u8,
     /// A node silent this long is dead; its shards are taken over.
     pub failover_timeout: Duration,
+    /// Where a node that takes a shard over resumes: after what NiFi or what Snowflake committed.
+    pub failover_position: FailoverPosition,
+    /// The NiFi node (a fact Java passes, not a property); empty in validation.
+    pub node: String,
 }
 
 impl ConsumeKinesisConfig {
@@ -163,7 +173,26 @@ impl ConsumeKinesisConfig {
         let lag_warning_threshold_percent = r.int_in(LAG_WARNING_THRESHOLD, 50, 1, 100) as u8;
         let failover_timeout =
             r.duration_in(FAILOVER_TIMEOUT, Duration::from_secs(7), Duration::from_secs(1), Duration::from_secs(600));
+        let failover_position = r.one_of(
+            FAILOVER_POSITION,
+            FailoverPosition::NiFiCommit,
+            &[("NIFI_COMMIT", FailoverPosition::NiFiCommit), ("SNOWFLAKE_COMMIT", FailoverPosition::SnowflakeCommit)],
+        );
+        let node = r.optional(NODE_IDENTITY).unwrap_or_default();
+        if failover_position == FailoverPosition::SnowflakeCommit
+            && processing_strategy == ProcessingStrategy::LineDelimited
+            && output_strategy == OutputStrategy::UseValue
+        {
+            r.problem(
+                FAILOVER_POSITION,
+                "SNOWFLAKE_COMMIT needs FlowFiles whose rows PutSnowflake loads exactly once: Processing Strategy FLOW_FILE, \
+                 or Output Strategy INJECT_METADATA or USE_WRAPPER (several records of LINE_DELIMITED with USE_VALUE \
+                 carry no per-record positions)",
+            );
+        }
         r.finish(Self {
+            failover_position,
+            node,
             stream_name,
             application_name,
             region,

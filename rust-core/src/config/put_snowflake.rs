@@ -112,6 +112,8 @@ pub struct PutSnowflakeConfig {
     pub channel_prefix: String,
     /// This processor instance's id (`INSTANCE`); the engine refuses to start without one.
     pub instance: Option<String>,
+    /// The NiFi node (a fact Java passes, see `consume_kinesis::NODE_IDENTITY`); empty in validation.
+    pub node: String,
     pub max_batch_size: u64,
     pub max_latency: Duration,
     pub commit_timeout: Duration,
@@ -167,6 +169,7 @@ impl PutSnowflakeConfig {
             r.problem(CHANNEL_PREFIX, format!("'{channel_prefix}' may only hold letters, digits, '_' and '-'"));
         }
         let instance = r.optional(INSTANCE);
+        let node = r.optional(super::consume_kinesis::NODE_IDENTITY).unwrap_or_default();
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
         let max_latency = r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
         let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
@@ -189,6 +192,7 @@ impl PutSnowflakeConfig {
             schema_evolution,
             channel_prefix,
             instance,
+            node,
             max_batch_size,
             max_latency,
             commit_timeout,

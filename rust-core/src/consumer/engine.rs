@@ -21,7 +21,9 @@ use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, Initial
 use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
 use crate::lease::migration::{self, MigrationSettings};
+use crate::feedback::{LinkKey, Loaded};
 use crate::lease::{Lease, LeaseError, LeaseStore};
+pub use super::resume::FailoverPosition;
 
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
@@ -54,6 +56,8 @@ pub struct EngineSettings {
     pub component: u64,
     /// Lock and wait timings of the one-time migration from a KCL lease table.
     pub migration: MigrationSettings,
+    /// Where a node that takes a lease over resumes (see `resume`).
+    pub failover_position: FailoverPosition,
 }
 
 impl EngineSettings {
@@ -75,6 +79,7 @@ impl EngineSettings {
             lag_warning_percent: c.lag_warning_threshold_percent,
             component,
             migration: MigrationSettings::default(),
+            failover_position: c.failover_position,
         }
     }
 }
@@ -97,6 +102,9 @@ pub struct Shared {
     pub budget: MemoryBudget,
     /// Lag beyond which records risk expiring unread (a share of the retention period).
     pub lag_warning_ms: Option<i64>,
+    /// With Failover Position `SNOWFLAKE_COMMIT`: the key PutSnowflake reports this consumer's
+    /// loaded positions under (see `feedback`).
+    pub link: Option<LinkKey>,
     /// GetRecords responses that may be held at once (each at most 10 MiB).
     pub fetch_slots: Arc<tokio::sync::Semaphore>,
     /// The shards, batches and their decisions (no I/O inside).
@@ -157,6 +165,7 @@ pub struct Prepared {
     clients: AwsClients,
     owner: String,
     lag_warning_ms: Option<i64>,
+    stream_arn: String,
     fan_out: Option<FanOut>,
 }
 
@@ -165,13 +174,16 @@ impl Prepared {
     /// listing, a heartbeat, a scan and the lease takes. Let it run to its end (then `stop` the
     /// engine to undo it): dropped half-way, it would leave the heartbeat row and leases behind.
     pub async fn join(self) -> Result<ConsumerEngine, ConsumerError> {
-        let Self { settings, clients, owner, lag_warning_ms, fan_out } = self;
+        let Self { settings, clients, owner, lag_warning_ms, stream_arn, fan_out } = self;
         let store = LeaseStore::new(clients.dynamodb.clone(), &settings.application, &settings.stream);
+        let link = (settings.failover_position == FailoverPosition::SnowflakeCommit)
+            .then(|| LinkKey { stream: stream_arn, application: settings.application.clone() });
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             fan_out,
             fan_out_stats: FanOutStats::default(),
             lag_warning_ms,
+            link,
             owner,
             budget: MemoryBudget::new(settings.max_buffer_size),
             fetch_slots: Arc::new(tokio::sync::Semaphore::new(
@@ -227,14 +239,14 @@ impl ConsumerEngine {
             settings.component,
         )
         .await?;
-        let lag_warning_ms = retention_ms(&clients.kinesis, &settings.stream)
-            .await?
-            .map(|r| r * i64::from(settings.lag_warning_percent) / 100);
+        let facts = crate::kinesis::stream::describe(&clients.kinesis, &settings.stream).await?;
+        let lag_warning_ms = Some(facts.retention_ms() * i64::from(settings.lag_warning_percent) / 100);
+        let stream_arn = facts.arn;
         let fan_out = match settings.consumer_type {
             ConsumerType::SharedThroughput => None,
             ConsumerType::EnhancedFanOut => Some(start_fan_out(&clients, &settings).await?),
         };
-        Ok(Prepared { settings, clients, owner, lag_warning_ms, fan_out })
+        Ok(Prepared { settings, clients, owner, lag_warning_ms, stream_arn, fan_out })
     }
     /// Fan-out subscriptions made, ResourceInUse retries and watchdog replacements so far.
     pub fn fan_out_stats(&self) -> &FanOutStats {
@@ -244,6 +256,12 @@ impl ConsumerEngine {
     /// The Enhanced Fan-Out consumer's ARN, when reading with it.
     pub fn consumer_arn(&self) -> Option<&str> {
         self.shared.fan_out.as_ref().map(|f| f.consumer_arn.as_str())
+    }
+
+    /// The key PutSnowflake reports this consumer's loaded positions under, with Failover
+    /// Position `SNOWFLAKE_COMMIT`.
+    pub fn link(&self) -> Option<&LinkKey> {
+        self.shared.link.as_ref()
     }
 
     /// Write requests this engine sent to the lease table so far.
@@ -360,6 +378,9 @@ impl ConsumerEngine {
         if let Err(e) = self.shared.store.remove_node(&self.shared.owner).await {
             warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
         }
+        if let Some(key) = &self.shared.link {
+            crate::feedback::board().forget_engine(key, &self.shared.owner);
+        }
         info!(component = self.shared.settings.component, "consumer of stream '{}' stopped", self.shared.settings.stream);
     }
 }
@@ -437,7 +458,7 @@ impl Shared {
     }
 
     async fn write_checkpoint(&self, write: CheckpointWrite) -> Option<Next> {
-        let outcome = match self.store.checkpoint(&write.lease, &write.position, false).await {
+        let outcome = match self.store.checkpoint(&write.lease, &write.position, false, write.loaded.as_ref()).await {
             Ok(()) => WriteOutcome::Written,
             Err(LeaseError::Fenced { .. }) => WriteOutcome::Fenced,
             Err(e) => {
@@ -485,6 +506,9 @@ impl Shared {
         let outcome = match self.store.mark_shard_end(&finish.lease).await {
             Ok(()) => {
                 info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
+                if let Some(key) = &self.link {
+                    crate::feedback::board().forget(key, &shard_id);
+                }
                 WriteOutcome::Written
             }
             Err(LeaseError::Fenced { .. }) => {
@@ -525,12 +549,21 @@ impl Shared {
         committed: Option<Position>,
         parents: Vec<String>,
         initial: Option<InitialPosition>,
+        loaded: Option<Loaded>,
     ) {
         // A reader left from an earlier lease of this shard ends (its generation is older anyway).
         for (_, reader) in self.lock_readers().iter().filter(|(id, _)| *id == lease.shard_id) {
             reader.abort();
         }
-        let start = self.lock_ledger().start(lease, committed, parents, initial);
+        let shard_id = lease.shard_id.clone();
+        let start = {
+            let mut ledger = self.lock_ledger();
+            let start = ledger.start(lease, committed, parents, initial);
+            if let Some(loaded) = loaded {
+                ledger.track_loaded(&shard_id, loaded);
+            }
+            start
+        };
         self.spawn_reader(start);
     }
 
@@ -582,12 +615,6 @@ async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Resul
     let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
     let pool = (0..size).map(|_| clients.separate_kinesis()).collect();
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
-}
-
-/// The stream's retention period in milliseconds, from DescribeStream (checks that the stream
-/// exists, too).
-async fn retention_ms(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Option<i64>, ConsumerError> {
-    Ok(Some(crate::kinesis::stream::describe(client, stream).await?.retention_ms()))
 }
 
 /// A unique node id without another dependency: time, process id and a random number.

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::end_probe::ListingView;
+use super::resume;
 use super::engine::Shared;
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
@@ -42,7 +43,22 @@ pub(super) struct Keeper {
     finished_seen: HashMap<String, Instant>,
     /// Malformed rows already warned about, and when.
     malformed_warned: HashMap<String, Instant>,
+    /// Failover Position `SNOWFLAKE_COMMIT`: when loaded positions were last written alone, and
+    /// what is known about PutSnowflake's reports (for the warning when none come).
+    next_loaded_write: Instant,
+    reports: ReportWatch,
 }
+
+/// Watches whether PutSnowflake in this JVM reports loaded positions for this consumer.
+struct ReportWatch {
+    /// When a tracked shard's checkpoint first ran ahead of its loaded position without a report
+    /// since.
+    behind_since: Option<Instant>,
+    warned_at: Option<Instant>,
+}
+
+/// A consumer whose checkpoints run ahead of every loaded position for this long is warned about.
+const NO_REPORT_WARNING: Duration = Duration::from_secs(120);
 
 /// A malformed row is warned about again after this long.
 const MALFORMED_REWARN: Duration = Duration::from_secs(600);
@@ -61,6 +77,8 @@ impl Keeper {
             unlisted: HashMap::new(),
             finished_seen: HashMap::new(),
             malformed_warned: HashMap::new(),
+            next_loaded_write: started,
+            reports: ReportWatch { behind_since: None, warned_at: None },
         })
     }
 
@@ -124,6 +142,7 @@ impl Keeper {
             self.shared.deliver_until(beat + settings.failover_timeout.saturating_sub(settings.scan_interval));
         }
         self.retry_failed_writes().await;
+        self.follow_snowflake(&view.leases, now).await;
         self.complete_hand_backs().await;
         if *self.shared.stopping.borrow() {
             return Ok(());
@@ -193,6 +212,70 @@ impl Keeper {
                 }
                 Err(e) => warn!(component = self.shared.settings.component, "row of finished shard {} not removed: {e}", retire.shard_id),
             }
+        }
+    }
+
+    /// With Failover Position `SNOWFLAKE_COMMIT`: publishes the shards' lease counters for
+    /// PutSnowflake, takes in the loaded positions it reported, writes those of idle shards into
+    /// their rows (at most once per heartbeat interval; busy shards' checkpoints carry theirs), and
+    /// warns when no PutSnowflake of this NiFi reports while checkpoints run ahead.
+    async fn follow_snowflake(&mut self, rows: &[LeaseRow], now: Instant) {
+        let Some(key) = self.shared.link.clone() else { return };
+        let tracked = self.shared.lock_ledger().tracked();
+        let facts: Vec<(String, crate::kinesis::position::Position)> = {
+            let mut board = crate::feedback::board();
+            let held = self.shared.lock_ledger().held().into_iter().map(|(shard, h)| (shard, h.counter));
+            board.publish_held(&key, &self.shared.owner, held);
+            board.publish_tenures(&key, self.shared.settings.failover_timeout, rows.iter().filter(|r| r.loaded.is_some()).filter_map(tenure_of));
+            tracked.iter().filter_map(|shard| board.loaded(&key, shard).map(|p| (shard.clone(), p))).collect()
+        };
+        let advanced = {
+            let mut ledger = self.shared.lock_ledger();
+            facts.into_iter().fold(false, |moved, (shard, p)| ledger.note_loaded(&shard, p) || moved)
+        };
+        self.watch_reports(rows, advanced, now);
+        if now < self.next_loaded_write {
+            return;
+        }
+        self.next_loaded_write = now + self.shared.settings.heartbeat_interval;
+        let due = self.shared.lock_ledger().loaded_writes_due();
+        for write in due {
+            match self.shared.store.write_loaded(&write.lease, &write.loaded).await {
+                Ok(()) => self.shared.lock_ledger().loaded_written(&write),
+                Err(LeaseError::Fenced { .. }) => self.shared.lose(&write.lease.shard_id),
+                Err(e) => warn!(component = self.shared.settings.component, "loaded position of shard {} not written: {e}", write.lease.shard_id),
+            }
+        }
+    }
+
+    fn watch_reports(&mut self, rows: &[LeaseRow], advanced: bool, now: Instant) {
+        let mine: Vec<(String, Holder)> = self.shared.lock_ledger().held();
+        let behind = mine.iter().any(|(shard, _)| {
+            rows.iter().find(|r| &r.shard_id == shard).is_some_and(|r| match (&r.checkpoint, &r.loaded) {
+                (Checkpoint::At(c), Some(crate::feedback::Loaded::Through(l))) => super::ledger::is_after(c, l),
+                (Checkpoint::At(_), Some(crate::feedback::Loaded::FromTrimHorizon)) => true,
+                _ => false,
+            })
+        });
+        if advanced || !behind {
+            self.reports.behind_since = None;
+            return;
+        }
+        let since = *self.reports.behind_since.get_or_insert(now);
+        let warned_recently = self.reports.warned_at.is_some_and(|t| now.saturating_duration_since(t) < MALFORMED_REWARN);
+        if now.saturating_duration_since(since) >= NO_REPORT_WARNING && !warned_recently {
+            self.reports.warned_at = Some(now);
+            warn!(
+                component = self.shared.settings.component,
+                "Failover Position is SNOWFLAKE_COMMIT, but for {} s no PutSnowflake in this NiFi has reported rows of stream '{}' \
+                 (Application Name '{}') committed in Snowflake while NiFi committed more: a node that takes a shard over \
+                 reads again from the last position Snowflake was known to have. Expected while PutSnowflake is stopped or \
+                 behind; otherwise check that this ConsumeKinesis feeds a PutSnowflake on the same node (no load-balanced \
+                 connection between them), or set Failover Position to NIFI_COMMIT",
+                NO_REPORT_WARNING.as_secs(),
+                self.shared.settings.stream,
+                self.shared.settings.application
+            );
         }
     }
 
@@ -278,8 +361,11 @@ impl Keeper {
             );
             self.shared.lock_ledger().begin_hand_back(shard_id, Instant::now());
         }
+        let mode = self.shared.settings.failover_position;
         for (shard_id, seen) in plan.take {
-            let taken = match self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref()).await {
+            let scanned = rows.iter().find(|r| r.shard_id == shard_id).map_or(Checkpoint::None, |r| r.checkpoint.clone());
+            let on_take = resume::on_take(mode, &scanned);
+            let taken = match self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref(), on_take).await {
                 Ok(taken) => taken,
                 Err(e @ LeaseError::Malformed { .. }) => {
                     warn!(component = self.shared.settings.component, "shard {shard_id} not read: {e}");
@@ -288,26 +374,45 @@ impl Keeper {
                 Err(e) => return Err(e.into()),
             };
             let Some(lease) = taken else { continue }; // another node was quicker
-            let committed = match &lease.checkpoint {
-                Checkpoint::ShardEnd(_) => {
-                    let _ = self.shared.store.release(&lease).await;
-                    continue;
-                }
-                Checkpoint::At(p) => Some(p.clone()),
-                Checkpoint::None => None,
-            };
+            if let Checkpoint::ShardEnd(_) = &lease.checkpoint {
+                let _ = self.shared.store.release(&lease).await;
+                continue;
+            }
+            let resume = resume::resume(mode, &lease.checkpoint, lease.loaded.as_ref());
+            let committed = resume.after.clone();
             info!(
                 component = self.shared.settings.component,
                 "reading shard {shard_id} of stream '{}' from {}{}",
                 self.shared.settings.stream,
-                committed.as_ref().map_or("the initial position".to_owned(), |p| format!("checkpoint {}", p.sequence_number)),
+                describe_start(&lease.checkpoint, &resume),
                 seen.map_or(String::new(), |h| format!(" (taken over from node {}, silent)", h.owner)),
             );
             let parents = readable.iter().find(|r| r.shard_id == shard_id).map(|r| r.parents.clone()).unwrap_or_default();
-            let initial = start_without_checkpoint(rows, &shard_id, &parents);
-            self.shared.start_reading(lease, committed, parents, initial);
+            let initial = if resume.trim_horizon { Some(InitialPosition::TrimHorizon) } else { start_without_checkpoint(rows, &shard_id, &parents) };
+            self.shared.start_reading(lease, committed, parents, initial, resume.loaded);
         }
         Ok(())
+    }
+}
+
+/// A tracking tenure's lease as the row shows it: its counter (0 for a row never taken) and
+/// whether it is held.
+fn tenure_of(row: &LeaseRow) -> Option<(String, crate::feedback::ShardTenure)> {
+    let counter = row.holder.as_ref().map(|h| h.counter).or(row.counter)?;
+    Some((row.shard_id.clone(), crate::feedback::ShardTenure { counter, held: row.holder.is_some() }))
+}
+
+/// Where reading starts, for the log.
+fn describe_start(checkpoint: &Checkpoint, resume: &resume::Resume) -> String {
+    let at = match checkpoint {
+        Checkpoint::At(p) => Some(p),
+        _ => None,
+    };
+    match (&resume.after, at) {
+        (Some(p), Some(c)) if p != c => format!("loaded position {} (what Snowflake has; checkpoint {})", p.sequence_number, c.sequence_number),
+        (Some(p), _) => format!("checkpoint {}", p.sequence_number),
+        (None, _) if resume.trim_horizon => "TRIM_HORIZON (nothing of it was known loaded in Snowflake)".to_owned(),
+        (None, _) => "the initial position".to_owned(),
     }
 }
 
@@ -404,6 +509,8 @@ mod tests {
             holder: None,
             parents: parents.iter().map(|p| p.to_string()).collect(),
             start: None,
+            loaded: None,
+            counter: None,
         }
     }
 

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::state::{Buffered, InFlight, ShardState};
 use crate::config::consume_kinesis::InitialPosition;
+use crate::feedback::Loaded;
 use crate::kinesis::position::{compare_sequence_numbers, Position};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 use crate::lease::{Holder, Lease};
@@ -45,6 +46,15 @@ pub struct ReaderStart {
 pub struct CheckpointWrite {
     pub lease: Lease,
     pub position: Position,
+    /// What Snowflake has of the shard, written with the checkpoint (`SNOWFLAKE_COMMIT` only).
+    pub loaded: Option<Loaded>,
+}
+
+/// A loaded position to write into a lease row without a checkpoint (the shard is idle).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedWrite {
+    pub lease: Lease,
+    pub loaded: Loaded,
 }
 
 /// A shard read to its end with everything committed: write its children's rows, then its
@@ -230,6 +240,7 @@ impl Ledger {
                 parent_shard_ids: state.parents.clone(),
                 millis_behind: state.millis_behind,
                 records,
+                tenure: state.loaded.is_some().then_some(state.lease.counter),
             });
         }
         self.batches.insert(id, out.iter().map(|s| s.shard_id.clone()).collect());
@@ -295,6 +306,9 @@ impl Ledger {
                 if later(Some(&write.position), state.committed.as_ref()) {
                     state.committed = Some(write.position.clone());
                 }
+                if write.loaded.is_some() {
+                    state.loaded_written = write.loaded.clone();
+                }
                 self.advance(shard_id)
             }
             // Kept pending: `pending_checkpoints` hands it out again.
@@ -303,6 +317,45 @@ impl Ledger {
                 self.shards.remove(shard_id);
                 Some(Next::Lost(shard_id.to_owned()))
             }
+        }
+    }
+
+    /// Tracks what Snowflake has of a shard just started (Failover Position `SNOWFLAKE_COMMIT`).
+    pub fn track_loaded(&mut self, shard_id: &str, loaded: Loaded) {
+        if let Some(state) = self.shards.get_mut(shard_id) {
+            state.loaded = Some(loaded);
+        }
+    }
+
+    /// Shards whose loaded position is tracked.
+    pub fn tracked(&self) -> Vec<String> {
+        self.shards.iter().filter(|(_, s)| s.loaded.is_some() && !s.finished).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Snowflake reported every record of the shard up to `position` committed; true when that
+    /// moved the shard's loaded position on.
+    pub fn note_loaded(&mut self, shard_id: &str, position: Position) -> bool {
+        let Some(state) = self.shards.get_mut(shard_id) else { return false };
+        let Some(known) = state.loaded.take() else { return false };
+        let next = known.clone().max(Loaded::Through(position));
+        state.loaded = Some(next.clone());
+        next != known
+    }
+
+    /// Loaded positions not yet in their lease rows, of shards with no checkpoint write in flight
+    /// (a checkpoint carries the position itself).
+    pub fn loaded_writes_due(&self) -> Vec<LoadedWrite> {
+        self.shards
+            .values()
+            .filter(|s| !s.finished && s.writing.is_none() && s.loaded.is_some() && s.loaded != s.loaded_written)
+            .map(|s| LoadedWrite { lease: s.lease.clone(), loaded: s.loaded.clone().expect("filtered") })
+            .collect()
+    }
+
+    /// A loaded position was written to the lease row of `write.lease`.
+    pub fn loaded_written(&mut self, write: &LoadedWrite) {
+        if let Some(state) = self.shards.get_mut(&write.lease.shard_id).filter(|s| same_lease(&s.lease, &write.lease)) {
+            state.loaded_written = Some(write.loaded.clone());
         }
     }
 
@@ -332,7 +385,7 @@ impl Ledger {
         if state.acked != state.committed {
             let position = state.acked.clone()?;
             state.writing = Some(position.clone());
-            return Some(Next::Write(CheckpointWrite { lease: state.lease.clone(), position }));
+            return Some(Next::Write(CheckpointWrite { lease: state.lease.clone(), position, loaded: state.loaded.clone() }));
         }
         let done = state.reader_finished && state.buffer.is_empty() && state.in_flight.is_empty() && state.handing_back.is_none();
         if !done {
@@ -459,7 +512,7 @@ mod tests {
     use crate::lease::Checkpoint;
 
     fn lease(shard: &str, counter: u64) -> Lease {
-        Lease { shard_id: shard.into(), owner: "me".into(), counter, checkpoint: Checkpoint::None }
+        Lease { shard_id: shard.into(), owner: "me".into(), counter, checkpoint: Checkpoint::None, loaded: None }
     }
 
     fn records(from: u64, n: u64) -> Vec<Buffered> {

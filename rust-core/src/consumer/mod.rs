@@ -6,12 +6,13 @@ pub mod budget;
 mod end_probe;
 pub mod engine;
 mod keeper;
-mod ledger;
+pub(crate) mod ledger;
 #[cfg(test)]
 mod model;
 pub mod output;
 mod intake;
 mod reader;
+pub mod resume;
 mod state;
 mod subscriber;
 

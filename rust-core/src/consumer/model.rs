@@ -572,7 +572,7 @@ impl World {
             row.counter += 1;
             let checkpoint = row.checkpoint.clone().map_or(Checkpoint::None, Checkpoint::At);
             let committed = row.checkpoint.clone();
-            let lease = Lease { shard_id: shard_id.clone(), owner: me.clone(), counter: row.counter, checkpoint };
+            let lease = Lease { shard_id: shard_id.clone(), owner: me.clone(), counter: row.counter, checkpoint, loaded: None };
             let parents = self.stream[&shard_id].parents.clone();
             let start = self.ledger.start(lease, committed, parents, None);
             if !self.ever_held.insert(shard_id.clone()) {

@@ -39,6 +39,8 @@ pub struct ShardFlowFiles {
     pub parent_shard_ids: Vec<String>,
     pub millis_behind: i64,
     pub flow_files: Vec<FlowFileOut>,
+    /// See [`ShardRecords::tenure`].
+    pub tenure: Option<u64>,
 }
 
 pub struct Layout<'a> {
@@ -64,7 +66,13 @@ impl Layout<'_> {
             }
         }
         flow_files.extend(lines);
-        ShardFlowFiles { shard_id: shard.shard_id, parent_shard_ids: shard.parent_shard_ids, millis_behind: shard.millis_behind, flow_files }
+        ShardFlowFiles {
+            shard_id: shard.shard_id,
+            parent_shard_ids: shard.parent_shard_ids,
+            millis_behind: shard.millis_behind,
+            flow_files,
+            tenure: shard.tenure,
+        }
     }
 
     /// The FlowFile content of one record; the record's data is moved, not copied, when used as is.
@@ -149,7 +157,7 @@ mod tests {
     }
 
     fn shard(records: Vec<KinesisRecord>) -> ShardRecords {
-        ShardRecords { shard_id: "shardId-000000000001".into(), parent_shard_ids: Vec::new(), millis_behind: 42, records }
+        ShardRecords { shard_id: "shardId-000000000001".into(), parent_shard_ids: Vec::new(), millis_behind: 42, records, tenure: None }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use super::budget::Reservation;
 use crate::config::consume_kinesis::InitialPosition;
+use crate::feedback::Loaded;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
 use crate::lease::Lease;
@@ -60,6 +61,11 @@ pub struct ShardState {
     /// the batches in flight are settled and checkpointed (or the hand-back times out).
     pub handing_back: Option<tokio::time::Instant>,
     pub in_flight: VecDeque<InFlight>,
+    /// With Failover Position `SNOWFLAKE_COMMIT`: what Snowflake is known to have of the shard
+    /// (see `feedback`), written into the lease row with each checkpoint; `None` otherwise.
+    pub loaded: Option<Loaded>,
+    /// The last `loaded` written to the lease row.
+    pub loaded_written: Option<Loaded>,
 }
 
 impl ShardState {
@@ -81,6 +87,8 @@ impl ShardState {
             children: Vec::new(),
             handing_back: None,
             in_flight: VecDeque::new(),
+            loaded: None,
+            loaded_written: None,
         }
     }
 

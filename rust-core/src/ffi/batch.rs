@@ -5,9 +5,12 @@
 //! Big-endian (Java's `ByteBuffer` default):
 //!
 //! ```text
-//! batch    := magic:i32 ("KNB4") batchId:i64 shardCount:i32 shard*
+//! batch    := magic:i32 ("KNB5") batchId:i64 link:str16 shardCount:i32 shard*
+//!             (link: the stream's ARN when the consumer tracks what Snowflake has, Failover
+//!              Position SNOWFLAKE_COMMIT; empty otherwise)
 //! shard    := shardId:str16 parentShardIds:str16 (comma-separated, empty if none)
-//!             millisBehind:i64 flowFileCount:i32 flowFile*
+//!             millisBehind:i64 tenure:i64 (the lease counter with a link, -1 without)
+//!             flowFileCount:i32 flowFile*
 //! flowFile := route:u8 (0 success, 1 parse.failure) recordCount:i32
 //!             firstSequence:str16 firstSub:i64 lastSequence:str16 lastSub:i64   (sub -1 = not aggregated)
 //!             partitionKey:str32 arrivalMs:i64 error:str16 contentLength:i32 content
@@ -22,7 +25,7 @@ use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4234; // "KNB4"
+pub const MAGIC: i32 = 0x4B4E_4235; // "KNB5"
 const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -33,10 +36,14 @@ pub enum BatchError {
 
 /// Exact encoded size, so the buffer is allocated once.
 pub fn encoded_len(shards: &[ShardFlowFiles]) -> usize {
-    4 + 8 + 4
+    encoded_len_linked("", shards)
+}
+
+fn encoded_len_linked(link: &str, shards: &[ShardFlowFiles]) -> usize {
+    4 + 8 + 2 + link.len() + 4
         + shards
             .iter()
-            .map(|s| 2 + s.shard_id.len() + 2 + s.parent_shard_ids.join(",").len() + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
+            .map(|s| 2 + s.shard_id.len() + 2 + s.parent_shard_ids.join(",").len() + 8 + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
             .sum::<usize>()
 }
 
@@ -52,14 +59,21 @@ fn flow_file_len(f: &FlowFileOut) -> usize {
 }
 
 pub fn encode(batch_id: i64, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, BatchError> {
-    let mut out = Vec::with_capacity(encoded_len(shards));
+    encode_linked(batch_id, "", shards)
+}
+
+/// With `link` (the stream's ARN; see the layout above).
+pub fn encode_linked(batch_id: i64, link: &str, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, BatchError> {
+    let mut out = Vec::with_capacity(encoded_len_linked(link, shards));
     out.extend_from_slice(&MAGIC.to_be_bytes());
     out.extend_from_slice(&batch_id.to_be_bytes());
+    put_str16(&mut out, "link", link)?;
     out.extend_from_slice(&len_i32("shard count", shards.len())?.to_be_bytes());
     for shard in shards {
         put_str16(&mut out, "shard id", &shard.shard_id)?;
         put_str16(&mut out, "parent shard ids", &shard.parent_shard_ids.join(","))?;
         out.extend_from_slice(&shard.millis_behind.to_be_bytes());
+        out.extend_from_slice(&shard.tenure.map_or(-1, |t| t as i64).to_be_bytes());
         out.extend_from_slice(&len_i32("FlowFile count", shard.flow_files.len())?.to_be_bytes());
         for f in &shard.flow_files {
             out.push(f.route as u8);
@@ -115,21 +129,29 @@ fn len_i32(what: &'static str, len: usize) -> Result<i32, BatchError> {
 /// what reaches Java. `None` when the bytes are not exactly one well-formed batch.
 #[cfg(any(test, feature = "test-support"))]
 pub fn decode(bytes: &[u8]) -> Option<(i64, Vec<ShardFlowFiles>)> {
+    decode_linked(bytes).map(|(id, _, shards)| (id, shards))
+}
+
+/// The batch id, its link and its shards.
+#[cfg(any(test, feature = "test-support"))]
+pub fn decode_linked(bytes: &[u8]) -> Option<(i64, String, Vec<ShardFlowFiles>)> {
     decode_wire(&mut super::wire::Reader::new(bytes)).ok().flatten()
 }
 
 #[cfg(any(test, feature = "test-support"))]
-fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, Vec<ShardFlowFiles>)>, super::wire::WireError> {
+fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, Vec<ShardFlowFiles>)>, super::wire::WireError> {
     use crate::consumer::output::Route;
     if r.i32()? != MAGIC {
         return Ok(None);
     }
     let batch_id = r.i64()?;
+    let link = r.str16()?;
     let mut shards = Vec::new();
     for _ in 0..r.i32()? {
         let shard_id = r.str16()?;
         let parents = r.str16()?;
         let millis_behind = r.i64()?;
+        let tenure = u64::try_from(r.i64()?).ok();
         let mut flow_files = Vec::new();
         for _ in 0..r.i32()? {
             let route = match r.u8()? {
@@ -161,9 +183,9 @@ fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, Vec<Shard
             });
         }
         let parent_shard_ids = if parents.is_empty() { Vec::new() } else { parents.split(',').map(str::to_owned).collect() };
-        shards.push(ShardFlowFiles { shard_id, parent_shard_ids, millis_behind, flow_files });
+        shards.push(ShardFlowFiles { shard_id, parent_shard_ids, millis_behind, flow_files, tenure });
     }
-    Ok(r.is_done().then_some((batch_id, shards)))
+    Ok(r.is_done().then_some((batch_id, link, shards)))
 }
 
 /// A partition key of exactly `bytes` UTF-8 bytes that is not one repeated byte (multi-byte
@@ -190,6 +212,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
             shard_id: format!("shardId-{s:012}"),
             parent_shard_ids: (s % 2 == 1).then(|| vec![format!("shardId-{:012}", s + 100)]).unwrap_or_default(),
             millis_behind: s as i64 * 10,
+            tenure: None,
             records: (0..records_per_shard)
                 .map(|n| KinesisRecord {
                     sequence_number: format!("4963{:052}", s * records_per_shard + n),
@@ -221,6 +244,7 @@ mod tests {
             shard_id: "s1".into(),
             parent_shard_ids: vec!["p1".into(), "p2".into()],
             millis_behind: 5,
+            tenure: Some(3),
             flow_files: vec![FlowFileOut {
                 route: Route::ParseFailure,
                 record_count: 1,
@@ -234,14 +258,16 @@ mod tests {
                 content: vec![0xAB],
             }],
         }];
-        let bytes = encode(7, &shards).unwrap();
+        let bytes = encode_linked(7, "a", &shards).unwrap();
         let mut expected = vec![];
-        expected.extend_from_slice(b"KNB4");
+        expected.extend_from_slice(b"KNB5");
         expected.extend_from_slice(&7i64.to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'a']);
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.extend_from_slice(&[0, 2, b's', b'1']);
         expected.extend_from_slice(&[0, 5, b'p', b'1', b',', b'p', b'2']);
         expected.extend_from_slice(&5i64.to_be_bytes());
+        expected.extend_from_slice(&3i64.to_be_bytes());
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.push(1);
         expected.extend_from_slice(&1i32.to_be_bytes());
@@ -255,7 +281,7 @@ mod tests {
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.push(0xAB);
         assert_eq!(bytes, expected);
-        assert_eq!(bytes.len(), encoded_len(&shards));
+        assert_eq!(bytes.len(), encoded_len_linked("a", &shards));
     }
 
     #[test]
@@ -290,6 +316,7 @@ mod tests {
                     shard_id: format!("shardId-{s:012}"),
                     parent_shard_ids: (0..rng.random_range(0..3)).map(|p| format!("shardId-{p:012}")).collect(),
                     millis_behind: rng.random_range(-1..1_000_000),
+                    tenure: rng.random_bool(0.5).then(|| rng.random_range(1..1_000_000)),
                     flow_files: (0..rng.random_range(0..5))
                         .map(|_| FlowFileOut {
                             route: if rng.random_bool(0.2) { Route::ParseFailure } else { Route::Success },
@@ -309,7 +336,10 @@ mod tests {
             let id = rng.random();
             let bytes = encode(id, &shards).unwrap();
             assert_eq!(bytes.len(), encoded_len(&shards));
-            assert_eq!(decode(&bytes), Some((id, shards)));
+            assert_eq!(decode(&bytes), Some((id, shards.clone())));
+            let link = if rng.random_bool(0.5) { "arn:aws:kinesis:us-east-1:123456789012:stream/s" } else { "" };
+            assert_eq!(decode_linked(&encode_linked(id, link, &shards).unwrap()), Some((id, link.to_owned(), shards.clone())));
+            assert_eq!(encode_linked(id, link, &shards).unwrap().len(), encoded_len_linked(link, &shards));
             assert_eq!(decode(&bytes[..bytes.len().saturating_sub(1)]).filter(|_| !bytes.is_empty()), None, "a cut batch is refused");
         }
     }

@@ -279,8 +279,9 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>
 ) {
     guard::call(&mut env, |_env| {
         let id = handle(component);
+        // Stopped before its handle goes, so NiFi's last acknowledgements still reach it.
+        COMPONENTS.get(id)?.stop();
         let closed = COMPONENTS.remove(id)?;
-        closed.stop();
         tracing::info!(component = id, "{} closed", closed.describe());
         log_bridge::unregister(id);
         Ok(())

@@ -49,6 +49,9 @@ pub struct ShardRecords {
     /// MillisBehindLatest from the last GetRecords or fan-out event, -1 if unknown.
     pub millis_behind: i64,
     pub records: Vec<KinesisRecord>,
+    /// The lease counter of the tenure that read them, when the consumer tracks what Snowflake
+    /// has (Failover Position `SNOWFLAKE_COMMIT`); `None` otherwise.
+    pub tenure: Option<u64>,
 }
 
 #[cfg(test)]

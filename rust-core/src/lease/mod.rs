@@ -26,7 +26,7 @@ pub mod store;
 pub mod table;
 pub mod tombstone;
 
-pub use store::{Checkpoint, Holder, Lease, LeaseRow, LeaseStore, NodeBeat, TableView};
+pub use store::{Checkpoint, Holder, Lease, LeaseRow, LeaseStore, LoadedOnTake, NodeBeat, TableView};
 
 use crate::error::{Classify, ErrorClass};
 

@@ -14,6 +14,7 @@ use super::kcl::StartHint;
 use super::table::{service_error, HASH_KEY, RANGE_KEY};
 use super::tombstone::{self, is_tombstone, reviving};
 use super::{now_ms, LeaseError};
+use crate::feedback::Loaded;
 use crate::kinesis::position::Position;
 
 /// Heartbeat rows share the stream's partition, under shard ids no Kinesis shard can have.
@@ -41,6 +42,8 @@ pub struct Lease {
     /// Fencing token: bumped on every take.
     pub counter: u64,
     pub checkpoint: Checkpoint,
+    /// `loadedSequenceNumber` as the row had it when this lease was taken (see `feedback`).
+    pub loaded: Option<Loaded>,
 }
 
 /// How long a lease of ours stays valid for NiFi's own ConsumeKinesis after our last take or
@@ -79,6 +82,21 @@ pub struct LeaseRow {
     pub parents: Vec<String>,
     /// Where to start without a checkpoint, as carried over from a KCL lease (TRIM_HORIZON/LATEST).
     pub start: Option<StartHint>,
+    /// What Snowflake has of the shard, as the holder last wrote it (see `feedback`).
+    pub loaded: Option<Loaded>,
+    /// `leaseCounter`, held or not (`None` for a row never taken by ours).
+    pub counter: Option<u64>,
+}
+
+/// What a take does to the row's loaded position (see `consumer::resume`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadedOnTake {
+    Keep,
+    /// Marks a row without one [`Loaded::FromTrimHorizon`].
+    MarkStart,
+    /// Removes it: a tenure that does not track leaves no loaded position behind, so a row has
+    /// one exactly while tracking tenures hold it.
+    Remove,
 }
 
 /// A node's heartbeat row: its counter grows while the node lives.
@@ -123,21 +141,36 @@ impl LeaseStore {
 
     /// Takes the lease if it is free, or still held by `seen` (a holder judged dead) exactly as
     /// read, `leaseExpiry` included (so a lease NiFi renewed meanwhile is not taken); bumps the
-    /// counter and sets a `leaseExpiry` for NiFi. `Ok(None)` when the row changed meanwhile.
-    pub async fn acquire(&self, shard_id: &str, owner: &str, seen: Option<&Holder>) -> Result<Option<Lease>, LeaseError> {
+    /// counter and sets a `leaseExpiry` for NiFi. With `mark_start`, a row without a loaded
+    /// position gets [`Loaded::FromTrimHorizon`] in the same write. The lease returned carries the
+    /// row as it was before the take. `Ok(None)` when the row changed meanwhile.
+    pub async fn acquire(&self, shard_id: &str, owner: &str, seen: Option<&Holder>, on_take: LoadedOnTake) -> Result<Option<Lease>, LeaseError> {
+        let mark_start = on_take == LoadedOnTake::MarkStart;
+        let set = match on_take {
+            LoadedOnTake::MarkStart => {
+                "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now, \
+                 loadedSequenceNumber = if_not_exists(loadedSequenceNumber, :fromStart) ADD leaseCounter :one"
+            }
+            LoadedOnTake::Keep => "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one",
+            LoadedOnTake::Remove => {
+                "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one \
+                 REMOVE loadedSequenceNumber, loadedSubSequenceNumber"
+            }
+        };
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(shard_id)))
-            .update_expression(reviving(
-                "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one",
-            ))
+            .update_expression(reviving(set))
             .expression_attribute_values(":me", s(owner))
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":expiry", n(now_ms() + LEASE_EXPIRY_FOR_NIFI_MS))
             .expression_attribute_values(":one", n(1))
-            .return_values(ReturnValue::AllNew);
+            .return_values(ReturnValue::AllOld);
+        if mark_start {
+            request = request.expression_attribute_values(":fromStart", s(LOADED_FROM_TRIM_HORIZON));
+        }
         request = match seen {
             None => request.condition_expression("attribute_not_exists(leaseOwner)"),
             Some(holder) => {
@@ -164,12 +197,14 @@ impl LeaseStore {
         self.count_write();
         match request.send().await {
             Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
+                // The row before the take (nothing for a new row or a tombstone).
+                let item = out.attributes().filter(|item| !is_tombstone(item)).cloned().unwrap_or_default();
                 Ok(Some(Lease {
                     shard_id: shard_id.to_owned(),
                     owner: owner.to_owned(),
-                    counter: number(&item, "leaseCounter").unwrap_or(1),
+                    counter: number(&item, "leaseCounter").unwrap_or(0) + 1,
                     checkpoint: checkpoint_of(shard_id, &item)?,
+                    loaded: loaded_of(shard_id, &item)?,
                 }))
             }
             Err(e) if is_condition_failure(&e) => Ok(None),
@@ -179,7 +214,8 @@ impl LeaseStore {
 
     /// Records that everything up to `position` is committed (and, with `shard_end`, that the
     /// shard is finished). Refused with `Fenced` if the lease moved on.
-    pub async fn checkpoint(&self, lease: &Lease, position: &Position, shard_end: bool) -> Result<(), LeaseError> {
+    /// With `loaded`, what Snowflake has of the shard is written in the same request.
+    pub async fn checkpoint(&self, lease: &Lease, position: &Position, shard_end: bool, loaded: Option<&Loaded>) -> Result<(), LeaseError> {
         let now = now_ms();
         let mut values = vec![
             (":seq", s(&position.sequence_number)),
@@ -187,18 +223,30 @@ impl LeaseStore {
             (":end", AttributeValue::Bool(shard_end)),
             (":expiry", n(now + LEASE_EXPIRY_FOR_NIFI_MS)),
         ];
-        let expression = match position.sub_sequence_number {
+        let mut set = vec!["sequenceNumber = :seq", "lastUpdateTimestamp = :now", "shardEnd = :end", "leaseExpiry = :expiry"];
+        let mut remove = Vec::new();
+        match position.sub_sequence_number {
             Some(sub) => {
                 values.push((":sub", n(sub as i64)));
-                "SET sequenceNumber = :seq, subSequenceNumber = :sub, lastUpdateTimestamp = :now, shardEnd = :end, \
-                 leaseExpiry = :expiry"
+                set.push("subSequenceNumber = :sub");
             }
-            None => {
-                "SET sequenceNumber = :seq, lastUpdateTimestamp = :now, shardEnd = :end, leaseExpiry = :expiry \
-                 REMOVE subSequenceNumber"
-            }
-        };
-        self.fenced_update(lease, expression, values).await
+            None => remove.push("subSequenceNumber"),
+        }
+        if let Some(loaded) = loaded {
+            loaded_update(loaded, &mut set, &mut remove, &mut values);
+        }
+        self.fenced_update(lease, &update_expression(&set, &remove), values).await
+    }
+
+    /// Writes what Snowflake has of an idle shard (no checkpoint to carry it), renewing the
+    /// `leaseExpiry` as a checkpoint does.
+    pub async fn write_loaded(&self, lease: &Lease, loaded: &Loaded) -> Result<(), LeaseError> {
+        let now = now_ms();
+        let mut values = vec![(":now", n(now)), (":expiry", n(now + LEASE_EXPIRY_FOR_NIFI_MS))];
+        let mut set = vec!["lastUpdateTimestamp = :now", "leaseExpiry = :expiry"];
+        let mut remove = Vec::new();
+        loaded_update(loaded, &mut set, &mut remove, &mut values);
+        self.fenced_update(lease, &update_expression(&set, &remove), values).await
     }
 
     /// Marks a shard whose every record is committed as finished and gives its lease up.
@@ -396,7 +444,53 @@ fn lease_row(shard_id: String, item: &Item) -> Result<LeaseRow, LeaseError> {
         _ => Vec::new(),
     };
     let start = string(item, "startPosition").and_then(|t| StartHint::parse(&t));
-    Ok(LeaseRow { checkpoint: checkpoint_of(&shard_id, item)?, shard_id, holder, parents, start })
+    let loaded = loaded_of(&shard_id, item)?;
+    let counter = number(item, "leaseCounter");
+    Ok(LeaseRow { checkpoint: checkpoint_of(&shard_id, item)?, shard_id, holder, parents, start, loaded, counter })
+}
+
+/// `loadedSequenceNumber` (and `loadedSubSequenceNumber`), as `feedback` defines them.
+const LOADED_SEQUENCE: &str = "loadedSequenceNumber";
+const LOADED_SUB_SEQUENCE: &str = "loadedSubSequenceNumber";
+const LOADED_FROM_TRIM_HORIZON: &str = "TRIM_HORIZON";
+
+fn loaded_of(shard: &str, item: &Item) -> Result<Option<Loaded>, LeaseError> {
+    match string(item, LOADED_SEQUENCE) {
+        None => Ok(None),
+        Some(text) if text == LOADED_FROM_TRIM_HORIZON => Ok(Some(Loaded::FromTrimHorizon)),
+        Some(seq) if !seq.is_empty() && seq.chars().all(|c| c.is_ascii_digit()) => {
+            Ok(Some(Loaded::Through(Position::new(seq, number(item, LOADED_SUB_SEQUENCE)))))
+        }
+        Some(other) => Err(LeaseError::Malformed { shard: shard.to_owned(), message: format!("{LOADED_SEQUENCE} '{other}' is not a number") }),
+    }
+}
+
+fn loaded_update(loaded: &Loaded, set: &mut Vec<&'static str>, remove: &mut Vec<&'static str>, values: &mut Vec<(&'static str, AttributeValue)>) {
+    set.push("loadedSequenceNumber = :loaded");
+    match loaded {
+        Loaded::FromTrimHorizon => {
+            values.push((":loaded", s(LOADED_FROM_TRIM_HORIZON)));
+            remove.push(LOADED_SUB_SEQUENCE);
+        }
+        Loaded::Through(p) => {
+            values.push((":loaded", s(&p.sequence_number)));
+            match p.sub_sequence_number {
+                Some(sub) => {
+                    set.push("loadedSubSequenceNumber = :loadedSub");
+                    values.push((":loadedSub", n(sub as i64)));
+                }
+                None => remove.push(LOADED_SUB_SEQUENCE),
+            }
+        }
+    }
+}
+
+fn update_expression(set: &[&str], remove: &[&str]) -> String {
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    expression
 }
 
 fn checkpoint_of(shard: &str, item: &Item) -> Result<Checkpoint, LeaseError> {

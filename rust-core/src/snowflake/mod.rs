@@ -10,6 +10,7 @@ pub mod book;
 pub mod channel;
 pub mod destinations;
 pub mod lineage;
+pub mod link;
 pub mod naming;
 pub mod offset;
 pub mod rows;

@@ -8,6 +8,7 @@
 //! no outcome yet is not taken twice. So Java never has a reason to roll back a session whose
 //! FlowFiles were partly handed over.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::error;
+use tokio::time::Instant;
+use tracing::{error, warn};
 
 use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
@@ -24,7 +26,10 @@ use super::channel::{ChannelSettings, ChannelWriter};
 use super::destinations::{DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS};
 use super::lineage::LineageGate;
 use super::naming::ChannelNames;
+use super::link::{self, Decision};
 use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
+use crate::feedback::{LinkKey, Reported};
+use crate::kinesis::position::Position;
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
@@ -42,6 +47,14 @@ pub struct SinkSettings {
     pub status_interval: Duration,
     /// The most destinations (database, schema, pipe) open at once; see `destinations`.
     pub max_destinations: usize,
+    /// The NiFi node this PutSnowflake runs on (see `link`); empty when Java named none.
+    pub node: String,
+    /// How long another node's FlowFile of a released lease goes back to the queue before it
+    /// takes the per-node channels (see `link`).
+    pub retry_limit: Duration,
+    /// How long after the start another node's FlowFile goes back to the queue when no consumer
+    /// of its Application Name on this node has read the lease table (see `link`).
+    pub warm_up: Duration,
     /// A CA certificate (PEM) trusted besides the public web roots. No property sets it: it lets
     /// tests and benchmarks reach the stand-in over TLS with the CA it generates.
     pub extra_root_ca_pem: Option<Vec<u8>>,
@@ -64,6 +77,9 @@ impl SinkSettings {
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
             max_destinations: DEFAULT_MAX_DESTINATIONS,
+            node: config.node.clone(),
+            retry_limit: Duration::from_secs(300),
+            warm_up: Duration::from_secs(60),
             extra_root_ca_pem: None,
         }
     }
@@ -134,7 +150,32 @@ pub struct SinkEngine {
     /// Holds a child shard's FlowFiles until its parents' FlowFiles have their outcomes; knows
     /// every FlowFile handed to a writer and without an outcome taken by Java yet.
     gate: Mutex<LineageGate<Routed>>,
+    /// FlowFiles of tracking consumers (see `link`): what their success tells `feedback`, where
+    /// they were last sent back to the queue, and the warnings given.
+    links: Mutex<Links>,
+    started: Instant,
 }
+
+/// What a tracked FlowFile's success reports to `feedback`.
+struct Report {
+    key: LinkKey,
+    destination: String,
+    shard_id: String,
+    last: Position,
+}
+
+#[derive(Default)]
+struct Links {
+    reports: HashMap<i64, Report>,
+    /// FlowFiles waiting for a decision (their bytes count as in flight), and when and at which
+    /// scan of their consumer each was first parked (an entry goes once its FlowFile is decided).
+    parked: Vec<FlowFileIn>,
+    parked_since: HashMap<i64, (Instant, u64)>,
+    warned: HashMap<String, Instant>,
+}
+
+/// A warning about one consumer's topology is repeated at most this often.
+const LINK_REWARN: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -176,6 +217,8 @@ impl SinkEngine {
             outcomes_rx: tokio::sync::Mutex::new(outcomes_rx),
             in_flight_bytes,
             gate: Mutex::new(LineageGate::default()),
+            links: Mutex::new(Links::default()),
+            started: Instant::now(),
         })
     }
 
@@ -190,7 +233,7 @@ impl SinkEngine {
     pub fn submit(&self, flow_files: Vec<FlowFileIn>) {
         for flow_file in flow_files {
             let id = flow_file.id;
-            if self.lock_gate().contains(id) {
+            if self.lock_gate().contains(id) || self.lock_links().parked.iter().any(|p| p.id == id) {
                 // Submitted again (a session rolled back) while its first submission is under way.
                 continue;
             }
@@ -217,10 +260,21 @@ impl SinkEngine {
             Prepared::Invalid(reason) => self.immediate(flow_file.id, Route::Invalid, String::new(), format!("not sent: {reason}")),
             Prepared::Empty => self.immediate(flow_file.id, Route::Empty, String::new(), "the FlowFile holds no rows; nothing was sent".into()),
             Prepared::Rows { source, delivery, rows } => {
+                let shared = match self.link_decision(&flow_file, &source, delivery, &destination, rows.len()) {
+                    Ok(shared) => shared,
+                    Err(()) => return, // decided already (superseded, or back to the queue)
+                };
                 let bytes = rows.iter().map(|r| r.json.len() as u64 + 1).sum();
-                let channel = self.names.channel(&source, delivery);
-                let parents = self.parent_keys(&source, &flow_file);
-                let key = self.names.lineage_key(&source);
+                let (channel, parents, key) = match &shared {
+                    Some(t) => {
+                        let channel = link::shared_channel(&self.settings.channel_prefix, &t.key, &t.shard_id);
+                        let parents = parent_ids(&flow_file)
+                            .map(|p| link::shared_channel(&self.settings.channel_prefix, &t.key, p))
+                            .collect();
+                        (channel.clone(), parents, channel)
+                    }
+                    None => (self.names.channel(&source, delivery), self.parent_keys(&source, &flow_file), self.names.lineage_key(&source)),
+                };
                 let work = Work { flow_file_id: flow_file.id, rows, bytes };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
                 let admitted = self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
@@ -244,6 +298,138 @@ impl SinkEngine {
         }
     }
 
+    /// The tracked FlowFile's way (see `link`): `Ok(Some)` for its shard's shared channel,
+    /// `Ok(None)` for the per-node channels, `Err` when it is decided here already (superseded)
+    /// or parked until it can be.
+    fn link_decision(
+        &self,
+        flow_file: &FlowFileIn,
+        source: &Source,
+        delivery: Delivery,
+        destination: &DestinationKey,
+        rows: usize,
+    ) -> Result<Option<link::Tracked>, ()> {
+        if delivery != Delivery::ExactlyOnce || !matches!(source, Source::Shard { .. }) {
+            return Ok(None);
+        }
+        let Some(tracked) = link::tracked(&flow_file.attributes) else { return Ok(None) };
+        let (view, scans, failover, held_here) = {
+            let board = crate::feedback::board();
+            let (key, shard) = (&tracked.key, &tracked.shard_id);
+            (board.tenure(key, shard), board.scans(key), board.failover(key), board.held_here(key, shard))
+        };
+        let id = flow_file.id;
+        let mut links = self.lock_links();
+        let seen = links.parked_since.get(&id).copied();
+        let view = link::View { held_here, known: scans > 0, tenure: view, fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan) };
+        let warming = self.started.elapsed() < self.settings.warm_up;
+        // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
+        let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
+        let held_wait_over = seen.is_some_and(|(first, _)| first.elapsed() >= held_wait);
+        match link::decide(&tracked, &self.settings.node, view, warming, held_wait_over) {
+            Decision::Shared => {
+                links.parked_since.remove(&id);
+                let report = Report { key: tracked.key.clone(), destination: destination.to_string(), shard_id: tracked.shard_id.clone(), last: tracked.last.clone() };
+                links.reports.insert(id, report);
+                Ok(Some(tracked))
+            }
+            Decision::Superseded { current } => {
+                links.parked_since.remove(&id);
+                drop(links);
+                let message = format!(
+                    "superseded: read on node '{}' by lease {} of shard {}, whose lease {current} has read these records \
+                     again from what Snowflake had and loads them; nothing was sent",
+                    tracked.node, tracked.tenure, tracked.shard_id
+                );
+                let _ = self.outcomes_tx.send(Outcome {
+                    flow_file_id: id,
+                    route: Route::Success,
+                    channel: link::shared_channel(&self.settings.channel_prefix, &tracked.key, &tracked.shard_id),
+                    offset_token: String::new(),
+                    message,
+                    rows_sent: 0,
+                    rows_skipped: rows as u32,
+                });
+                Err(())
+            }
+            Decision::Park => {
+                let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));
+                if first.elapsed() < self.settings.retry_limit {
+                    links.parked.push(flow_file.clone());
+                    self.in_flight_bytes.fetch_add(flow_file.content.len() as u64, Ordering::AcqRel);
+                    return Err(());
+                }
+                links.parked_since.remove(&id);
+                let reason = format!("shard {}'s lease was not taken again within {} s", tracked.shard_id, self.settings.retry_limit.as_secs());
+                Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
+                Ok(None)
+            }
+            Decision::PerNode { reason } => {
+                links.parked_since.remove(&id);
+                Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Decides the parked FlowFiles again (the consumer of their key has read the table since,
+    /// or their wait is over); those still undecidable stay parked.
+    fn unpark(&self) {
+        let parked = std::mem::take(&mut self.lock_links().parked);
+        for flow_file in parked {
+            self.in_flight_bytes.fetch_sub(flow_file.content.len() as u64, Ordering::AcqRel);
+            self.submit(vec![flow_file]);
+        }
+    }
+
+    fn warn_per_node(links: &mut Links, component: u64, tracked: &link::Tracked, reason: &str) {
+        let now = Instant::now();
+        let subject = format!("{}/{}", tracked.key.stream, tracked.key.application);
+        if links.warned.get(&subject).is_some_and(|t| now.saturating_duration_since(*t) < LINK_REWARN) {
+            return;
+        }
+        links.warned.insert(subject, now);
+        warn!(
+            component,
+            "FlowFiles of stream '{}' (Application Name '{}') are loaded at least once, through this node's own channels, not \
+             exactly once: {reason}. Exactly once across failover needs ConsumeKinesis and PutSnowflake on the same node, with \
+             no load-balanced connection between them",
+            tracked.key.stream,
+            tracked.key.application
+        );
+    }
+
+    fn lock_links(&self) -> std::sync::MutexGuard<'_, Links> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tells `feedback` what the tracked FlowFiles among `outcomes` have in Snowflake.
+    fn report_loaded(&self, outcomes: &[Outcome]) {
+        let reports: Vec<Report> = {
+            let mut links = self.lock_links();
+            outcomes.iter().filter_map(|o| links.reports.remove(&o.flow_file_id).filter(|_| o.route == Route::Success)).collect()
+        };
+        if reports.is_empty() {
+            return;
+        }
+        let mut board = crate::feedback::board();
+        for r in reports {
+            if let Reported::Conflicted { first, newly: true } = board.report(&r.key, &r.destination, &r.shard_id, r.last) {
+                warn!(
+                    component = self.settings.component,
+                    "rows of stream '{}' (Application Name '{}') are loaded into {} and {}: Snowflake's committed position cannot \
+                     be told to ConsumeKinesis for two tables, so it is no longer told (a node that takes a shard over reads it \
+                     again from the last position known, which loads nothing twice but reads more); keep one PutSnowflake \
+                     destination per Application Name for exactly once at the least cost",
+                    r.key.stream,
+                    r.key.application,
+                    first,
+                    r.destination
+                );
+            }
+        }
+    }
+
     fn immediate(&self, id: i64, route: Route, channel: String, message: String) {
         let _ = self.outcomes_tx.send(Outcome { flow_file_id: id, route, channel, offset_token: String::new(), message, rows_sent: 0, rows_skipped: 0 });
     }
@@ -254,6 +440,7 @@ impl SinkEngine {
     }
 
     /// The lineage keys of the source shard's parents, from `aws.kinesis.parent.shard.ids`.
+    /// (For a tracked FlowFile they are its parents' shared channels.)
     fn parent_keys(&self, source: &Source, flow_file: &FlowFileIn) -> Vec<String> {
         let (Source::Shard { region, stream, .. }, Some(parents)) = (source, flow_file.attributes.get(ATTR_PARENT_SHARDS)) else {
             return Vec::new();
@@ -289,7 +476,9 @@ impl SinkEngine {
     /// Outcomes known so far, waiting up to `wait` for the first one. Children's FlowFiles held
     /// for these are sent on.
     pub async fn outcomes(&self, wait: Duration, max: usize) -> Vec<Outcome> {
+        self.unpark();
         let out = self.collect_outcomes(wait, max).await;
+        self.report_loaded(&out);
         let released: Vec<Routed> = {
             let mut gate = self.lock_gate();
             out.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
@@ -329,6 +518,7 @@ impl SinkEngine {
     /// their replay skips whatever Snowflake committed meanwhile.
     pub fn stop(&self) {
         self.destinations.close_all();
+        self.lock_links().parked.clear();
     }
 }
 
@@ -336,4 +526,9 @@ impl Drop for SinkEngine {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The parents named in `aws.kinesis.parent.shard.ids`.
+fn parent_ids(flow_file: &FlowFileIn) -> impl Iterator<Item = &str> {
+    flow_file.attributes.get(ATTR_PARENT_SHARDS).into_iter().flat_map(|p| p.split(',')).map(str::trim).filter(|p| !p.is_empty())
 }

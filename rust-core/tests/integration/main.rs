@@ -31,3 +31,5 @@ mod iam_policy;
 mod nifi_table;
 #[path = "../verify_services.rs"]
 mod verify_services;
+#[path = "../snowflake_failover.rs"]
+mod snowflake_failover;

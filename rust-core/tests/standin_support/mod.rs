@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
+use kinesnow_core::config::{PropertyMap, PutSnowflakeConfig};
 use serde_json::{json, Value};
 
 pub const ACCOUNT: &str = "TESTACCT";
@@ -128,4 +129,23 @@ impl Drop for Standin {
             let _ = std::fs::remove_dir_all(&self.state_dir);
         }
     }
+}
+
+/// The settings of a PutSnowflake with instance id `instance` writing to DB.PUBLIC.EVENTS on
+/// `standin` (commits looked for every 20 ms), with `extra` properties (or facts) added.
+pub fn sink_config(standin: &Standin, instance: &str, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
+    let mut pairs: Vec<(&str, &str)> = vec![
+        ("PutSnowflake Instance", instance),
+        ("Account Identifier", ACCOUNT),
+        ("Snowflake URL Override", &standin.url),
+        ("User", USER),
+        ("Private Key", KEY),
+        ("Database", "DB"),
+        ("Schema", "PUBLIC"),
+        ("Table", "EVENTS"),
+        ("Max Latency", "20 ms"),
+        ("Commit Timeout", "20 sec"),
+    ];
+    pairs.extend_from_slice(extra);
+    PutSnowflakeConfig::parse(&PropertyMap::from_pairs(pairs)).expect("valid settings")
 }

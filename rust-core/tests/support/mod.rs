@@ -93,6 +93,7 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         lag_warning_percent: 50,
         component: 0,
         migration: Default::default(),
+        failover_position: kinesnow_core::consumer::engine::FailoverPosition::NiFiCommit,
     }
 }
 

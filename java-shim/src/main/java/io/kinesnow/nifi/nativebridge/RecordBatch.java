@@ -15,22 +15,32 @@ import java.util.OptionalLong;
  * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4234; // "KNB4"
+    static final int MAGIC = 0x4B4E4235; // "KNB5"
 
     /** {@link FlowFileData#route()} values. */
     public static final int ROUTE_SUCCESS = 0;
     public static final int ROUTE_PARSE_FAILURE = 1;
 
     private final long batchId;
+    private final String link;
     private final List<Shard> shards;
 
-    private RecordBatch(final long batchId, final List<Shard> shards) {
+    private RecordBatch(final long batchId, final String link, final List<Shard> shards) {
         this.batchId = batchId;
+        this.link = link;
         this.shards = shards;
     }
 
     public long batchId() {
         return batchId;
+    }
+
+    /**
+     * The stream's ARN when the consumer tracks what Snowflake has (Failover Position SNOWFLAKE_COMMIT): its FlowFiles
+     * then carry the attributes PutSnowflake needs for that; empty otherwise.
+     */
+    public String link() {
+        return link;
     }
 
     public List<Shard> shards() {
@@ -63,8 +73,11 @@ public final class RecordBatch {
         }
     }
 
-    /** One shard's FlowFiles; {@code parentShardIds} is comma-separated, empty unless a split or merge made it. */
-    public record Shard(String shardId, String parentShardIds, long millisBehind, List<FlowFileData> flowFiles) {
+    /**
+     * One shard's FlowFiles; {@code parentShardIds} is comma-separated, empty unless a split or merge made it;
+     * {@code tenure} is the lease counter of the tenure that read them with a {@link #link()}, -1 without.
+     */
+    public record Shard(String shardId, String parentShardIds, long millisBehind, long tenure, List<FlowFileData> flowFiles) {
     }
 
     public static RecordBatch decode(final byte[] bytes) {
@@ -81,12 +94,14 @@ public final class RecordBatch {
             throw new FatalNativeException("Not a record batch (wrong magic or too short)");
         }
         final long batchId = in.getLong();
+        final String link = str16(in);
         final int shardCount = in.getInt();
         final List<Shard> shards = new ArrayList<>(shardCount);
         for (int s = 0; s < shardCount; s++) {
             final String shardId = str16(in);
             final String parentShardIds = str16(in);
             final long millisBehind = in.getLong();
+            final long tenure = in.getLong();
             final int count = in.getInt();
             final List<FlowFileData> flowFiles = new ArrayList<>(count);
             for (int f = 0; f < count; f++) {
@@ -105,12 +120,12 @@ public final class RecordBatch {
                 flowFiles.add(new FlowFileData(route, recordCount, firstSequence, firstSub, lastSequence, lastSub,
                         partitionKey, arrival, error, bytes, offset, length));
             }
-            shards.add(new Shard(shardId, parentShardIds, millisBehind, Collections.unmodifiableList(flowFiles)));
+            shards.add(new Shard(shardId, parentShardIds, millisBehind, tenure, Collections.unmodifiableList(flowFiles)));
         }
         if (in.hasRemaining()) {
             throw new FatalNativeException("Record batch has " + in.remaining() + " trailing bytes");
         }
-        return new RecordBatch(batchId, Collections.unmodifiableList(shards));
+        return new RecordBatch(batchId, link, Collections.unmodifiableList(shards));
     }
 
     /**

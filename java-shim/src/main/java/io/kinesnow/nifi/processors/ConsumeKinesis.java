@@ -12,6 +12,7 @@ import org.apache.nifi.annotation.documentation.Tags;
 import org.apache.nifi.annotation.lifecycle.OnRemoved;
 import org.apache.nifi.annotation.lifecycle.OnScheduled;
 import org.apache.nifi.annotation.lifecycle.OnStopped;
+import org.apache.nifi.annotation.lifecycle.OnUnscheduled;
 import org.apache.nifi.components.AllowableValue;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationContext;
@@ -158,10 +159,27 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                     + "whatever the number of shards it reads. From 1 sec to 10 min.")
             .required(true).defaultValue("7 sec").addValidator(Validator.VALID).build();
 
+    static final AllowableValue NIFI_COMMIT = new AllowableValue("NIFI_COMMIT", "NiFi Commit",
+            "A node that takes a shard over resumes after the last record NiFi committed (the checkpoint). Records NiFi "
+                    + "committed on the old node but that no destination has yet are loaded from that node's queues "
+                    + "once it returns: PutSnowflake loads them at least once across a failover, through per-node "
+                    + "channels.");
+    static final AllowableValue SNOWFLAKE_COMMIT = new AllowableValue("SNOWFLAKE_COMMIT", "Snowflake Commit",
+            "A node that takes a shard over resumes after the last record Snowflake is known to have, as PutSnowflake on "
+                    + "the same NiFi node reports it into the lease table: exactly once into Snowflake across failover, "
+                    + "through one shared channel per shard. Needs PutSnowflake fed by this processor on the same node "
+                    + "(no load-balanced connection between them); other destinations of the same records see the "
+                    + "records between that position and the checkpoint again after a failover.");
+    static final PropertyDescriptor FAILOVER_POSITION = new PropertyDescriptor.Builder()
+            .name("Failover Position")
+            .description("Where a node that takes a shard over (failover, scale-out, rebalancing) resumes reading. See "
+                    + "the processor's additional details for the topologies that are exactly once.")
+            .required(true).allowableValues(NIFI_COMMIT, SNOWFLAKE_COMMIT).defaultValue(NIFI_COMMIT.getValue()).build();
+
     static final List<PropertyDescriptor> PROPERTIES = List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID,
             SECRET_ACCESS_KEY, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
-            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT);
+            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION);
 
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles holding the records read from the stream.").build();
@@ -178,6 +196,8 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     private final NativeComponent rules = new NativeComponent(NativeBridge.CONSUME_KINESIS);
     private final RecordSource engine;
     private volatile long scheduledAt;
+    /** The NiFi node, on the FlowFiles of a consumer with Failover Position SNOWFLAKE_COMMIT. */
+    private volatile String node = "";
     private volatile String lastStartupNotice;
     private volatile long lastStartupNoticeAt;
     private volatile boolean slowStartupWarned;
@@ -225,7 +245,19 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         scheduledAt = System.nanoTime();
         lastStartupNotice = null;
         slowStartupWarned = false;
-        engine.open(context, getLogger());
+        node = NativeComponent.nodeIdentity(getNodeTypeProvider());
+        engine.open(context, getLogger(), node);
+    }
+
+    /**
+     * Closes the engine as soon as the processor is unscheduled, not only once its threads are done: NiFi's offload
+     * (and "Terminate") stops processors and then terminates those still busy, replacing the processor object
+     * without calling {@link #onStopped} on it, and an engine left open would keep its leases and heartbeat for
+     * ever. A batch being committed meanwhile is still acknowledged (the engine stays reachable while it stops).
+     */
+    @OnUnscheduled
+    public void onUnscheduled() {
+        engine.close();
     }
 
     @OnStopped
@@ -251,13 +283,22 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSession session) {
-        final String notReady = engine.startupStatus();
+        final String notReady;
+        final byte[] bytes;
+        try {
+            notReady = engine.startupStatus();
+            bytes = notReady == null ? engine.poll() : null;
+        } catch (final NativeException e) {
+            if (!isScheduled()) {
+                return; // unscheduled meanwhile: the engine was closed under this last run
+            }
+            throw e;
+        }
         if (notReady != null) {
             reportStartup(notReady);
             context.yield();
             return;
         }
-        final byte[] bytes = engine.poll();
         if (bytes == null) {
             return; // the engine already waited up to Max Batch Duration
         }
@@ -278,13 +319,22 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         final String stream = context.getProperty(STREAM_NAME).getValue();
         final String region = context.getProperty(REGION).getValue();
         final boolean json = !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
+        final Map<String, String> link = batch.link().isEmpty() ? Map.of() : Map.of(
+                "kinesnow.stream.arn", batch.link(),
+                "kinesnow.application.name", context.getProperty(APPLICATION_NAME).getValue(),
+                "kinesnow.node", node);
         long consumed = 0;
         long failed = 0;
         for (final RecordBatch.Shard shard : batch.shards()) {
             for (final RecordBatch.FlowFileData data : shard.flowFiles()) {
                 FlowFile flowFile = session.create();
                 flowFile = session.write(flowFile, data::writeTo);
-                flowFile = session.putAllAttributes(flowFile, attributes(stream, region, shard, data, json));
+                final Map<String, String> attributes = attributes(stream, region, shard, data, json);
+                if (!link.isEmpty() && shard.tenure() >= 0) {
+                    attributes.putAll(link);
+                    attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
+                }
+                flowFile = session.putAllAttributes(flowFile, attributes);
                 session.getProvenanceReporter().receive(flowFile, "kinesis://" + stream + "/" + shard.shardId());
                 if (data.route() == RecordBatch.ROUTE_SUCCESS) {
                     consumed += data.recordCount();

@@ -7,6 +7,7 @@ import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.context.PropertyContext;
+import org.apache.nifi.controller.NodeTypeProvider;
 import org.apache.nifi.logging.ComponentLog;
 
 import java.util.ArrayList;
@@ -107,12 +108,41 @@ final class NativeComponent {
         return handle;
     }
 
-    void close() {
+    /**
+     * Stops and frees the native component. The handle stays usable while the component stops, so the
+     * acknowledgements of batches NiFi is still committing reach it; a second close does nothing.
+     */
+    synchronized void close() {
         final long open = handle;
-        handle = 0;
         if (open != 0) {
-            NativeBridge.close(open);
+            try {
+                NativeBridge.close(open);
+            } finally {
+                handle = 0;
+            }
         }
+    }
+
+    /** The fact naming the NiFi node (see rust-core's {@code config::consume_kinesis::NODE_IDENTITY}). */
+    static final String NODE_IDENTITY = "Node Identity";
+
+    /**
+     * The NiFi node this processor runs on, the same for both processors of the node and across its restarts: the
+     * cluster node's address when clustered, else the host name and this NiFi's nifi.properties path (two standalone
+     * NiFis on one host have their own).
+     */
+    static String nodeIdentity(final NodeTypeProvider nodes) {
+        final java.util.Optional<String> clustered = nodes == null ? java.util.Optional.empty() : nodes.getCurrentNode();
+        if (clustered.isPresent() && !clustered.get().isBlank()) {
+            return clustered.get();
+        }
+        String host;
+        try {
+            host = java.net.InetAddress.getLocalHost().getHostName();
+        } catch (final java.io.IOException e) {
+            host = "localhost";
+        }
+        return host + ":" + System.getProperty("nifi.properties.file.path", "");
     }
 
     /** Alternating names and evaluated values (parameters resolved) of the given properties. */

@@ -9,8 +9,8 @@ final class NativeRecordSource implements RecordSource {
     private final NativeComponent component = new NativeComponent(NativeBridge.CONSUME_KINESIS);
 
     @Override
-    public void open(final PropertyContext context, final ComponentLog log) {
-        component.open(context, ConsumeKinesis.PROPERTIES, log);
+    public void open(final PropertyContext context, final ComponentLog log, final String node) {
+        component.open(context, ConsumeKinesis.PROPERTIES, log, NativeComponent.NODE_IDENTITY, node);
     }
 
     @Override

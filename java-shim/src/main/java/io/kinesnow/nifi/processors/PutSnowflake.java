@@ -278,7 +278,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
-        engine.open(context, PROPERTIES, getLogger(), "PutSnowflake Instance", instance);
+        engine.open(context, PROPERTIES, getLogger(), "PutSnowflake Instance", instance,
+                NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider()));
         transitBase = "snowflake://" + accountForProvenance(context);
     }
 
@@ -372,7 +373,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private static Map<String, String> sourceAttributes(final FlowFile flowFile) {
         final Map<String, String> attributes = new HashMap<>();
         for (final Map.Entry<String, String> e : flowFile.getAttributes().entrySet()) {
-            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().startsWith("fragment.") || e.getKey().equals("record.count")) {
+            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().startsWith("fragment.") || e.getKey().equals("record.count")
+                    || e.getKey().startsWith("kinesnow.")) {
                 attributes.put(e.getKey(), e.getValue());
             }
         }

@@ -8,8 +8,11 @@ import org.apache.nifi.logging.ComponentLog;
  * tests of the processor's own logic (settling every batch on every path).
  */
 interface RecordSource {
-    /** Opens and starts the engine; returns at once, the engine may still be starting. */
-    void open(PropertyContext context, ComponentLog log);
+    /**
+     * Opens and starts the engine; returns at once, the engine may still be starting. {@code node} names the NiFi
+     * node (see {@link NativeComponent#nodeIdentity}).
+     */
+    void open(PropertyContext context, ComponentLog log, String node);
 
     /** Stops the engine (cancelling a start in progress) and frees it. */
     void close();

@@ -177,7 +177,7 @@ class ConsumeKinesisSettlementTest {
         }
 
         @Override
-        public void open(final PropertyContext context, final ComponentLog log) {
+        public void open(final PropertyContext context, final ComponentLog log, final String node) {
         }
 
         @Override

@@ -1,0 +1,270 @@
+//! What PutSnowflake tells ConsumeKinesis in the same NiFi JVM: how far Snowflake has committed
+//! each shard's rows, and which lease tenure of a shard is current. Both processors live in this
+//! one native library, so the meeting point is a process-wide board ([`board`]).
+//!
+//! The rules (ConsumeKinesis' Failover Position `SNOWFLAKE_COMMIT`; see `consumer::resume`):
+//! - A **loaded position** is a fact about Snowflake: every record of the shard up to it is in
+//!   the table. PutSnowflake reports one when a FlowFile of the shard's shared channel succeeds
+//!   (its rows are committed, or were already). The board keeps the highest per shard.
+//! - The consumer engine holding the shard's lease reads the board on each lease pass and writes
+//!   the position into the lease row (`loadedSequenceNumber`) with its next checkpoint, so a node
+//!   that takes the lease over resumes from what Snowflake has, not from what NiFi committed.
+//! - One destination (database, schema, pipe) per application and stream. Rows of one shard
+//!   loaded into two tables give two positions, and the lower one is the truth; the board does
+//!   not guess: once a second destination reports, the key is **conflicted** and gives no more
+//!   positions (the lease rows keep their last one, so a new owner re-reads more, never less).
+//! - Tenures: the engine publishes, from its table scans, the lease counter of each shard's
+//!   latest tracking tenure (rows with a loaded position) and whether it is held, and the leases it
+//!   holds itself, so PutSnowflake can tell a FlowFile of an ended tenure (the new holder re-reads
+//!   its records) from one of a current tenure. Tenures only grow on the board.
+//!
+//! Memory: keys are the consumers of this JVM; shards per key are capped ([`MAX_SHARDS_PER_KEY`]);
+//! beyond the cap a report is dropped, which only leaves a lease row's position behind.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use crate::kinesis::position::Position;
+
+pub const MAX_SHARDS_PER_KEY: usize = 100_000;
+
+/// Which consumer a FlowFile came from: the stream (its ARN, or region and name when the ARN is
+/// unknown) and the Application Name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkKey {
+    pub stream: String,
+    pub application: String,
+}
+
+/// What a lease row says Snowflake has of a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// Nothing is known to be loaded since tracking began at the shard's start: a new owner
+    /// reads it from TRIM_HORIZON.
+    FromTrimHorizon,
+    /// Every record up to here is in Snowflake.
+    Through(Position),
+}
+
+impl Loaded {
+    /// The later of two facts.
+    pub fn max(self, other: Loaded) -> Loaded {
+        match (&self, &other) {
+            (Loaded::FromTrimHorizon, _) => other,
+            (_, Loaded::FromTrimHorizon) => self,
+            (Loaded::Through(a), Loaded::Through(b)) => {
+                if crate::consumer::ledger::is_after(b, a) {
+                    other
+                } else {
+                    self
+                }
+            }
+        }
+    }
+}
+
+/// What a report did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    Recorded,
+    /// Dropped: the key has more than one destination (`first` is the one seen before).
+    Conflicted { first: String, newly: bool },
+    /// Dropped: the key tracks [`MAX_SHARDS_PER_KEY`] shards already.
+    Full,
+}
+
+/// A shard's lease as the engine last read it: the counter of its latest tracking tenure and
+/// whether someone holds it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardTenure {
+    pub counter: u64,
+    pub held: bool,
+}
+
+#[derive(Default)]
+struct KeyState {
+    /// Table reads published so far.
+    scans: u64,
+    /// The consumer's Failover Timeout, as it published it.
+    failover: Option<std::time::Duration>,
+    destination: Option<String>,
+    conflicted: bool,
+    loaded: HashMap<String, Position>,
+    tenures: HashMap<String, ShardTenure>,
+    /// The leases each running engine of this JVM holds (by owner): shard and counter.
+    held_here: HashMap<String, HashMap<String, u64>>,
+}
+
+#[derive(Default)]
+pub struct Board {
+    keys: HashMap<LinkKey, KeyState>,
+}
+
+impl Board {
+    /// Snowflake committed every row of `shard` up to `position` in `destination`.
+    pub fn report(&mut self, key: &LinkKey, destination: &str, shard: &str, position: Position) -> Reported {
+        let state = self.keys.entry(key.clone()).or_default();
+        match &state.destination {
+            None => state.destination = Some(destination.to_owned()),
+            Some(first) if first != destination => {
+                let newly = !state.conflicted;
+                state.conflicted = true;
+                state.loaded.clear();
+                return Reported::Conflicted { first: first.clone(), newly };
+            }
+            Some(_) => {}
+        }
+        if state.conflicted {
+            return Reported::Conflicted { first: state.destination.clone().unwrap_or_default(), newly: false };
+        }
+        let full = state.loaded.len() >= MAX_SHARDS_PER_KEY;
+        match state.loaded.get_mut(shard) {
+            Some(known) => {
+                if crate::consumer::ledger::is_after(&position, known) {
+                    *known = position;
+                }
+            }
+            None if full => return Reported::Full,
+            None => {
+                state.loaded.insert(shard.to_owned(), position);
+            }
+        }
+        Reported::Recorded
+    }
+
+    /// The highest position reported for `shard`, unless the key is conflicted.
+    pub fn loaded(&self, key: &LinkKey, shard: &str) -> Option<Position> {
+        self.keys.get(key).filter(|s| !s.conflicted).and_then(|s| s.loaded.get(shard).cloned())
+    }
+
+    /// The engine's latest view of the tracking tenures' leases (rows with a loaded position);
+    /// a view older than one already published (a lower counter) changes nothing.
+    pub fn publish_tenures(&mut self, key: &LinkKey, failover: std::time::Duration, tenures: impl IntoIterator<Item = (String, ShardTenure)>) {
+        let state = self.keys.entry(key.clone()).or_default();
+        state.scans += 1;
+        state.failover = Some(failover);
+        for (shard, tenure) in tenures.into_iter() {
+            let room = state.tenures.len() < MAX_SHARDS_PER_KEY;
+            match state.tenures.get_mut(&shard) {
+                Some(known) if tenure.counter >= known.counter => *known = tenure,
+                Some(_) => {}
+                None if room => {
+                    state.tenures.insert(shard, tenure);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// The shard's latest tracking tenure seen by an engine of this JVM.
+    pub fn tenure(&self, key: &LinkKey, shard: &str) -> Option<ShardTenure> {
+        self.keys.get(key).and_then(|s| s.tenures.get(shard).copied())
+    }
+
+    /// The leases engine `owner` of this JVM holds now, replacing what it published before.
+    pub fn publish_held(&mut self, key: &LinkKey, owner: &str, leases: impl IntoIterator<Item = (String, u64)>) {
+        let state = self.keys.entry(key.clone()).or_default();
+        state.held_here.insert(owner.to_owned(), leases.into_iter().take(MAX_SHARDS_PER_KEY).collect());
+    }
+
+    /// Engine `owner` stopped: it holds nothing any more.
+    pub fn forget_engine(&mut self, key: &LinkKey, owner: &str) {
+        if let Some(state) = self.keys.get_mut(key) {
+            state.held_here.remove(owner);
+        }
+    }
+
+    /// The counter of `shard`'s lease an engine of this JVM holds, if one does.
+    pub fn held_here(&self, key: &LinkKey, shard: &str) -> Option<u64> {
+        self.keys.get(key).and_then(|s| s.held_here.values().find_map(|leases| leases.get(shard).copied()))
+    }
+
+    /// How many table reads the key's consumers published: a view is fresher than a FlowFile
+    /// parked when this was lower.
+    pub fn scans(&self, key: &LinkKey) -> u64 {
+        self.keys.get(key).map_or(0, |s| s.scans)
+    }
+
+    /// The Failover Timeout the key's consumer published.
+    pub fn failover(&self, key: &LinkKey) -> Option<std::time::Duration> {
+        self.keys.get(key).and_then(|s| s.failover)
+    }
+
+    /// A finished shard needs no more facts.
+    pub fn forget(&mut self, key: &LinkKey, shard: &str) {
+        if let Some(state) = self.keys.get_mut(key) {
+            state.loaded.remove(shard);
+            state.tenures.remove(shard);
+        }
+    }
+}
+
+static BOARD: LazyLock<Mutex<Board>> = LazyLock::new(Mutex::default);
+
+/// The board of this process.
+pub fn board() -> MutexGuard<'static, Board> {
+    BOARD.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod model;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> LinkKey {
+        LinkKey { stream: "arn:aws:kinesis:us-east-1:1:stream/s".into(), application: "app".into() }
+    }
+
+    fn at(seq: &str, sub: Option<u64>) -> Position {
+        Position::new(seq, sub)
+    }
+
+    #[test]
+    fn keeps_the_highest_position_per_shard() {
+        let mut b = Board::default();
+        assert_eq!(b.report(&key(), "db.s.p", "shard-1", at("200", None)), Reported::Recorded);
+        b.report(&key(), "db.s.p", "shard-1", at("100", None));
+        assert_eq!(b.loaded(&key(), "shard-1"), Some(at("200", None)), "a late report of a lower position changes nothing");
+        b.report(&key(), "db.s.p", "shard-1", at("300", Some(2)));
+        b.report(&key(), "db.s.p", "shard-1", at("300", Some(1)));
+        assert_eq!(b.loaded(&key(), "shard-1"), Some(at("300", Some(2))));
+        assert_eq!(b.loaded(&key(), "shard-2"), None);
+        let other = LinkKey { application: "other".into(), ..key() };
+        assert_eq!(b.loaded(&other, "shard-1"), None, "another application's consumer learns nothing");
+    }
+
+    #[test]
+    fn a_second_destination_conflicts_the_key_for_good() {
+        let mut b = Board::default();
+        b.report(&key(), "db.s.p1", "shard-1", at("100", None));
+        assert_eq!(b.report(&key(), "db.s.p2", "shard-1", at("50", None)), Reported::Conflicted { first: "db.s.p1".into(), newly: true });
+        assert_eq!(b.loaded(&key(), "shard-1"), None);
+        assert_eq!(b.report(&key(), "db.s.p1", "shard-1", at("150", None)), Reported::Conflicted { first: "db.s.p1".into(), newly: false });
+        assert_eq!(b.loaded(&key(), "shard-1"), None);
+    }
+
+    #[test]
+    fn tenures_only_grow_and_finished_shards_are_forgotten() {
+        let mut b = Board::default();
+        let t = |counter, held| ShardTenure { counter, held };
+        b.publish_tenures(&key(), std::time::Duration::from_secs(7), [("shard-1".to_owned(), t(3, true))]);
+        b.publish_tenures(&key(), std::time::Duration::from_secs(7), [("shard-1".to_owned(), t(2, true))]);
+        assert_eq!(b.tenure(&key(), "shard-1"), Some(t(3, true)), "an older view changes nothing");
+        b.publish_tenures(&key(), std::time::Duration::from_secs(7), [("shard-1".to_owned(), t(3, false))]);
+        assert_eq!(b.tenure(&key(), "shard-1"), Some(t(3, false)), "released since");
+        b.report(&key(), "d", "shard-1", at("1", None));
+        b.forget(&key(), "shard-1");
+        assert_eq!((b.tenure(&key(), "shard-1"), b.loaded(&key(), "shard-1")), (None, None));
+    }
+
+    #[test]
+    fn loaded_max_prefers_any_position_over_the_trim_horizon() {
+        let p = Loaded::Through(at("5", None));
+        assert_eq!(Loaded::FromTrimHorizon.max(p.clone()), p);
+        assert_eq!(p.clone().max(Loaded::FromTrimHorizon), p);
+        assert_eq!(p.clone().max(Loaded::Through(at("7", None))), Loaded::Through(at("7", None)));
+        assert_eq!(Loaded::Through(at("7", None)).max(p), Loaded::Through(at("7", None)));
+    }
+}

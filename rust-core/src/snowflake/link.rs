@@ -1,0 +1,260 @@
+//! FlowFiles of a consumer that tracks what Snowflake has (ConsumeKinesis' Failover Position
+//! `SNOWFLAKE_COMMIT`, see `feedback`): which channel they take, and the position their success
+//! reports. Pure decisions; the sink engine does the rest.
+//!
+//! Such a FlowFile carries its consumer (`kinesnow.stream.arn`, `kinesnow.application.name`), the
+//! NiFi node that read it (`kinesnow.node`) and the lease counter of the tenure that read it
+//! (`kinesnow.lease.counter`). Its rows go to
+//! - **the shard's shared channel** (`<prefix>_<account>_<region>_<stream>_<application>_<shard>`,
+//!   the same on every node) when it was read on this node: every tenure of a shard re-reads from
+//!   what Snowflake had when it began, so whichever node commits a record first loads it and the
+//!   others skip it. Each node's FlowFiles of a shard are one contiguous run, so no gap is ever
+//!   skipped;
+//! - nowhere (success, `superseded`) when it came from another node and the shard's lease has
+//!   moved on to a tracking tenure since (NiFi's offload or a load-balanced connection sent it
+//!   here): that tenure re-read its records from what Snowflake had, so they load once anyway,
+//!   while loading this copy beside them could skip rows another node has not committed yet;
+//! - parked in the engine (its session waits) until this node's consumer of the same key has read
+//!   the lease table after the FlowFile arrived (so a release just before an offload is seen), while
+//!   the lease that read it is released and not taken yet (an offload under way), or while this
+//!   PutSnowflake is warming up (just started, no consumer of this node has read the table yet);
+//! - the per-node channels with a warning otherwise (another node's FlowFiles while its tenure is
+//!   current, still after twice the consumer's failover timeout, so its holder is alive: a
+//!   load-balanced connection between ConsumeKinesis and PutSnowflake): at least once, because
+//!   rows of one shard arriving on several nodes are no contiguous run.
+
+use std::collections::HashMap;
+
+use md5::Digest;
+
+use crate::feedback::{LinkKey, ShardTenure};
+use crate::kinesis::position::Position;
+
+use super::rows::{ATTR_LAST_SEQUENCE, ATTR_LAST_SUB, ATTR_SHARD};
+
+pub const ATTR_STREAM_ARN: &str = "kinesnow.stream.arn";
+pub const ATTR_APPLICATION: &str = "kinesnow.application.name";
+pub const ATTR_NODE: &str = "kinesnow.node";
+pub const ATTR_LEASE_COUNTER: &str = "kinesnow.lease.counter";
+/// The prefix of the attributes above, which Java passes across JNI.
+pub const ATTRIBUTE_PREFIX: &str = "kinesnow.";
+
+/// A FlowFile of a tracking consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracked {
+    pub key: LinkKey,
+    pub shard_id: String,
+    pub node: String,
+    pub tenure: u64,
+    /// The FlowFile's last record: what its success reports loaded.
+    pub last: Position,
+}
+
+/// What becomes of a tracked FlowFile's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Shared,
+    Superseded { current: u64 },
+    Park,
+    PerNode { reason: String },
+}
+
+/// The FlowFile's tracking, if its attributes carry all of it (any missing or malformed part
+/// leaves it untracked, on the per-node path).
+pub fn tracked(attributes: &HashMap<String, String>) -> Option<Tracked> {
+    let get = |name: &str| attributes.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let last_sequence = get(ATTR_LAST_SEQUENCE).filter(|s| s.bytes().all(|b| b.is_ascii_digit()))?;
+    let last_sub = match get(ATTR_LAST_SUB) {
+        Some(sub) => Some(sub.parse::<u64>().ok()?),
+        None => None,
+    };
+    Some(Tracked {
+        key: LinkKey { stream: get(ATTR_STREAM_ARN)?.to_owned(), application: get(ATTR_APPLICATION)?.to_owned() },
+        shard_id: get(ATTR_SHARD)?.to_owned(),
+        node: get(ATTR_NODE)?.to_owned(),
+        tenure: get(ATTR_LEASE_COUNTER)?.parse().ok()?,
+        last: Position::new(last_sequence, last_sub),
+    })
+}
+
+/// What this JVM's consumers of a FlowFile's key know of its shard's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// The counter of the shard's lease that a consumer of this JVM holds now.
+    pub held_here: Option<u64>,
+    /// A consumer of the key has read the lease table since this JVM started.
+    pub known: bool,
+    /// The shard's latest tracking tenure as last read (`None`: its row has no loaded position).
+    pub tenure: Option<ShardTenure>,
+    /// That read came after the FlowFile was first parked.
+    pub fresh: bool,
+}
+
+/// See the module comment; `warming` while this PutSnowflake has just started; `held_wait_over`
+/// once the FlowFile was parked for longer than a dead holder takes to be replaced (so a holder
+/// still there is alive: a load-balanced connection).
+pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_wait_over: bool) -> Decision {
+    if tracked.node == my_node {
+        return local(tracked, view);
+    }
+    if !view.known {
+        return if warming {
+            Decision::Park
+        } else {
+            Decision::PerNode {
+                reason: format!(
+                    "it was read on NiFi node '{}' and no ConsumeKinesis of Application Name '{}' runs on this node to tell \
+                     whether that node's lease is over",
+                    tracked.node, tracked.key.application
+                ),
+            }
+        };
+    }
+    if !view.fresh {
+        return Decision::Park;
+    }
+    match view.tenure {
+        Some(v) if v.counter > tracked.tenure => Decision::Superseded { current: v.counter },
+        Some(v) if v.counter == tracked.tenure && !v.held => Decision::Park,
+        Some(v) if v.counter == tracked.tenure && !held_wait_over => Decision::Park,
+        Some(_) => Decision::PerNode {
+            reason: format!(
+                "it was read on NiFi node '{}' while that node still holds the lease (is the connection from ConsumeKinesis \
+                 load-balanced?)",
+                tracked.node
+            ),
+        },
+        None => Decision::PerNode {
+            reason: format!("it was read on NiFi node '{}' and the lease row of shard {} no longer tracks Snowflake's position", tracked.node, tracked.shard_id),
+        },
+    }
+}
+
+/// A FlowFile read on this node: the shared channel while the lease that read it is this node's
+/// engine's own (then no FlowFile of that lease has left this node: NiFi moves a queue only after
+/// the engine stopped); otherwise, on a table read from after it came, superseded when a later
+/// tracking lease exists (a FlowFile offloaded away and back, or left from before a restart) and
+/// the shared channel when not.
+fn local(tracked: &Tracked, view: View) -> Decision {
+    if view.held_here == Some(tracked.tenure) {
+        return Decision::Shared;
+    }
+    if !view.fresh {
+        return if view.known { Decision::Park } else { Decision::Shared };
+    }
+    match view.tenure {
+        Some(v) if v.counter > tracked.tenure => Decision::Superseded { current: v.counter },
+        _ => Decision::Shared,
+    }
+}
+
+/// The shared channel of a tracked FlowFile's shard (the same on every node).
+pub fn shared_channel(prefix: &str, key: &LinkKey, shard_id: &str) -> String {
+    let mut name = format!("{prefix}_{}_{}_{}", stream_identity(&key.stream), safe(&key.application), safe(shard_id));
+    if name.len() > MAX_CHANNEL_NAME {
+        let digest: String = md5::Md5::digest(name.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        name.truncate(MAX_CHANNEL_NAME - digest.len() - 1);
+        name.push('_');
+        name.push_str(&digest);
+    }
+    name
+}
+
+/// Channel names are Snowflake identifiers of at most 255 characters.
+const MAX_CHANNEL_NAME: usize = 255;
+
+/// `<account>_<region>_<stream>` from `arn:aws:kinesis:<region>:<account>:stream/<stream>`; the
+/// whole text made safe when it is not such an ARN.
+fn stream_identity(arn: &str) -> String {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    match parts.as_slice() {
+        ["arn", _, "kinesis", region, account, resource] => match resource.strip_prefix("stream/") {
+            Some(stream) => format!("{}_{}_{}", safe(account), safe(region), safe(stream)),
+            None => safe(arn),
+        },
+        _ => safe(arn),
+    }
+}
+
+/// Letters, digits, '_' and '-' as they are; anything else becomes '_'.
+fn safe(text: &str) -> String {
+    text.trim().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attributes(node: &str, counter: &str) -> HashMap<String, String> {
+        HashMap::from([
+            (ATTR_STREAM_ARN.to_owned(), "arn:aws:kinesis:eu-west-1:123456789012:stream/orders".to_owned()),
+            (ATTR_APPLICATION.to_owned(), "orders-to-snowflake".to_owned()),
+            (ATTR_NODE.to_owned(), node.to_owned()),
+            (ATTR_LEASE_COUNTER.to_owned(), counter.to_owned()),
+            (ATTR_SHARD.to_owned(), "shardId-000000000001".to_owned()),
+            (ATTR_LAST_SEQUENCE.to_owned(), "4960".to_owned()),
+            (ATTR_LAST_SUB.to_owned(), "3".to_owned()),
+        ])
+    }
+
+    #[test]
+    fn reads_the_tracking_and_refuses_any_part_missing_or_malformed() {
+        let t = tracked(&attributes("n1", "4")).expect("tracked");
+        assert_eq!((t.node.as_str(), t.tenure, t.last.clone()), ("n1", 4, Position::new("4960", Some(3))));
+        for name in [ATTR_STREAM_ARN, ATTR_APPLICATION, ATTR_NODE, ATTR_LEASE_COUNTER, ATTR_SHARD, ATTR_LAST_SEQUENCE] {
+            let mut a = attributes("n1", "4");
+            a.remove(name);
+            assert_eq!(tracked(&a), None, "without {name}");
+        }
+        assert_eq!(tracked(&attributes("n1", "four")), None);
+        let mut a = attributes("n1", "4");
+        a.insert(ATTR_LAST_SUB.to_owned(), "x".into());
+        assert_eq!(tracked(&a), None);
+    }
+
+    #[test]
+    fn own_nodes_flow_files_share_the_channel_and_others_follow_the_tenure() {
+        let t = tracked(&attributes("n1", "4")).unwrap();
+        let unknown = View { held_here: None, known: false, tenure: None, fresh: false };
+        assert_eq!(decide(&t, "n1", unknown, true, true), Decision::Shared, "no consumer here: a node's own FlowFiles from before a restart");
+        let mine = View { held_here: Some(4), known: true, tenure: None, fresh: false };
+        assert_eq!(decide(&t, "n1", mine, false, false), Decision::Shared, "its own engine's lease");
+        let stale = View { held_here: Some(5), known: true, tenure: Some(ShardTenure { counter: 5, held: true }), fresh: false };
+        assert_eq!(decide(&t, "n1", stale, false, false), Decision::Park, "another lease of this node: wait for a table read");
+        assert_eq!(decide(&t, "n1", View { fresh: true, ..stale }, false, false), Decision::Superseded { current: 5 });
+        let old = View { held_here: None, known: true, tenure: Some(ShardTenure { counter: 4, held: true }), fresh: true };
+        assert_eq!(decide(&t, "n1", old, false, false), Decision::Shared, "left from before a restart, its lease not taken over yet");
+        let fresh = |tenure| View { held_here: None, known: true, tenure, fresh: true };
+        let held = |counter| Some(ShardTenure { counter, held: true });
+        assert_eq!(decide(&t, "n2", View { fresh: false, ..fresh(held(5)) }, false, true), Decision::Park, "a read from before the FlowFile came decides nothing");
+        assert_eq!(decide(&t, "n2", View { fresh: false, ..fresh(None) }, false, true), Decision::Park);
+        assert_eq!(decide(&t, "n2", fresh(held(5)), false, true), Decision::Superseded { current: 5 });
+        assert_eq!(decide(&t, "n2", fresh(Some(ShardTenure { counter: 4, held: false })), false, true), Decision::Park);
+        assert_eq!(decide(&t, "n2", fresh(held(4)), false, false), Decision::Park, "its holder may be dead and about to be replaced");
+        assert!(matches!(decide(&t, "n2", fresh(held(4)), false, true), Decision::PerNode { .. }), "its tenure is current: load balanced");
+        assert!(matches!(decide(&t, "n2", fresh(held(3)), false, true), Decision::PerNode { .. }), "a view older than the FlowFile's lease");
+        assert!(matches!(decide(&t, "n2", fresh(None), false, true), Decision::PerNode { .. }), "the row no longer tracks");
+        assert_eq!(decide(&t, "n2", unknown, true, true), Decision::Park, "just started: this node's consumer has not read the table yet");
+        assert!(matches!(decide(&t, "n2", unknown, false, true), Decision::PerNode { .. }));
+    }
+
+    #[test]
+    fn shared_channels_tell_accounts_regions_applications_and_shards_apart_and_stay_short() {
+        let key = |arn: &str, app: &str| LinkKey { stream: arn.into(), application: app.into() };
+        let a = shared_channel("kn", &key("arn:aws:kinesis:eu-west-1:123456789012:stream/orders", "app"), "shardId-1");
+        assert_eq!(a, "kn_123456789012_eu-west-1_orders_app_shardId-1");
+        let names = [
+            a.clone(),
+            shared_channel("kn", &key("arn:aws:kinesis:eu-west-1:210987654321:stream/orders", "app"), "shardId-1"),
+            shared_channel("kn", &key("arn:aws:kinesis:us-east-1:123456789012:stream/orders", "app"), "shardId-1"),
+            shared_channel("kn", &key("arn:aws:kinesis:eu-west-1:123456789012:stream/orders", "app2"), "shardId-1"),
+            shared_channel("kn", &key("arn:aws:kinesis:eu-west-1:123456789012:stream/orders", "app"), "shardId-2"),
+        ];
+        assert_eq!(names.iter().collect::<std::collections::HashSet<_>>().len(), names.len());
+        let long = shared_channel("kn", &key(&format!("arn:aws:kinesis:eu-west-1:1:stream/{}", "s".repeat(128)), &"a".repeat(128)), "shardId-1");
+        assert!(long.len() <= 255, "{}", long.len());
+        let long2 = shared_channel("kn", &key(&format!("arn:aws:kinesis:eu-west-1:1:stream/{}", "s".repeat(128)), &"a".repeat(128)), "shardId-2");
+        assert_ne!(long, long2, "cut names stay apart");
+        assert_eq!(shared_channel("kn", &key("not an arn", "app"), "s"), "kn_not_an_arn_app_s");
+    }
+}
