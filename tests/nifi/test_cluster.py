@@ -62,25 +62,62 @@ def put(stream: str, first: int, count: int) -> None:
         assert not out.get("FailedRecordCount"), out
 
 
-def lease_owners(app: str, stream: str) -> dict:
-    """shard id -> owner (None when free) from the lease table; {} until a node created the table."""
+def lease_rows(app: str, stream: str) -> list[dict]:
+    """Every row of the stream in the lease table; [] until a node created the table."""
     try:
-        out = dynamodb_call("Query", {"TableName": app, "ConsistentRead": True,
-                                      "KeyConditionExpression": "streamName = :s",
-                                      "ExpressionAttributeValues": {":s": {"S": stream}}})
+        return dynamodb_call("Query", {"TableName": app, "ConsistentRead": True,
+                                       "KeyConditionExpression": "streamName = :s",
+                                       "ExpressionAttributeValues": {":s": {"S": stream}}})["Items"]
     except AwsJsonError as e:
         if e.error_type.endswith("ResourceNotFoundException"):
-            return {}
+            return []
         raise
-    return {i["shardId"]["S"]: i.get("leaseOwner", {}).get("S") for i in out["Items"]
+
+
+def lease_owners(app: str, stream: str) -> dict:
+    """shard id -> owner (None when free)."""
+    return {i["shardId"]["S"]: i.get("leaseOwner", {}).get("S") for i in lease_rows(app, stream)
             if not i["shardId"]["S"].startswith("__")}
 
 
-def leases_held_by(app: str, stream: str, owners: int):
-    """Every shard's lease is held, by exactly `owners` distinct owners (the map, or False)."""
-    got = lease_owners(app, stream)
-    held = [o for o in got.values() if o]
-    return len(got) == SHARDS and len(held) == SHARDS and len(set(held)) == owners and got
+def owner_pid(owner: str) -> int:
+    """The PID of the JVM whose engine owns a lease: owners are kinesnow-<ms>-<pid>-<random>, in hex
+    (rust-core/src/consumer/engine.rs, uuid_like)."""
+    return int(owner.split("-")[2], 16)
+
+
+def live_engines(app: str, stream: str, gap: float = 4.0) -> set:
+    """Owners whose heartbeat row (__node__<owner>, not a tombstone) advanced within `gap` seconds:
+    the ConsumeKinesis engines running now, whether or not they hold a lease."""
+    def beats():
+        return {i["shardId"]["S"][len("__node__"):]: int(i.get("heartbeat", {}).get("N", "0"))
+                for i in lease_rows(app, stream)
+                if i["shardId"]["S"].startswith("__node__kinesnow-") and "removedAt" not in i}
+    first = beats()
+    time.sleep(gap)
+    return {o for o, beat in beats().items() if beat > first.get(o, -1)}
+
+
+def leases_by_node(cluster: NiFiCluster, app: str, stream: str) -> dict:
+    """node index -> the shards whose lease an engine in that node's JVM holds; key None for free
+    shards and for owners in no node's JVM."""
+    pids = {n.pid: n.index for n in cluster.nodes if n.pid}
+    out: dict = {}
+    for shard, owner in lease_owners(app, stream).items():
+        out.setdefault(pids.get(owner_pid(owner)) if owner else None, []).append(shard)
+    return out
+
+
+def leases_spread(cluster: NiFiCluster, app: str, stream: str, nodes: set):
+    """Every shard's lease is held, by exactly one engine in each of `nodes`' JVMs and by no one
+    else (the map node -> shards, or False)."""
+    owners = lease_owners(app, stream)
+    got = leases_by_node(cluster, app, stream)
+    per_node = {}
+    for owner in filter(None, owners.values()):
+        per_node.setdefault(owner_pid(owner), set()).add(owner)
+    ok = (len(owners) == SHARDS and set(got) == nodes and all(len(v) == 1 for v in per_node.values()))
+    return ok and got
 
 
 class Consumer:
@@ -94,6 +131,8 @@ class Consumer:
         self.flow = ConsumerFlow.add(client, self.group_id, consumer_properties(self.stream, self.app))
         self.written = 0
         self.offloaded = None  # the node test_offload_... offloaded
+        self.taken_over = False  # whether the others held all its shards while it was offloaded
+        self.while_offloaded: dict = {}
 
     def put(self, count: int) -> None:
         put(self.stream, self.written, count)
@@ -183,8 +222,8 @@ def test_flow_built_on_node_1_is_on_every_node_and_consumes_on_every_node(cluste
     cluster.client(2).start_processor(proc_id)  # a start through another node runs it everywhere
     wait("ConsumeKinesis Running on all three nodes", 60, lambda: running_on(cluster, proc_id) == {1, 2, 3})
     owners = wait("the 4 shards' leases spread over the 3 nodes", 90,
-                  lambda: leases_held_by(consumer.app, consumer.stream, NODES))
-    assert sorted(list(owners.values()).count(o) for o in set(owners.values())) == [1, 1, 2], owners
+                  lambda: leases_spread(cluster, consumer.app, consumer.stream, {1, 2, 3}))
+    assert sorted(len(v) for v in owners.values()) == [1, 1, 2], owners
 
     consumer.put(400)
     queued = wait("every node delivers records of its own shards, 400 in all", 90,
@@ -235,6 +274,12 @@ def test_offload_hands_a_nodes_flowfiles_to_the_others_and_it_reconnects(cluster
     after = wait("the other nodes queue every FlowFile", 30,
                  lambda: (q := cluster.queued(queue, via=min(others))) and sum(q.values()) >= total and q)
     assert set(after) == others and sum(after.values()) == total, (before, after)
+    # What happens to the offloaded node's shards is asserted by the next test (a known bug).
+    deadline = time.monotonic() + 20
+    while not (taken := leases_spread(cluster, consumer.app, consumer.stream, others)) and time.monotonic() < deadline:
+        time.sleep(1)
+    consumer.while_offloaded = taken or leases_by_node(cluster, consumer.app, consumer.stream)
+    consumer.taken_over = bool(taken)
 
     reconnected = cluster.reconnect(victim)  # straight from OFFLOADED
     cluster.wait_until_connected()
@@ -243,20 +288,22 @@ def test_offload_hands_a_nodes_flowfiles_to_the_others_and_it_reconnects(cluster
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "BUG (java-shim, found by this harness): offloading a node makes NiFi terminate its ConsumeKinesis, "
-    "which never gets @OnStopped: the terminated instance's engine keeps heartbeating its leases for ever, "
-    "so its shards stall while the node is offloaded, and after the reconnect that orphan engine still "
-    "holds a share (4 lease owners for 3 nodes) until the JVM restarts"))
-def test_after_offload_and_reconnect_only_the_three_nodes_hold_leases(cluster, consumer):
-    """After the offload and reconnect above, the shards are shared by exactly the three running
-    ConsumeKinesis (one per node): no engine of the terminated instance still holds a lease."""
-    assert getattr(consumer, "offloaded", None) is not None, "runs after the offload test"
-    owners = lease_owners(consumer.app, consumer.stream)
-    deadline = time.monotonic() + 30
-    while not leases_held_by(consumer.app, consumer.stream, NODES) and time.monotonic() < deadline:
-        time.sleep(1)
-        owners = lease_owners(consumer.app, consumer.stream)
-    assert leases_held_by(consumer.app, consumer.stream, NODES), f"lease owners 30 s after the reconnect: {owners}"
+    "BUG (java-shim, found by this harness): an offload stops every processor and then terminates those still "
+    "busy (ConsumeKinesis sits in NativeBridge.poll), and NiFi's terminate replaces the Processor instance "
+    "(ReloadComponent.reload): the old instance's engine is never closed and heartbeats its leases for ever, "
+    "so its shards stall while the node is offloaded, and after the reconnect it still holds a share "
+    "(4 lease owners for 3 nodes) until the JVM restarts"))
+def test_an_offloaded_nodes_shards_go_to_the_others_and_no_engine_outlives_it(cluster, consumer):
+    """While a node is offloaded, the connected nodes hold all four shards; after its reconnect each
+    node's JVM runs exactly one ConsumeKinesis engine, and the shards are spread over the three."""
+    assert consumer.offloaded is not None, "runs after the offload test"
+    assert consumer.taken_over, f"shards by node 20 s into the offload: {consumer.while_offloaded}"
+    engines_by_pid: dict = {}
+    for owner in live_engines(consumer.app, consumer.stream):
+        engines_by_pid.setdefault(owner_pid(owner), []).append(owner)
+    pids = {n.pid: n.name for n in cluster.nodes}
+    assert {pids.get(p, p): len(v) for p, v in engines_by_pid.items()} == {n.name: 1 for n in cluster.nodes}
+    wait("the leases spread over the 3 nodes", 30, lambda: leases_spread(cluster, consumer.app, consumer.stream, {1, 2, 3}))
 
 
 def test_remove_a_node_then_restart_it_rejoins(cluster, consumer):
@@ -276,7 +323,8 @@ def test_remove_a_node_then_restart_it_rejoins(cluster, consumer):
     cluster.wait_until_connected()
     assert len(cluster.cluster_nodes()) == NODES
     wait("ConsumeKinesis Running on all three nodes again", 60, lambda: running_on(cluster, proc_id) == {1, 2, 3})
-    wait("the leases spread over the 3 nodes again", 90, lambda: leases_held_by(consumer.app, consumer.stream, NODES))
+    wait("the leases spread over the 3 nodes again", 90,
+         lambda: leases_spread(cluster, consumer.app, consumer.stream, {1, 2, 3}))
     _record(cluster_removed_node_rejoin_seconds=round(rejoined, 1))
 
 
@@ -290,7 +338,7 @@ def test_kill_9_of_a_node_and_restart_rejoins_with_the_clusters_flow(cluster, co
     consumer.put(200)  # written while the node is dead: the others read its shards
     cluster.wait_for_status(victim, "DISCONNECTED", 60)  # 8 missed heartbeats (nifi.sh: every 2 s)
     detected = time.monotonic() - killed
-    wait("the two live nodes hold all 4 leases", 60, lambda: leases_held_by(consumer.app, consumer.stream, 2))
+    wait("the two live nodes hold all 4 leases", 60, lambda: leases_spread(cluster, consumer.app, consumer.stream, others))
 
     # The flow changes while the node is down (a label added through a live node); on restart the node
     # must take the cluster's flow, not the one in its own flow.json.gz.
@@ -306,7 +354,8 @@ def test_kill_9_of_a_node_and_restart_rejoins_with_the_clusters_flow(cluster, co
     cluster.wait_until_connected()
     wait("the restarted node wrote the cluster's flow", 30, lambda: note in victim.local_flow_text())
     wait("ConsumeKinesis Running on all three nodes again", 60, lambda: running_on(cluster, proc_id) == {1, 2, 3})
-    wait("the leases spread over the 3 nodes again", 90, lambda: leases_held_by(consumer.app, consumer.stream, NODES))
+    wait("the leases spread over the 3 nodes again", 90,
+         lambda: leases_spread(cluster, consumer.app, consumer.stream, {1, 2, 3}))
     # Nothing was lost: what the dead node had queued is still in its repository, the rest was read by
     # the others (a record can come twice if its batch was in flight at the kill).
     queued = wait("every record written is queued somewhere in the cluster", 60,
