@@ -16,9 +16,11 @@ import time
 import pytest
 
 import iam_proxy
+import lease_table
 from consumer_flow import ConsumerFlow, built_nar, consumer_properties, create_stream, unique
 from nifi_cluster import COORDINATOR, PRIMARY, NiFiCluster
-from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
+from lease_table import leases_by_node, live_engines, owner_pid
+from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.cluster
 
@@ -62,62 +64,8 @@ def put(stream: str, first: int, count: int) -> None:
         assert not out.get("FailedRecordCount"), out
 
 
-def lease_rows(app: str, stream: str) -> list[dict]:
-    """Every row of the stream in the lease table; [] until a node created the table."""
-    try:
-        return dynamodb_call("Query", {"TableName": app, "ConsistentRead": True,
-                                       "KeyConditionExpression": "streamName = :s",
-                                       "ExpressionAttributeValues": {":s": {"S": stream}}})["Items"]
-    except AwsJsonError as e:
-        if e.error_type.endswith("ResourceNotFoundException"):
-            return []
-        raise
-
-
-def lease_owners(app: str, stream: str) -> dict:
-    """shard id -> owner (None when free)."""
-    return {i["shardId"]["S"]: i.get("leaseOwner", {}).get("S") for i in lease_rows(app, stream)
-            if not i["shardId"]["S"].startswith("__")}
-
-
-def owner_pid(owner: str) -> int:
-    """The PID of the JVM whose engine owns a lease: owners are kinesnow-<ms>-<pid>-<random>, in hex
-    (rust-core/src/consumer/engine.rs, uuid_like)."""
-    return int(owner.split("-")[2], 16)
-
-
-def live_engines(app: str, stream: str, gap: float = 4.0) -> set:
-    """Owners whose heartbeat row (__node__<owner>, not a tombstone) advanced within `gap` seconds:
-    the ConsumeKinesis engines running now, whether or not they hold a lease."""
-    def beats():
-        return {i["shardId"]["S"][len("__node__"):]: int(i.get("heartbeat", {}).get("N", "0"))
-                for i in lease_rows(app, stream)
-                if i["shardId"]["S"].startswith("__node__kinesnow-") and "removedAt" not in i}
-    first = beats()
-    time.sleep(gap)
-    return {o for o, beat in beats().items() if beat > first.get(o, -1)}
-
-
-def leases_by_node(cluster: NiFiCluster, app: str, stream: str) -> dict:
-    """node index -> the shards whose lease an engine in that node's JVM holds; key None for free
-    shards and for owners in no node's JVM."""
-    pids = {n.pid: n.index for n in cluster.nodes if n.pid}
-    out: dict = {}
-    for shard, owner in lease_owners(app, stream).items():
-        out.setdefault(pids.get(owner_pid(owner)) if owner else None, []).append(shard)
-    return out
-
-
 def leases_spread(cluster: NiFiCluster, app: str, stream: str, nodes: set):
-    """Every shard's lease is held, by exactly one engine in each of `nodes`' JVMs and by no one
-    else (the map node -> shards, or False)."""
-    owners = lease_owners(app, stream)
-    got = leases_by_node(cluster, app, stream)
-    per_node = {}
-    for owner in filter(None, owners.values()):
-        per_node.setdefault(owner_pid(owner), set()).add(owner)
-    ok = (len(owners) == SHARDS and set(got) == nodes and all(len(v) == 1 for v in per_node.values()))
-    return ok and got
+    return lease_table.leases_spread(cluster, app, stream, nodes, SHARDS)
 
 
 class Consumer:
