@@ -468,6 +468,20 @@ class NiFiCluster:
         self._connected_peer(exclude=node).client.delete(f"controller/cluster/nodes/{node_id}")
         self.wait_for_status(node, "ABSENT", timeout)
 
+    def set_processor_state_on(self, node: NodeRef, processor_id: str, state: str) -> dict:
+        """Changes a processor's run state ("RUNNING", "STOPPED", ...) on this one node only: the node
+        must be DISCONNECTED (a connected node's change is replicated to every node). The request goes
+        to the node's own API with disconnectedNodeAcknowledged. A reconnect makes the node take the
+        cluster's state again."""
+        node = self.node(node)
+        status = self.node_status()[node.index]
+        if status != "DISCONNECTED":
+            raise ClusterError(f"{node.name} is {status}: disconnect it first to change only its processor")
+        version = node.client.get_processor(processor_id)["revision"]["version"]
+        return node.client.put(f"processors/{processor_id}/run-status", {
+            "revision": {"version": version, "clientId": node.client.client_id},
+            "state": state, "disconnectedNodeAcknowledged": True})
+
     # ---- processes ---------------------------------------------------------------------------------
 
     def kill_9(self, node: NodeRef) -> None:

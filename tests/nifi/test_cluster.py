@@ -196,11 +196,19 @@ def test_disconnect_and_reconnect_a_node(cluster, consumer):
     assert cluster.node_status()[victim.index] == "DISCONNECTED"
     assert not victim.own_summary()["connectedToCluster"]
     assert set(cluster.processor_status(proc_id, via=min(others))) == others
-    # a disconnected node keeps running its flow on its own
+    # a disconnected node keeps running its flow on its own; a stop there stops only its ConsumeKinesis,
+    # whose shards the two others then take over
     assert victim.client.processor_state(proc_id) == "RUNNING"
+    cluster.set_processor_state_on(victim, proc_id, "STOPPED")
+    wait("ConsumeKinesis stopped on the disconnected node only", 30,
+         lambda: victim.client.processor_state(proc_id) == "STOPPED" and running_on(cluster, proc_id) == others)
+    wait("the two connected nodes hold all 4 leases", 60, lambda: leases_spread(cluster, consumer.app, consumer.stream, others))
     reconnected = cluster.reconnect(victim)
     cluster.wait_until_connected()
+    # back in the cluster, the node takes the cluster's flow, in which ConsumeKinesis runs
     wait("ConsumeKinesis Running on all three nodes again", 60, lambda: running_on(cluster, proc_id) == {1, 2, 3})
+    wait("the leases spread over the 3 nodes again", 90,
+         lambda: leases_spread(cluster, consumer.app, consumer.stream, {1, 2, 3}))
     _record(cluster_disconnect_seconds=round(disconnected, 1), cluster_reconnect_seconds=round(reconnected, 1))
 
 
