@@ -211,6 +211,7 @@ class NiFiCluster:
             raise ValueError("a cluster has at least one node")
         name = name or f"cluster-{uuid.uuid4().hex[:8]}"
         root = os.path.join(CLUSTERS_DIR, name)
+        _stop_leftovers(root)
         ports = _free_ports(6 * size)
         nodes, servers, connect = [], [], []
         for i in range(size):
@@ -563,6 +564,18 @@ class NiFiCluster:
             return found
         address = self.node(node).address
         return [b for b in found if b.get("nodeAddress") == address]
+
+
+def _stop_leftovers(root: str) -> None:
+    """Stops nodes a killed earlier run left running in this cluster's instance directories (nifi.sh
+    stop checks that each PID is that instance's NiFi), so the new start can wipe and reuse them."""
+    if not os.path.isdir(root):
+        return
+    for name in sorted(os.listdir(root)):
+        instance = os.path.join(root, name)
+        if os.path.exists(os.path.join(instance, "nifi.pid")):
+            subprocess.run([NIFI_SH, "stop", "--instance-dir", instance, "--grace", "10"],
+                           capture_output=True, text=True, timeout=180)
 
 
 def stop_all_clusters(grace: int = 30) -> None:
