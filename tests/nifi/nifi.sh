@@ -9,7 +9,7 @@
 #                  [--sensitive-key K] (nifi.sensitive.props.key; default: a random one. Cluster nodes need the same)
 #                  cluster node (all of these together; ports are the caller's free ports):
 #                  [--cluster-protocol-port C --cluster-load-balance-port L --zookeeper-connect "127.0.0.1:Z1,..."
-#                   --embedded-zookeeper-id N --embedded-zookeeper-servers "127.0.0.1:Q1:E1;Z1,127.0.0.1:Q2:E2;Z2,..."
+#                   --embedded-zookeeper-id N --embedded-zookeeper-servers "127.0.0.1:Q1:E1;127.0.0.1:Z1,..."
 #                   [--cluster-candidates K] [--cluster-election-wait "30 secs"]]
 #   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
 #   nifi.sh status [--port P | --instance-dir D]
@@ -23,8 +23,10 @@
 #   Cluster node: nifi.cluster.is.node=true on 127.0.0.1 with the given protocol and load-balance ports,
 #   unsecured cluster protocol, NiFi's embedded ZooKeeper as peer N of the listed quorum (conf/zookeeper.properties,
 #   state/zookeeper/myid), the ZooKeeper cluster state provider, and a flow election that ends as soon as
-#   K nodes (default: every listed ZooKeeper server) voted. A clustered node answers /flow/about only once it
-#   has joined the cluster, so start returns when this node is connected (or timeout).
+#   K nodes (default: every listed ZooKeeper server) voted; heartbeats every 2 s (8 missed: disconnected),
+#   ZooKeeper sessions of 10 s. A clustered node answers /flow/about only once it has joined the cluster,
+#   so start returns when this node is connected (or timeout). The cluster protocol listener binds every
+#   interface (NiFi has no setting for its address); everything else binds 127.0.0.1.
 #   Logs: <instance>/logs/nifi-app.log (full logger names; stdout/stderr of the JVM: <instance>/logs/nifi-stdout.log).
 # stop: TERM to exactly the PID in <instance>/nifi.pid (after checking it is this instance's NiFi),
 #   KILL after --grace seconds (default 30), and waits until the HTTP port is closed.
@@ -65,7 +67,7 @@ while [ $# -gt 0 ]; do
         --extensions)
             shift
             while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
-        -h|--help) sed -n '2,37p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
