@@ -487,7 +487,10 @@ class NiFiCluster:
 
     def kill_9(self, node: NodeRef) -> None:
         """SIGKILL the node's JVM (the PID nifi.sh recorded, checked to be this node's NiFi), as a
-        crash would; waits until the process and its HTTP port are gone."""
+        crash would; waits until the process and its HTTP port are gone. Any node, the coordinator too:
+        its ZooKeeper peer dies with it, the other two keep the quorum, and they elect a new coordinator
+        (about 11 s here, the ZooKeeper session timeout); the coordinator marks a dead node DISCONNECTED
+        after 8 missed heartbeats (about 16 s)."""
         node = self.node(node)
         if not node.is_alive():
             raise ClusterError(f"{node.name} does not run (pid {node.pid})")
