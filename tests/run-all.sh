@@ -51,7 +51,8 @@ step "Rust tests (release profile, shared with the NAR build)" rust_tests
 step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
 step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
 step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
-step "NiFi harness (real NiFi)" python3 -m pytest -q tests/nifi
+# tests/nifi includes test_cluster.py: a real 3-node NiFi cluster with ConsumeKinesis on every node (about 3 min)
+step "NiFi harness (real NiFi, standalone and a 3-node cluster)" python3 -m pytest -q tests/nifi
 step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
 
 echo

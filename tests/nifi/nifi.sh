@@ -6,6 +6,11 @@
 #                  [--heap SIZE] [--mgmt-port M] [--scheduling-timeout DURATION]
 #                  (--scheduling-timeout: nifi.processor.scheduling.timeout, how long NiFi lets a processor's
 #                   @OnScheduled run before it interrupts it, such as "5 secs"; NiFi's default is 1 min)
+#                  [--sensitive-key K] (nifi.sensitive.props.key; default: a random one. Cluster nodes need the same)
+#                  cluster node (all of these together; ports are the caller's free ports):
+#                  [--cluster-protocol-port C --cluster-load-balance-port L --zookeeper-connect "127.0.0.1:Z1,..."
+#                   --embedded-zookeeper-id N --embedded-zookeeper-servers "127.0.0.1:Q1:E1;127.0.0.1:Z1,..."
+#                   [--cluster-candidates K] [--cluster-election-wait "30 secs"]]
 #   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
 #   nifi.sh status [--port P | --instance-dir D]
 #
@@ -15,6 +20,13 @@
 #   extensions/. NiFi is started with java in the background (no nifi-bootstrap: it is not
 #   resolvable here), its PID is written to <instance>/nifi.pid, and the script waits until
 #   GET http://127.0.0.1:<P>/nifi-api/flow/about answers, then prints the elapsed time.
+#   Cluster node: nifi.cluster.is.node=true on 127.0.0.1 with the given protocol and load-balance ports,
+#   unsecured cluster protocol, NiFi's embedded ZooKeeper as peer N of the listed quorum (conf/zookeeper.properties,
+#   state/zookeeper/myid), the ZooKeeper cluster state provider, and a flow election that ends as soon as
+#   K nodes (default: every listed ZooKeeper server) voted; heartbeats every 2 s (8 missed: disconnected),
+#   ZooKeeper sessions of 10 s. A clustered node answers /flow/about only once it has joined the cluster,
+#   so start returns when this node is connected (or timeout). The cluster protocol listener binds every
+#   interface (NiFi has no setting for its address); everything else binds 127.0.0.1.
 #   Logs: <instance>/logs/nifi-app.log (full logger names; stdout/stderr of the JVM: <instance>/logs/nifi-stdout.log).
 # stop: TERM to exactly the PID in <instance>/nifi.pid (after checking it is this instance's NiFi),
 #   KILL after --grace seconds (default 30), and waits until the HTTP port is closed.
@@ -32,6 +44,8 @@ say() { echo "nifi.sh: $*" >&2; }
 cmd="${1:-}"; [ $# -gt 0 ] && shift
 port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=30; keep=0; scheduling_timeout=""
 extensions=()
+sensitive_key=""; protocol_port=""; lb_port=""; zk_connect=""; zk_id=""; zk_servers=""; candidates=""
+election_wait="1 min"
 while [ $# -gt 0 ]; do
     case "$1" in
         --port) port="$2"; port_given=1; shift 2 ;;
@@ -42,14 +56,30 @@ while [ $# -gt 0 ]; do
         --scheduling-timeout) scheduling_timeout="$2"; shift 2 ;;
         --grace) grace="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
+        --sensitive-key) sensitive_key="$2"; shift 2 ;;
+        --cluster-protocol-port) protocol_port="$2"; shift 2 ;;
+        --cluster-load-balance-port) lb_port="$2"; shift 2 ;;
+        --zookeeper-connect) zk_connect="$2"; shift 2 ;;
+        --embedded-zookeeper-id) zk_id="$2"; shift 2 ;;
+        --embedded-zookeeper-servers) zk_servers="$2"; shift 2 ;;
+        --cluster-candidates) candidates="$2"; shift 2 ;;
+        --cluster-election-wait) election_wait="$2"; shift 2 ;;
         --extensions)
             shift
             while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
-        -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,35p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
 [[ "$port" =~ ^[0-9]+$ ]] || die "--port must be a number"
+clustered=0
+if [ -n "$protocol_port$lb_port$zk_connect$zk_id$zk_servers" ]; then
+    clustered=1
+    for v in protocol_port lb_port zk_id; do
+        [[ "${!v}" =~ ^[0-9]+$ ]] || die "cluster node: --${v//_/-} must be a number (got '${!v}')"
+    done
+    [ -n "$zk_connect" ] && [ -n "$zk_servers" ] || die "cluster node: --zookeeper-connect and --embedded-zookeeper-servers are required"
+fi
 [ -n "$instance" ] || instance="$here/.work/instances/port-$port"
 mkdir -p "$(dirname "$instance")"
 instance="$(cd "$(dirname "$instance")" && pwd)/$(basename "$instance")"
@@ -86,6 +116,46 @@ set_prop() {
         index($0, k "=") == 1 { print k "=" v; done = 1; next } { print }
         END { if (!done) print k "=" v }' "$file" > "$tmp"
     mv "$tmp" "$file"
+}
+
+# Cluster node settings (fresh instance only): cluster properties, embedded ZooKeeper peer, ZooKeeper state provider.
+configure_cluster_node() {
+    local props="$1" conf="$instance/conf"
+    local -a servers
+    IFS=',' read -r -a servers <<< "$zk_servers"
+    [ "$zk_id" -ge 1 ] && [ "$zk_id" -le "${#servers[@]}" ] || die "--embedded-zookeeper-id $zk_id is not in 1..${#servers[@]}"
+    set_prop "$props" nifi.cluster.is.node true
+    set_prop "$props" nifi.cluster.protocol.is.secure false
+    set_prop "$props" nifi.cluster.node.address 127.0.0.1
+    set_prop "$props" nifi.cluster.node.protocol.port "$protocol_port"
+    set_prop "$props" nifi.cluster.load.balance.host 127.0.0.1
+    set_prop "$props" nifi.cluster.load.balance.port "$lb_port"
+    set_prop "$props" nifi.cluster.flow.election.max.candidates "${candidates:-${#servers[@]}}"
+    set_prop "$props" nifi.cluster.flow.election.max.wait.time "$election_wait"
+    set_prop "$props" nifi.zookeeper.connect.string "$zk_connect"
+    set_prop "$props" nifi.zookeeper.connect.timeout "10 secs"
+    set_prop "$props" nifi.zookeeper.session.timeout "10 secs"
+    set_prop "$props" nifi.cluster.protocol.heartbeat.interval "2 sec"
+    set_prop "$props" nifi.state.management.embedded.zookeeper.start true
+    set_prop "$props" nifi.state.management.embedded.zookeeper.properties ./conf/zookeeper.properties
+    set_prop "$props" nifi.state.management.provider.cluster zk-provider
+    local i
+    for i in "${!servers[@]}"; do echo "server.$((i + 1))=${servers[$i]}" >> "$conf/zookeeper.properties"; done
+    mkdir -p "$instance/state/zookeeper"
+    echo "$zk_id" > "$instance/state/zookeeper/myid"
+    # The ZooKeeper cluster provider next to the local one (standalone instances keep the local one only).
+    local tmp; tmp="$(mktemp "$conf/state-management.xml.XXXX")"
+    awk -v zk="$zk_connect" '/<\/stateManagement>/ {
+            print "    <cluster-provider>"
+            print "        <id>zk-provider</id>"
+            print "        <class>org.apache.nifi.controller.state.providers.zookeeper.ZooKeeperStateProvider</class>"
+            print "        <property name=\"Connect String\">" zk "</property>"
+            print "        <property name=\"Root Node\">/nifi</property>"
+            print "        <property name=\"Session Timeout\">10 seconds</property>"
+            print "        <property name=\"Access Control\">Open</property>"
+            print "    </cluster-provider>"
+        } { print }' "$conf/state-management.xml" > "$tmp"
+    mv "$tmp" "$conf/state-management.xml"
 }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -147,7 +217,9 @@ do_start() {
         set_prop "$props" nifi.web.http.port "$port"
         set_prop "$props" nifi.nar.library.directory "$home/lib"
         set_prop "$props" nifi.nar.library.autoload.directory "$instance/extensions"
-        set_prop "$props" nifi.sensitive.props.key "$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+        [ -n "$sensitive_key" ] || sensitive_key="$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+        set_prop "$props" nifi.sensitive.props.key "$sensitive_key"
+        [ "$clustered" = 0 ] || configure_cluster_node "$props"
         [ -z "$scheduling_timeout" ] || set_prop "$props" nifi.processor.scheduling.timeout "$scheduling_timeout"
 
         local n=0 src f
@@ -187,12 +259,22 @@ do_start() {
     # shellcheck disable=SC2206
     [ -z "${NIFI_JAVA_OPTS:-}" ] || jvm+=(${NIFI_JAVA_OPTS})
 
+    # A restart (--keep) of a cluster node keeps the cluster lines of its first start.
+    local kept_cluster=""
+    [ "$keep" = 0 ] || kept_cluster="$(grep -E '^(CLUSTER_|ZOOKEEPER_)' "$instance/instance.env" 2>/dev/null || true)"
     {
         echo "PORT=$port"
         echo "MGMT_PORT=$mgmt_port"
         echo "NIFI_HOME=$home"
         echo "NIFI_VERSION=$version"
         echo "URL=http://127.0.0.1:$port/nifi-api"
+        if [ "$clustered" = 1 ]; then
+            echo "CLUSTER_PROTOCOL_PORT=$protocol_port"
+            echo "CLUSTER_LOAD_BALANCE_PORT=$lb_port"
+            echo "ZOOKEEPER_CONNECT=$zk_connect"
+            echo "ZOOKEEPER_ID=$zk_id"
+        fi
+        [ -z "$kept_cluster" ] || echo "$kept_cluster"
     } > "$instance/instance.env"
 
     local t0; t0="$(now)"
