@@ -156,7 +156,7 @@ impl Loader {
                         self.superseded += 1;
                     }
                 }
-                Route::Retry | Route::Failure => queue.lock().unwrap().push_back(flow_file),
+                Route::Failure => queue.lock().unwrap().push_back(flow_file),
                 other => panic!("unexpected route {other:?}: {}", outcome.message),
             }
         }
