@@ -6,6 +6,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import pytest
 
 import iam_proxy
+import nifi_cluster
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -13,6 +14,7 @@ def policy_proxies():
     """The policy proxies live until every NiFi of the session is gone (a processor left running
     must not see its endpoint vanish)."""
     yield
+    nifi_cluster.stop_all_clusters()
     iam_proxy.stop_all()
 
 

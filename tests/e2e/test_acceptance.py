@@ -193,11 +193,16 @@ def wait_for_rows(sf: Standin, table: str, at_least: int, timeout: float) -> int
     return n
 
 
-def wait_for_ids_below(sf: Standin, table: str, end: int, timeout: float) -> None:
+def wait_for_ids_below(sf: Standin, table: str, end: int, timeout: float, producer: "Producer" = None) -> None:
     """Until every record with an id below `end` is in the table."""
     deadline = time.monotonic() + timeout
     while sf.query(f"SELECT COUNT(DISTINCT ID) AS D FROM {table} WHERE ID < {end}")[0]["D"] < end:
-        assert time.monotonic() < deadline, f"records below id {end} did not all arrive"
+        if time.monotonic() >= deadline:
+            have = {r["ID"] for r in sf.query(f"SELECT DISTINCT ID FROM {table} WHERE ID < {end}")}
+            missing = sorted(set(range(end)) - have)
+            where = [(i, producer.expected[i]["shardId"], producer.expected[i]["sequenceNumber"]) for i in missing[:8]] if producer else []
+            raise AssertionError(f"{len(missing)} records below id {end} did not arrive, e.g. {where or missing[:8]}; "
+                                 f"channels: {sf.admin('GET', '/admin/channels')['channels']}")
         time.sleep(0.5)
 
 
@@ -398,7 +403,7 @@ def test_every_record_once_in_key_order_across_split_restarts_and_kill_9(env):
 
     # Everything put before the split loaded (the parent's last records too): then stop/start 2. Doing it while
     # the parent's last records are still in PutSnowflake can load a child's records first: see the test below.
-    wait_for_ids_below(sf, table, first_after_split, 180)
+    wait_for_ids_below(sf, table, first_after_split, 180, producer)
     events["canvas stop/start 2 (processors)"] = (distinct_ids(sf, table), producer.count())
     stop_and_start_processors(c, ids, sf, table)
     time.sleep(2)  # NiFi saves the flow (with the processors' run state) a moment after a change

@@ -367,6 +367,11 @@ impl ConsumerEngine {
         while self.shared.lock_ledger().writes_in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // What Snowflake has goes into the rows too, so the next owner reads no more than it must.
+        if let Some(key) = &self.shared.link {
+            self.shared.take_in_loaded(key);
+            self.shared.write_loaded_positions().await;
+        }
         let leases: Vec<_> = self.shared.lock_ledger().leases();
         for lease in leases {
             match self.shared.store.release(&lease).await {
@@ -477,6 +482,31 @@ impl Shared {
         next
     }
 
+    /// Takes in the loaded positions PutSnowflake reported on `feedback`'s board for the shards this
+    /// engine tracks; true when one moved on.
+    pub(super) fn take_in_loaded(&self, key: &LinkKey) -> bool {
+        let tracked = self.lock_ledger().tracked();
+        let facts: Vec<(String, Position)> = {
+            let board = crate::feedback::board();
+            tracked.iter().filter_map(|shard| board.loaded(key, shard).map(|p| (shard.clone(), p))).collect()
+        };
+        let mut ledger = self.lock_ledger();
+        facts.into_iter().fold(false, |moved, (shard, p)| ledger.note_loaded(&shard, p) || moved)
+    }
+
+    /// Writes the loaded positions not yet in their lease rows (of shards without a checkpoint
+    /// write in flight, which carries its own).
+    pub(super) async fn write_loaded_positions(self: &Arc<Self>) {
+        let due = self.lock_ledger().loaded_writes_due();
+        for write in due {
+            match self.store.write_loaded(&write.lease, &write.loaded).await {
+                Ok(()) => self.lock_ledger().loaded_written(&write),
+                Err(LeaseError::Fenced { .. }) => self.lose(&write.lease.shard_id),
+                Err(e) => warn!(component = self.settings.component, "loaded position of shard {} not written: {e}", write.lease.shard_id),
+            }
+        }
+    }
+
     /// Writes the checkpoints whose earlier writes failed.
     pub(super) async fn retry_checkpoints(self: &Arc<Self>) {
         let writes = self.lock_ledger().pending_checkpoints();
@@ -556,6 +586,9 @@ impl Shared {
             reader.abort();
         }
         let shard_id = lease.shard_id.clone();
+        if let Some(key) = &self.link {
+            crate::feedback::board().took_here(key, &self.owner, &shard_id, lease.counter);
+        }
         let start = {
             let mut ledger = self.lock_ledger();
             let start = ledger.start(lease, committed, parents, initial);

@@ -221,31 +221,19 @@ impl Keeper {
     /// warns when no PutSnowflake of this NiFi reports while checkpoints run ahead.
     async fn follow_snowflake(&mut self, rows: &[LeaseRow], now: Instant) {
         let Some(key) = self.shared.link.clone() else { return };
-        let tracked = self.shared.lock_ledger().tracked();
-        let facts: Vec<(String, crate::kinesis::position::Position)> = {
+        {
             let mut board = crate::feedback::board();
             let held = self.shared.lock_ledger().held().into_iter().map(|(shard, h)| (shard, h.counter));
             board.publish_held(&key, &self.shared.owner, held);
             board.publish_tenures(&key, self.shared.settings.failover_timeout, rows.iter().filter(|r| r.loaded.is_some()).filter_map(tenure_of));
-            tracked.iter().filter_map(|shard| board.loaded(&key, shard).map(|p| (shard.clone(), p))).collect()
-        };
-        let advanced = {
-            let mut ledger = self.shared.lock_ledger();
-            facts.into_iter().fold(false, |moved, (shard, p)| ledger.note_loaded(&shard, p) || moved)
-        };
+        }
+        let advanced = self.shared.take_in_loaded(&key);
         self.watch_reports(rows, advanced, now);
         if now < self.next_loaded_write {
             return;
         }
         self.next_loaded_write = now + self.shared.settings.heartbeat_interval;
-        let due = self.shared.lock_ledger().loaded_writes_due();
-        for write in due {
-            match self.shared.store.write_loaded(&write.lease, &write.loaded).await {
-                Ok(()) => self.shared.lock_ledger().loaded_written(&write),
-                Err(LeaseError::Fenced { .. }) => self.shared.lose(&write.lease.shard_id),
-                Err(e) => warn!(component = self.shared.settings.component, "loaded position of shard {} not written: {e}", write.lease.shard_id),
-            }
-        }
+        self.shared.write_loaded_positions().await;
     }
 
     fn watch_reports(&mut self, rows: &[LeaseRow], advanced: bool, now: Instant) {

@@ -167,6 +167,16 @@ impl Board {
         state.held_here.insert(owner.to_owned(), leases.into_iter().take(MAX_SHARDS_PER_KEY).collect());
     }
 
+    /// Engine `owner` of this JVM has just taken `shard`'s lease with `counter` (before its reader
+    /// starts, so no FlowFile of that lease comes before the board knows it).
+    pub fn took_here(&mut self, key: &LinkKey, owner: &str, shard: &str, counter: u64) {
+        let state = self.keys.entry(key.clone()).or_default();
+        let leases = state.held_here.entry(owner.to_owned()).or_default();
+        if leases.len() < MAX_SHARDS_PER_KEY || leases.contains_key(shard) {
+            leases.insert(shard.to_owned(), counter);
+        }
+    }
+
     /// Engine `owner` stopped: it holds nothing any more.
     pub fn forget_engine(&mut self, key: &LinkKey, owner: &str) {
         if let Some(state) = self.keys.get_mut(key) {

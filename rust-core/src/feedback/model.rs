@@ -321,7 +321,7 @@ impl Model {
         let next = r.after.as_ref().map_or(1, |p| record_of(p) + 1);
         let loaded = r.loaded.expect("tracked");
         self.nodes[n].tenure = Some(Tenure { counter: self.row.counter, next, loaded });
-        self.scan(n);
+        self.nodes[n].board.took_here(&key(), "engine", SHARD, self.row.counter);
     }
 
     fn release(&mut self, n: usize, offload: bool) {
@@ -376,11 +376,13 @@ impl Model {
         if !self.nodes[n].alive {
             return;
         }
-        self.unpark(n, false);
+        // As the Java shim does: new FlowFiles are submitted, then the outcomes call decides the
+        // parked ones again.
         for _ in 0..count {
-            let Some(f) = self.nodes[n].queue.pop_front() else { return };
+            let Some(f) = self.nodes[n].queue.pop_front() else { break };
             self.decide(n, f, None, false);
         }
+        self.unpark(n, false);
     }
 
     /// Decides the parked FlowFiles again; with `expire`, as after the wait for a holder to be
@@ -405,10 +407,12 @@ impl Model {
             let scans = self.nodes[n].board.scans(&key());
             let held_here = self.nodes[n].board.held_here(&key(), SHARD);
             let view = link::View { held_here, known: scans > 0, tenure: view, fresh: parked_at.is_some_and(|at| scans > at) };
+            let behind_parked = !self.nodes[n].parked.is_empty();
             // A parked FlowFile's wait for a holder to be replaced runs out only while that holder is
             // alive (`ParkExpires`): a dead or paused holder is replaced within the wait.
             let wait_over = expire && self.row.holder.is_some_and(|(h, inc)| self.active(h) && self.nodes[h].incarnation == inc);
-            match link::decide(&tracked, &node_name(n), view, !self.nodes[n].scanned, wait_over) {
+            let decision = if behind_parked { Decision::Park } else { link::decide(&tracked, &node_name(n), view, !self.nodes[n].scanned, wait_over) };
+            match decision {
                 Decision::Shared => {
                     let rows = f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
                     self.nodes[n].taken.insert(f.id, f.clone());

@@ -95,7 +95,7 @@ pub struct View {
 /// still there is alive: a load-balanced connection).
 pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_wait_over: bool) -> Decision {
     if tracked.node == my_node {
-        return local(tracked, view);
+        return local(tracked, view, warming);
     }
     if !view.known {
         return if warming {
@@ -134,13 +134,14 @@ pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_
 /// engine's own (then no FlowFile of that lease has left this node: NiFi moves a queue only after
 /// the engine stopped); otherwise, on a table read from after it came, superseded when a later
 /// tracking lease exists (a FlowFile offloaded away and back, or left from before a restart) and
-/// the shared channel when not.
-fn local(tracked: &Tracked, view: View) -> Decision {
+/// the shared channel when not. Without any consumer of its key on this node it waits out the
+/// warm-up, then takes the shared channel (this node's queue drained with ConsumeKinesis stopped).
+fn local(tracked: &Tracked, view: View, warming: bool) -> Decision {
     if view.held_here == Some(tracked.tenure) {
         return Decision::Shared;
     }
     if !view.fresh {
-        return if view.known { Decision::Park } else { Decision::Shared };
+        return if view.known || warming { Decision::Park } else { Decision::Shared };
     }
     match view.tenure {
         Some(v) if v.counter > tracked.tenure => Decision::Superseded { current: v.counter },
@@ -216,7 +217,8 @@ mod tests {
     fn own_nodes_flow_files_share_the_channel_and_others_follow_the_tenure() {
         let t = tracked(&attributes("n1", "4")).unwrap();
         let unknown = View { held_here: None, known: false, tenure: None, fresh: false };
-        assert_eq!(decide(&t, "n1", unknown, true, true), Decision::Shared, "no consumer here: a node's own FlowFiles from before a restart");
+        assert_eq!(decide(&t, "n1", unknown, true, true), Decision::Park, "just started: wait for this node's consumer to read the table");
+        assert_eq!(decide(&t, "n1", unknown, false, true), Decision::Shared, "no consumer here: this node's queue drained with ConsumeKinesis stopped");
         let mine = View { held_here: Some(4), known: true, tenure: None, fresh: false };
         assert_eq!(decide(&t, "n1", mine, false, false), Decision::Shared, "its own engine's lease");
         let stale = View { held_here: Some(5), known: true, tenure: Some(ShardTenure { counter: 5, held: true }), fresh: false };

@@ -169,7 +169,7 @@ struct Links {
     reports: HashMap<i64, Report>,
     /// FlowFiles waiting for a decision (their bytes count as in flight), and when and at which
     /// scan of their consumer each was first parked (an entry goes once its FlowFile is decided).
-    parked: Vec<FlowFileIn>,
+    parked: Vec<(FlowFileIn, LinkKey, String)>,
     parked_since: HashMap<i64, (Instant, u64)>,
     warned: HashMap<String, Instant>,
 }
@@ -233,7 +233,7 @@ impl SinkEngine {
     pub fn submit(&self, flow_files: Vec<FlowFileIn>) {
         for flow_file in flow_files {
             let id = flow_file.id;
-            if self.lock_gate().contains(id) || self.lock_links().parked.iter().any(|p| p.id == id) {
+            if self.lock_gate().contains(id) || self.lock_links().parked.iter().any(|(p, _, _)| p.id == id) {
                 // Submitted again (a session rolled back) while its first submission is under way.
                 continue;
             }
@@ -321,12 +321,15 @@ impl SinkEngine {
         let id = flow_file.id;
         let mut links = self.lock_links();
         let seen = links.parked_since.get(&id).copied();
+        // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too.
+        let behind_parked = links.parked.iter().any(|(_, key, shard)| key == &tracked.key && shard == &tracked.shard_id);
         let view = link::View { held_here, known: scans > 0, tenure: view, fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan) };
         let warming = self.started.elapsed() < self.settings.warm_up;
         // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
         let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
         let held_wait_over = seen.is_some_and(|(first, _)| first.elapsed() >= held_wait);
-        match link::decide(&tracked, &self.settings.node, view, warming, held_wait_over) {
+        let decision = if behind_parked { Decision::Park } else { link::decide(&tracked, &self.settings.node, view, warming, held_wait_over) };
+        match decision {
             Decision::Shared => {
                 links.parked_since.remove(&id);
                 let report = Report { key: tracked.key.clone(), destination: destination.to_string(), shard_id: tracked.shard_id.clone(), last: tracked.last.clone() };
@@ -354,8 +357,8 @@ impl SinkEngine {
             }
             Decision::Park => {
                 let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));
-                if first.elapsed() < self.settings.retry_limit {
-                    links.parked.push(flow_file.clone());
+                if first.elapsed() < self.settings.retry_limit || behind_parked {
+                    links.parked.push((flow_file.clone(), tracked.key.clone(), tracked.shard_id.clone()));
                     self.in_flight_bytes.fetch_add(flow_file.content.len() as u64, Ordering::AcqRel);
                     return Err(());
                 }
@@ -376,7 +379,7 @@ impl SinkEngine {
     /// or their wait is over); those still undecidable stay parked.
     fn unpark(&self) {
         let parked = std::mem::take(&mut self.lock_links().parked);
-        for flow_file in parked {
+        for (flow_file, _, _) in parked {
             self.in_flight_bytes.fetch_sub(flow_file.content.len() as u64, Ordering::AcqRel);
             self.submit(vec![flow_file]);
         }
