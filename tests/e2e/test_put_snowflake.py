@@ -140,7 +140,9 @@ def test_every_record_lands_once_across_stop_start_and_kill_9(env):
     assert len(metadata["shardedSequenceNumber"]) > 20
     channels = sf.admin("GET", "/admin/channels")["channels"]
     names = without_instance(sorted(ch["channel_name"] for ch in channels))
-    assert names == [f"kinesnow_{stream}_shardId-000000000000", f"kinesnow_{stream}_shardId-000000000001"], names
+    # The flow's ConsumeKinesis has Failover Position SNOWFLAKE_COMMIT (processor-bindings.json): the shards' shared
+    # channels, <prefix>_<account>_<region>_<stream>_<Application Name>_<shard> (kinesis-local's account is all zeros).
+    assert names == [f"kinesnow_{stream}_{stream}-app_shardId-000000000000", f"kinesnow_{stream}_{stream}-app_shardId-000000000001"], names
 
 
 def test_a_wrong_key_sends_flow_files_to_failure_with_a_bulletin(env):

@@ -537,7 +537,8 @@ impl Shared {
             Ok(()) => {
                 info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
                 if let Some(key) = &self.link {
-                    crate::feedback::board().forget(key, &shard_id);
+                    // Its FlowFiles still queued here go on into the shared channel, before the children's.
+                    crate::feedback::board().finished_here(key, &self.owner, &shard_id, finish.lease.counter);
                 }
                 WriteOutcome::Written
             }

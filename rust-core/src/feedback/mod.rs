@@ -93,6 +93,9 @@ struct KeyState {
     tenures: HashMap<String, ShardTenure>,
     /// The leases each running engine of this JVM holds (by owner): shard and counter.
     held_here: HashMap<String, HashMap<String, u64>>,
+    /// The leases of shards each running engine of this JVM read to their end (by owner): their
+    /// FlowFiles still queued here are the tail of that lease, and nobody reads the shard again.
+    finished_here: HashMap<String, HashMap<String, u64>>,
 }
 
 #[derive(Default)]
@@ -177,16 +180,30 @@ impl Board {
         }
     }
 
+    /// Engine `owner` of this JVM finished `shard` (read to its end, everything committed) under
+    /// the lease with `counter`.
+    pub fn finished_here(&mut self, key: &LinkKey, owner: &str, shard: &str, counter: u64) {
+        let state = self.keys.entry(key.clone()).or_default();
+        let shards = state.finished_here.entry(owner.to_owned()).or_default();
+        if shards.len() < MAX_SHARDS_PER_KEY {
+            shards.insert(shard.to_owned(), counter);
+        }
+    }
+
     /// Engine `owner` stopped: it holds nothing any more.
     pub fn forget_engine(&mut self, key: &LinkKey, owner: &str) {
         if let Some(state) = self.keys.get_mut(key) {
             state.held_here.remove(owner);
+            state.finished_here.remove(owner);
         }
     }
 
-    /// The counter of `shard`'s lease an engine of this JVM holds, if one does.
+    /// The counter of `shard`'s lease an engine of this JVM holds, or held until it finished the
+    /// shard, if one does.
     pub fn held_here(&self, key: &LinkKey, shard: &str) -> Option<u64> {
-        self.keys.get(key).and_then(|s| s.held_here.values().find_map(|leases| leases.get(shard).copied()))
+        self.keys.get(key).and_then(|s| {
+            s.held_here.values().chain(s.finished_here.values()).find_map(|leases| leases.get(shard).copied())
+        })
     }
 
     /// How many table reads the key's consumers published: a view is fresher than a FlowFile
