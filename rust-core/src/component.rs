@@ -160,6 +160,9 @@ impl Component {
         let Some(Batch { id, shards, .. }) = batch else { return Ok(None) };
         let layout = Layout { stream: &config.stream_name, processing: config.processing_strategy, output: config.output_strategy };
         let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
+        if let Some(key) = engine.link() {
+            note_parse_failures(key, &shards);
+        }
         let link = engine.link().map_or("", |k| k.stream.as_str());
         Ok(Some(encode_or_nack(id, link, &shards, |id| engine.nack(id))?))
     }
@@ -231,6 +234,21 @@ fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> S
 
 /// Encodes a batch taken from the engine; if it cannot be, the batch is settled with `nack` before
 /// the error is returned (a batch left in flight would hold its shards' budget for ever).
+/// Records of a tracked lease routed to `parse.failure` never reach PutSnowflake: its chain passes
+/// over them (see `feedback`).
+fn note_parse_failures(key: &crate::feedback::LinkKey, shards: &[crate::consumer::output::ShardFlowFiles]) {
+    use crate::consumer::output::Route;
+    use crate::kinesis::position::Position;
+    let failures = shards.iter().filter_map(|s| s.tenure.map(|t| (s, t))).flat_map(|(s, tenure)| {
+        s.flow_files.iter().filter(|f| f.route == Route::ParseFailure).map(move |f| (s, tenure, f))
+    });
+    let mut board = None;
+    for (shard, tenure, f) in failures {
+        let board = board.get_or_insert_with(crate::feedback::board);
+        board.skipped(key, &shard.shard_id, tenure, f.previous.clone(), Position::new(f.last_sequence.clone(), f.last_sub));
+    }
+}
+
 fn encode_or_nack(
     batch_id: i64,
     link: &str,

@@ -13,7 +13,7 @@ use kinesnow_core::verify::{self, Outcome, Step};
 use serde_json::json;
 
 use crate::iam_policy::PolicyProxy;
-use crate::standin_support::{Standin, ACCOUNT, KEY, USER};
+use crate::standin_support::{sink_config, Standin};
 use crate::support::{self, create_stream, Emulators};
 
 fn kinesis_config(settings: &AwsSettings, stream: &str, app: &str, extra: &[(&str, &str)]) -> ConsumeKinesisConfig {
@@ -157,19 +157,11 @@ async fn consume_kinesis_probes_stay_within_snowflakes_policy() {
     assert!(permissions.explanation.contains("Not checked, a probe would have to write: dynamodb:CreateTable"), "{permissions:?}");
 }
 
+/// A PutSnowflake of the shared test settings, with schema evolution on and `extra` added (later pairs win).
 fn snowflake_config(standin: &Standin, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
-    let mut pairs: Vec<(&str, &str)> = vec![
-        ("Account Identifier", ACCOUNT),
-        ("Snowflake URL Override", &standin.url),
-        ("User", USER),
-        ("Private Key", KEY),
-        ("Database", "DB"),
-        ("Schema", "PUBLIC"),
-        ("Table", "EVENTS"),
-        ("Schema Evolution Enabled", "true"),
-    ];
+    let mut pairs = vec![("Schema Evolution Enabled", "true")];
     pairs.extend_from_slice(extra);
-    PutSnowflakeConfig::parse(&PropertyMap::from_pairs(pairs)).expect("valid settings")
+    sink_config(standin, "verify", &pairs)
 }
 
 fn run(config: &PutSnowflakeConfig) -> Vec<Step> {

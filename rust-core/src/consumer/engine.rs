@@ -588,7 +588,7 @@ impl Shared {
         }
         let shard_id = lease.shard_id.clone();
         if let Some(key) = &self.link {
-            crate::feedback::board().took_here(key, &self.owner, &shard_id, lease.counter);
+            crate::feedback::board().took_here(key, &self.owner, &shard_id, lease.counter, committed.clone());
         }
         let start = {
             let mut ledger = self.lock_ledger();

@@ -234,6 +234,7 @@ impl Ledger {
                 continue;
             }
             let last = records.last().map(|r| Position::new(r.sequence_number.clone(), r.sub_sequence_number));
+            let previous = state.in_flight.back().and_then(|f| f.last.clone()).or_else(|| state.acked.clone());
             state.in_flight.push_back(InFlight { batch_id: id, last, acked: false, reservations });
             out.push(ShardRecords {
                 shard_id: shard_id.clone(),
@@ -241,6 +242,7 @@ impl Ledger {
                 millis_behind: state.millis_behind,
                 records,
                 tenure: state.loaded.is_some().then_some(state.lease.counter),
+                previous,
             });
         }
         self.batches.insert(id, out.iter().map(|s| s.shard_id.clone()).collect());

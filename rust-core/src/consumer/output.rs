@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
+use crate::kinesis::position::Position;
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,10 @@ pub struct FlowFileOut {
     pub first_sub: Option<u64>,
     pub last_sequence: String,
     pub last_sub: Option<u64>,
+    /// The shard's record read just before this FlowFile's first one in the same lease (whatever
+    /// FlowFile that record went to), or `None` when its first record is the first the lease read
+    /// from the shard's start; see [`ShardRecords::previous`].
+    pub previous: Option<Position>,
     /// The first record's key, shared with it (not copied).
     pub partition_key: Arc<str>,
     pub arrival_ms: i64,
@@ -53,15 +58,17 @@ impl Layout<'_> {
     pub fn shard(&self, shard: ShardRecords) -> ShardFlowFiles {
         let mut flow_files = Vec::new();
         let mut lines: Option<FlowFileOut> = None;
+        let mut before = shard.previous;
         for mut record in shard.records {
+            let previous = std::mem::replace(&mut before, Some(Position::new(record.sequence_number.clone(), record.sub_sequence_number)));
             match self.content(&shard.shard_id, &mut record) {
                 Ok(content) => match self.processing {
-                    ProcessingStrategy::FlowFile => flow_files.push(single(&record, Route::Success, content, String::new())),
-                    ProcessingStrategy::LineDelimited => append_line(&mut lines, &record, content),
+                    ProcessingStrategy::FlowFile => flow_files.push(single(&record, previous, Route::Success, content, String::new())),
+                    ProcessingStrategy::LineDelimited => append_line(&mut lines, &record, previous, content),
                 },
                 Err(reason) => {
                     let data = std::mem::take(&mut record.data);
-                    flow_files.push(single(&record, Route::ParseFailure, data, reason))
+                    flow_files.push(single(&record, previous, Route::ParseFailure, data, reason))
                 }
             }
         }
@@ -114,8 +121,9 @@ fn parse_json(data: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(data).map_err(|e| format!("the record is not valid JSON: {e}"))
 }
 
-fn single(record: &KinesisRecord, route: Route, content: Vec<u8>, error: String) -> FlowFileOut {
+fn single(record: &KinesisRecord, previous: Option<Position>, route: Route, content: Vec<u8>, error: String) -> FlowFileOut {
     FlowFileOut {
+        previous,
         route,
         record_count: 1,
         first_sequence: record.sequence_number.clone(),
@@ -129,9 +137,9 @@ fn single(record: &KinesisRecord, route: Route, content: Vec<u8>, error: String)
     }
 }
 
-fn append_line(lines: &mut Option<FlowFileOut>, record: &KinesisRecord, content: Vec<u8>) {
+fn append_line(lines: &mut Option<FlowFileOut>, record: &KinesisRecord, previous: Option<Position>, content: Vec<u8>) {
     match lines {
-        None => *lines = Some(single(record, Route::Success, content, String::new())),
+        None => *lines = Some(single(record, previous, Route::Success, content, String::new())),
         Some(ff) => {
             ff.content.push(b'\n');
             ff.content.extend_from_slice(&content);
@@ -157,7 +165,22 @@ mod tests {
     }
 
     fn shard(records: Vec<KinesisRecord>) -> ShardRecords {
-        ShardRecords { shard_id: "shardId-000000000001".into(), parent_shard_ids: Vec::new(), millis_behind: 42, records, tenure: None }
+        ShardRecords { shard_id: "shardId-000000000001".into(), parent_shard_ids: Vec::new(), millis_behind: 42, records, tenure: None, previous: None }
+    }
+
+    #[test]
+    fn each_flow_file_names_the_record_read_before_its_first() {
+        let at = |seq: &str, sub| Some(Position::new(seq, sub));
+        let mut s = shard(vec![record("5", Some(0), "{}"), record("5", Some(1), "oops"), record("6", None, "{}")]);
+        s.previous = at("4", None);
+        let layout = Layout { stream: "s", processing: ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
+        let out = layout.shard(s.clone());
+        let previous: Vec<_> = out.flow_files.iter().map(|f| (f.route, f.previous.clone())).collect();
+        assert_eq!(previous, vec![(Route::Success, at("4", None)), (Route::ParseFailure, at("5", Some(0))), (Route::Success, at("5", Some(1)))]);
+        let layout = Layout { processing: ProcessingStrategy::LineDelimited, ..layout };
+        let out = layout.shard(s);
+        let lines = out.flow_files.iter().find(|f| f.route == Route::Success).unwrap();
+        assert_eq!((lines.previous.clone(), lines.record_count), (at("4", None), 2), "the lines' FlowFile starts after the batch's previous record");
     }
 
     #[test]

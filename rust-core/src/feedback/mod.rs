@@ -18,8 +18,20 @@
 //!   holds itself, so PutSnowflake can tell a FlowFile of an ended tenure (the new holder re-reads
 //!   its records) from one of a current tenure. Tenures only grow on the board.
 //!
+//! - Chains: a shard's shared channel skips every row at or below Snowflake's committed token, so
+//!   a node may put a lease's FlowFiles into it only as one unbroken run, and may report a position
+//!   only when every FlowFile of the lease before it went in. Each FlowFile names the record read
+//!   just before its first one (`previous`); the board keeps, per shard, the lease this JVM's
+//!   engine took last, where it started, and how far this JVM's PutSnowflake has put it into the
+//!   shared channel (plus the spans of records the engine routed to `parse.failure`, which never
+//!   reach PutSnowflake). A FlowFile whose `previous` lies beyond that end follows a gap: one of
+//!   its lease's FlowFiles went elsewhere (a load-balanced connection), so it and the rest of the
+//!   lease go to the per-node channels instead (see `snowflake::link`).
+//!
 //! Memory: keys are the consumers of this JVM; shards per key are capped ([`MAX_SHARDS_PER_KEY`]);
-//! beyond the cap a report is dropped, which only leaves a lease row's position behind.
+//! beyond the cap a report is dropped, which only leaves a lease row's position behind. A chain
+//! keeps at most [`MAX_SKIPS`] parse-failure spans not yet passed; beyond that one is dropped,
+//! which can only break the chain (the per-node channels, at least once), never extend it.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -27,6 +39,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use crate::kinesis::position::Position;
 
 pub const MAX_SHARDS_PER_KEY: usize = 100_000;
+/// Parse-failure spans a chain keeps until its end passes them.
+pub const MAX_SKIPS: usize = 10_000;
 
 /// Which consumer a FlowFile came from: the stream (its ARN, or region and name when the ARN is
 /// unknown) and the Application Name.
@@ -81,6 +95,53 @@ pub struct ShardTenure {
     pub held: bool,
 }
 
+/// Whether a FlowFile of a lease follows on from what this JVM put of that lease into the shard's
+/// shared channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chain {
+    /// Nothing of the lease is missing before it.
+    Linked,
+    /// Some of the lease's records before it never reached this JVM's PutSnowflake.
+    Broken,
+    /// This JVM's engine did not take that lease (or took a later one since): nothing is known.
+    Unknown,
+}
+
+/// What this JVM put into a shard's shared channel of the lease its engine took last.
+#[derive(Debug, Clone)]
+struct ChainState {
+    tenure: u64,
+    /// Every record of the lease up to here is in the shared channel, or went to `parse.failure`;
+    /// `None`: the lease started at the shard's start and nothing is in yet.
+    end: Option<Position>,
+    /// `parse.failure` spans not yet passed: (the record before, the last record).
+    skips: Vec<(Option<Position>, Position)>,
+}
+
+impl ChainState {
+    fn reaches(&self, previous: Option<&Position>) -> bool {
+        match (previous, &self.end) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(p), Some(end)) => !crate::consumer::ledger::is_after(p, end),
+        }
+    }
+
+    fn extend(&mut self, last: &Position) {
+        if self.end.as_ref().is_none_or(|end| crate::consumer::ledger::is_after(last, end)) {
+            self.end = Some(last.clone());
+        }
+    }
+
+    /// Moves the end over every parse-failure span that follows on from it.
+    fn pass_skips(&mut self) {
+        while let Some(i) = self.skips.iter().position(|(previous, _)| self.reaches(previous.as_ref())) {
+            let (_, last) = self.skips.swap_remove(i);
+            self.extend(&last);
+        }
+    }
+}
+
 #[derive(Default)]
 struct KeyState {
     /// Table reads published so far.
@@ -96,6 +157,8 @@ struct KeyState {
     /// The leases of shards each running engine of this JVM read to their end (by owner): their
     /// FlowFiles still queued here are the tail of that lease, and nobody reads the shard again.
     finished_here: HashMap<String, HashMap<String, u64>>,
+    /// Per shard, the lease this JVM's engine took last and how far it is in the shared channel.
+    chains: HashMap<String, ChainState>,
 }
 
 #[derive(Default)]
@@ -170,13 +233,55 @@ impl Board {
         state.held_here.insert(owner.to_owned(), leases.into_iter().take(MAX_SHARDS_PER_KEY).collect());
     }
 
-    /// Engine `owner` of this JVM has just taken `shard`'s lease with `counter` (before its reader
-    /// starts, so no FlowFile of that lease comes before the board knows it).
-    pub fn took_here(&mut self, key: &LinkKey, owner: &str, shard: &str, counter: u64) {
+    /// Engine `owner` of this JVM has just taken `shard`'s lease with `counter`, to read after
+    /// `start` (`None`: from the shard's start), before its reader starts, so no FlowFile of that
+    /// lease comes before the board knows it.
+    pub fn took_here(&mut self, key: &LinkKey, owner: &str, shard: &str, counter: u64, start: Option<Position>) {
         let state = self.keys.entry(key.clone()).or_default();
         let leases = state.held_here.entry(owner.to_owned()).or_default();
         if leases.len() < MAX_SHARDS_PER_KEY || leases.contains_key(shard) {
             leases.insert(shard.to_owned(), counter);
+        }
+        let room = state.chains.len() < MAX_SHARDS_PER_KEY;
+        match state.chains.get(shard) {
+            Some(known) if known.tenure > counter => {}
+            Some(_) => {
+                state.chains.insert(shard.to_owned(), ChainState { tenure: counter, end: start, skips: Vec::new() });
+            }
+            None if room => {
+                state.chains.insert(shard.to_owned(), ChainState { tenure: counter, end: start, skips: Vec::new() });
+            }
+            None => {}
+        }
+    }
+
+    /// The engine routed the records after `previous` through `last` of lease `tenure` to
+    /// `parse.failure`: they never reach PutSnowflake, and the chain passes over them.
+    pub fn skipped(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<Position>, last: Position) {
+        let Some(chain) = self.keys.get_mut(key).and_then(|s| s.chains.get_mut(shard)).filter(|c| c.tenure == tenure) else { return };
+        if chain.skips.len() < MAX_SKIPS {
+            chain.skips.push((previous, last));
+        }
+    }
+
+    /// Whether a FlowFile of lease `tenure` whose first record follows `previous` follows on from
+    /// what this JVM put of that lease into the shard's shared channel.
+    pub fn chain(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<&Position>) -> Chain {
+        let Some(chain) = self.keys.get_mut(key).and_then(|s| s.chains.get_mut(shard)).filter(|c| c.tenure == tenure) else {
+            return Chain::Unknown;
+        };
+        chain.pass_skips();
+        if chain.reaches(previous) {
+            Chain::Linked
+        } else {
+            Chain::Broken
+        }
+    }
+
+    /// A FlowFile of lease `tenure` ending at `last` goes into the shard's shared channel.
+    pub fn put_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
+        if let Some(chain) = self.keys.get_mut(key).and_then(|s| s.chains.get_mut(shard)).filter(|c| c.tenure == tenure) {
+            chain.extend(last);
         }
     }
 
@@ -217,13 +322,6 @@ impl Board {
         self.keys.get(key).and_then(|s| s.failover)
     }
 
-    /// A finished shard needs no more facts.
-    pub fn forget(&mut self, key: &LinkKey, shard: &str) {
-        if let Some(state) = self.keys.get_mut(key) {
-            state.loaded.remove(shard);
-            state.tenures.remove(shard);
-        }
-    }
 }
 
 static BOARD: LazyLock<Mutex<Board>> = LazyLock::new(Mutex::default);
@@ -273,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn tenures_only_grow_and_finished_shards_are_forgotten() {
+    fn tenures_only_grow() {
         let mut b = Board::default();
         let t = |counter, held| ShardTenure { counter, held };
         b.publish_tenures(&key(), std::time::Duration::from_secs(7), [("shard-1".to_owned(), t(3, true))]);
@@ -281,9 +379,40 @@ mod tests {
         assert_eq!(b.tenure(&key(), "shard-1"), Some(t(3, true)), "an older view changes nothing");
         b.publish_tenures(&key(), std::time::Duration::from_secs(7), [("shard-1".to_owned(), t(3, false))]);
         assert_eq!(b.tenure(&key(), "shard-1"), Some(t(3, false)), "released since");
-        b.report(&key(), "d", "shard-1", at("1", None));
-        b.forget(&key(), "shard-1");
-        assert_eq!((b.tenure(&key(), "shard-1"), b.loaded(&key(), "shard-1")), (None, None));
+    }
+
+    #[test]
+    fn a_chain_links_flow_files_that_follow_on_and_breaks_at_a_gap() {
+        let mut b = Board::default();
+        let k = key();
+        assert_eq!(b.chain(&k, "s", 1, None), Chain::Unknown, "no lease taken here");
+        b.took_here(&k, "engine", "s", 1, Some(at("10", None)));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("10", None))), Chain::Linked, "the lease's first FlowFile");
+        b.put_in_channel(&k, "s", 1, &at("12", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("11", None))), Chain::Linked, "a FlowFile put in again (overlap)");
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("12", None))), Chain::Linked);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Broken, "record 13's FlowFile never came");
+        b.skipped(&k, "s", 1, Some(at("12", None)), at("13", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "13 went to parse.failure");
+        assert_eq!(b.chain(&k, "s", 2, Some(&at("13", None))), Chain::Unknown, "another lease");
+        b.took_here(&k, "engine", "s", 3, None);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Unknown, "a later lease replaced it");
+        assert_eq!(b.chain(&k, "s", 3, Some(&at("1", Some(0)))), Chain::Broken, "its first FlowFile went elsewhere");
+        assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked, "the lease's first FlowFile, from the shard's start");
+        b.took_here(&k, "engine", "s", 2, None);
+        assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked, "an older take changes nothing");
+    }
+
+    #[test]
+    fn sub_records_chain_exactly() {
+        let mut b = Board::default();
+        let k = key();
+        b.took_here(&k, "engine", "s", 1, None);
+        b.put_in_channel(&k, "s", 1, &at("7", Some(2)));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("7", Some(2)))), Chain::Linked);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("7", Some(3)))), Chain::Broken);
+        b.put_in_channel(&k, "s", 1, &at("7", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("7", Some(9)))), Chain::Linked, "a whole record covers its sub-records");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! writes carrying the loaded position, reports, takes of a dead or paused node's lease, graceful
 //! releases followed by an offload of the queue to the other node, kills and restarts, pauses,
 //! opens, appends (an append on a channel another node reopened is refused and reopens), commits
-//! and reports, all against an in-memory lease row and Snowflake channel.
+//! and reports, and a load-balanced connection between the processors (FlowFiles move to the other
+//! node while both run), all against an in-memory lease row and Snowflake channel.
 //!
 //! Checked after every step: no record is in the table twice, except records that went through a
 //! per-node channel (at least once: another node's FlowFile whose lease is still held by a live
@@ -71,6 +72,9 @@ enum Step {
     Report { node: u8 },
     /// Parked FlowFiles have waited longer than a dead holder takes to be replaced.
     ParkExpires { node: u8 },
+    /// A load-balanced connection between ConsumeKinesis and PutSnowflake: up to `n` of the node's
+    /// newest queued FlowFiles go to the other node's queue while both run.
+    Balance { node: u8, n: u8 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -91,7 +95,8 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (node.clone(), 1u8..6).prop_map(|(node, rows)| Step::Append { node, rows }),
         3 => (0u8..3).prop_map(|appends| Step::Commit { appends }),
         3 => node.clone().prop_map(|node| Step::Report { node }),
-        1 => node.prop_map(|node| Step::ParkExpires { node }),
+        1 => node.clone().prop_map(|node| Step::ParkExpires { node }),
+        1 => (node, 1u8..3).prop_map(|(node, n)| Step::Balance { node, n }),
     ]
 }
 
@@ -205,6 +210,7 @@ struct Coverage {
     resumes_behind_the_checkpoint: u64,
     offloads_with_flow_files: u64,
     stale_appends: u64,
+    balanced: u64,
 }
 
 impl Coverage {
@@ -217,6 +223,7 @@ impl Coverage {
         self.resumes_behind_the_checkpoint += o.resumes_behind_the_checkpoint;
         self.offloads_with_flow_files += o.offloads_with_flow_files;
         self.stale_appends += o.stale_appends;
+        self.balanced += o.balanced;
     }
 }
 
@@ -260,6 +267,7 @@ impl Model {
                     self.unpark(node as usize, true);
                 }
             }
+            Step::Balance { node, n } => self.balance(node as usize, usize::from(n)),
         }
     }
 
@@ -353,7 +361,7 @@ impl Model {
         }
         let loaded = r.loaded.expect("tracked");
         self.nodes[n].tenure = Some(Tenure { counter: self.row.counter, next, loaded });
-        self.nodes[n].board.took_here(&key(), "engine", SHARD, self.row.counter);
+        self.nodes[n].board.took_here(&key(), "engine", SHARD, self.row.counter, r.after.clone());
     }
 
     fn release(&mut self, n: usize, offload: bool) {
@@ -375,6 +383,19 @@ impl Model {
             }
             self.nodes[1 - n].queue.extend(moved);
         }
+    }
+
+    /// NiFi's load balancing sends some of node `n`'s newest queued FlowFiles to the other node.
+    fn balance(&mut self, n: usize, count: usize) {
+        if !self.nodes[n].alive || !self.nodes[1 - n].alive {
+            return;
+        }
+        let queue = &mut self.nodes[n].queue;
+        let moved: Vec<FlowFile> = queue.drain(queue.len().saturating_sub(count)..).collect();
+        if !moved.is_empty() {
+            self.coverage.balanced += 1;
+        }
+        self.nodes[1 - n].queue.extend(moved);
     }
 
     /// PutSnowflake stops: FlowFiles without an outcome (parked ones too) return to the queue's front.
@@ -431,17 +452,20 @@ impl Model {
 
     fn decide(&mut self, n: usize, f: FlowFile, parked_at: Option<u64>, expire: bool) {
         {
+            let first = *f.records.first().expect("a FlowFile holds records");
             let tracked = Tracked {
                 key: key(),
                 shard_id: SHARD.into(),
                 node: node_name(f.node),
                 tenure: f.tenure,
                 last: position(*f.records.last().expect("a FlowFile holds records")),
+                previous: (first > 1).then(|| position(first - 1)),
             };
+            let chain = self.nodes[n].board.chain(&key(), SHARD, f.tenure, tracked.previous.as_ref());
             let view = self.nodes[n].board.tenure(&key(), SHARD);
             let scans = self.nodes[n].board.scans(&key());
             let held_here = self.nodes[n].board.held_here(&key(), SHARD);
-            let view = link::View { held_here, known: scans > 0, tenure: view, fresh: parked_at.is_some_and(|at| scans > at) };
+            let view = link::View { held_here, known: scans > 0, tenure: view, fresh: parked_at.is_some_and(|at| scans > at), chain };
             let behind_parked = !self.nodes[n].parked.is_empty();
             // A parked FlowFile's wait for a holder to be replaced runs out only while that holder is
             // alive (`ParkExpires`): a dead or paused holder is replaced within the wait.
@@ -455,6 +479,7 @@ impl Model {
             }
             match decision {
                 Decision::Shared => {
+                    self.nodes[n].board.put_in_channel(&key(), SHARD, f.tenure, &tracked.last);
                     let rows = f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
                     self.nodes[n].taken.insert(f.id, f.clone());
                     let done = self.nodes[n].book.accept(Work { flow_file_id: f.id, rows, bytes: 1 }, self.now);
@@ -559,6 +584,8 @@ impl Model {
                 self.read(n, 10);
                 self.checkpoint(n);
                 self.submit(n, 10);
+                // Time passes: parked FlowFiles' waits run out (a held lease's holder is alive).
+                self.unpark(n, true);
                 self.open(n);
                 self.append(n, 50);
                 self.commit(usize::MAX);
@@ -604,9 +631,7 @@ proptest! {
 }
 
 /// The random sequences reach the decisions and the events around them (a model that never
-/// supersedes, parks or takes over would pass for nothing). Not reached: the per-node path, since
-/// the model has no load-balanced connection (FlowFiles move between nodes only by an offload,
-/// after a release), so `per_node` is printed but not required.
+/// supersedes, parks, takes over or balances would pass for nothing).
 #[test]
 fn model_failover_covers_every_decision() {
     use proptest::test_runner::TestRunner;
@@ -629,6 +654,8 @@ fn model_failover_covers_every_decision() {
         ("resumes behind the checkpoint", c.resumes_behind_the_checkpoint),
         ("offloads with FlowFiles", c.offloads_with_flow_files),
         ("appends on a channel another node reopened", c.stale_appends),
+        ("FlowFiles moved by a load-balanced connection", c.balanced),
+        ("per-node channels", c.per_node),
     ] {
         assert!(n > 0, "the model never exercised: {name} ({c:?})");
     }
@@ -658,5 +685,34 @@ fn model_takeover_while_snowflake_is_behind() {
         Step::Open { node: 0 },
         Step::Append { node: 0, rows: 4 },
         Step::Commit { appends: 1 },
+    ]);
+}
+
+/// The loss a load-balanced connection caused before chains (found by the model's `Balance` step):
+/// node 0's FlowFile of record 1 goes to node 1 and waits there; node 0 loads record 2 into the
+/// shared channel and reports it loaded, so its checkpoint carries loaded position 2; node 0 dies;
+/// node 1 takes over after position 2 and supersedes record 1's FlowFile, which no one ever
+/// loaded. Now node 0 sees record 1's FlowFile missing before record 2's, loads record 2 through
+/// its own channel and reports nothing, so node 1 re-reads both.
+#[test]
+fn model_balanced_flow_file_then_a_kill() {
+    let _ = run(&[
+        Step::Put { n: 2 },
+        Step::Take { node: 0 },
+        Step::Read { node: 0, n: 1 },
+        Step::Balance { node: 0, n: 1 },
+        Step::Read { node: 0, n: 1 },
+        Step::Scan { node: 1 },
+        Step::Submit { node: 1, n: 1 },
+        Step::Submit { node: 0, n: 1 },
+        Step::Open { node: 0 },
+        Step::Append { node: 0, rows: 1 },
+        Step::Commit { appends: 1 },
+        Step::Report { node: 0 },
+        Step::Checkpoint { node: 0 },
+        Step::Kill { node: 0 },
+        Step::Take { node: 1 },
+        Step::Scan { node: 1 },
+        Step::Submit { node: 1, n: 1 },
     ]);
 }

@@ -5,7 +5,7 @@
 //! Big-endian (Java's `ByteBuffer` default):
 //!
 //! ```text
-//! batch    := magic:i32 ("KNB5") batchId:i64 link:str16 shardCount:i32 shard*
+//! batch    := magic:i32 ("KNB6") batchId:i64 link:str16 shardCount:i32 shard*
 //!             (link: the stream's ARN when the consumer tracks what Snowflake has, Failover
 //!              Position SNOWFLAKE_COMMIT; empty otherwise)
 //! shard    := shardId:str16 parentShardIds:str16 (comma-separated, empty if none)
@@ -13,6 +13,8 @@
 //!             flowFileCount:i32 flowFile*
 //! flowFile := route:u8 (0 success, 1 parse.failure) recordCount:i32
 //!             firstSequence:str16 firstSub:i64 lastSequence:str16 lastSub:i64   (sub -1 = not aggregated)
+//!             previousSequence:str16 previousSub:i64  (the record read before the first in the same
+//!                                                      lease; empty when none)
 //!             partitionKey:str32 arrivalMs:i64 error:str16 contentLength:i32 content
 //! str16    := length:u16 utf8
 //! str32    := length:i32 utf8   (partition keys: a KPL aggregate's key table may hold keys of any
@@ -25,7 +27,7 @@ use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4235; // "KNB5"
+pub const MAGIC: i32 = 0x4B4E_4236; // "KNB6"
 const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -51,6 +53,7 @@ fn flow_file_len(f: &FlowFileOut) -> usize {
     1 + 4
         + (2 + f.first_sequence.len() + 8)
         + (2 + f.last_sequence.len() + 8)
+        + (2 + f.previous.as_ref().map_or(0, |p| p.sequence_number.len()) + 8)
         + (4 + f.partition_key.len())
         + 8
         + (2 + error_text(&f.error).len())
@@ -82,6 +85,8 @@ pub fn encode_linked(batch_id: i64, link: &str, shards: &[ShardFlowFiles]) -> Re
             out.extend_from_slice(&sub(f.first_sub).to_be_bytes());
             put_str16(&mut out, "sequence number", &f.last_sequence)?;
             out.extend_from_slice(&sub(f.last_sub).to_be_bytes());
+            put_str16(&mut out, "sequence number", f.previous.as_ref().map_or("", |p| p.sequence_number.as_str()))?;
+            out.extend_from_slice(&sub(f.previous.as_ref().and_then(|p| p.sub_sequence_number)).to_be_bytes());
             put_str32(&mut out, "partition key", &f.partition_key)?;
             out.extend_from_slice(&f.arrival_ms.to_be_bytes());
             put_str16(&mut out, "error", error_text(&f.error))?;
@@ -164,6 +169,9 @@ fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, V
             let first_sub = u64::try_from(r.i64()?).ok();
             let last_sequence = r.str16()?;
             let last_sub = u64::try_from(r.i64()?).ok();
+            let previous_sequence = r.str16()?;
+            let previous_sub = u64::try_from(r.i64()?).ok();
+            let previous = (!previous_sequence.is_empty()).then(|| crate::kinesis::position::Position::new(previous_sequence, previous_sub));
             let partition_key = r.str32()?;
             let arrival_ms = r.i64()?;
             let error = r.str16()?;
@@ -176,6 +184,7 @@ fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, V
                 first_sub,
                 last_sequence,
                 last_sub,
+                previous,
                 partition_key: partition_key.into(),
                 arrival_ms,
                 error,
@@ -213,6 +222,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
             parent_shard_ids: (s % 2 == 1).then(|| vec![format!("shardId-{:012}", s + 100)]).unwrap_or_default(),
             millis_behind: s as i64 * 10,
             tenure: None,
+            previous: None,
             records: (0..records_per_shard)
                 .map(|n| KinesisRecord {
                     sequence_number: format!("4963{:052}", s * records_per_shard + n),
@@ -236,6 +246,7 @@ pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) 
 mod tests {
     use super::*;
     use crate::consumer::output::Route;
+    use crate::kinesis::position::Position;
     use rand::{Rng, SeedableRng};
 
     #[test]
@@ -252,6 +263,7 @@ mod tests {
                 first_sub: None,
                 last_sequence: "9".into(),
                 last_sub: Some(2),
+                previous: Some(Position::new("8", Some(4))),
                 partition_key: "k".into(),
                 arrival_ms: 258,
                 error: "e".into(),
@@ -260,7 +272,7 @@ mod tests {
         }];
         let bytes = encode_linked(7, "a", &shards).unwrap();
         let mut expected = vec![];
-        expected.extend_from_slice(b"KNB5");
+        expected.extend_from_slice(b"KNB6");
         expected.extend_from_slice(&7i64.to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'a']);
         expected.extend_from_slice(&1i32.to_be_bytes());
@@ -275,6 +287,8 @@ mod tests {
         expected.extend_from_slice(&(-1i64).to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'9']);
         expected.extend_from_slice(&2i64.to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'8']);
+        expected.extend_from_slice(&4i64.to_be_bytes());
         expected.extend_from_slice(&[0, 0, 0, 1, b'k']);
         expected.extend_from_slice(&258i64.to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'e']);
@@ -325,6 +339,9 @@ mod tests {
                             first_sub: rng.random_bool(0.5).then(|| rng.random_range(0..1000)),
                             last_sequence: format!("4963{:052}", rng.random::<u32>()),
                             last_sub: rng.random_bool(0.5).then(|| rng.random_range(0..1000)),
+                            previous: rng.random_bool(0.5).then(|| {
+                                Position::new(format!("4963{:052}", rng.random::<u32>()), rng.random_bool(0.5).then(|| rng.random_range(0..1000)))
+                            }),
                             partition_key: long_partition_key([0, 1, 256, 65_535, 65_536, 200_000][rng.random_range(0..6)]).into(),
                             arrival_ms: rng.random(),
                             error: if rng.random_bool(0.2) { "not JSON".into() } else { String::new() },

@@ -52,6 +52,11 @@ pub struct ShardRecords {
     /// The lease counter of the tenure that read them, when the consumer tracks what Snowflake
     /// has (Failover Position `SNOWFLAKE_COMMIT`); `None` otherwise.
     pub tenure: Option<u64>,
+    /// The shard's record handed to NiFi just before these in the same lease (or where the lease
+    /// resumed), `None` when the lease reads from the shard's start and handed nothing yet. It lets
+    /// PutSnowflake see whether every FlowFile of a lease before one reached it (see
+    /// `feedback::Board::chain`).
+    pub previous: Option<crate::kinesis::position::Position>,
 }
 
 #[cfg(test)]

@@ -6,10 +6,14 @@
 //! NiFi node that read it (`kinesnow.node`) and the lease counter of the tenure that read it
 //! (`kinesnow.lease.counter`). Its rows go to
 //! - **the shard's shared channel** (`<prefix>_<account>_<region>_<stream>_<application>_<shard>`,
-//!   the same on every node) when it was read on this node: every tenure of a shard re-reads from
+//!   the same on every node) when it was read on this node and follows on from what this node put
+//!   of its lease into the channel (`feedback::Chain`): every tenure of a shard re-reads from
 //!   what Snowflake had when it began, so whichever node commits a record first loads it and the
-//!   others skip it. Each node's FlowFiles of a shard are one contiguous run, so no gap is ever
+//!   others skip it. Each node's FlowFiles of a lease go in as one unbroken run, so no gap is ever
 //!   skipped;
+//! - the per-node channels with a warning when one of its lease's FlowFiles read before it never
+//!   came (a load-balanced connection sent it to another node): at least once, and no position
+//!   is reported past the gap, so a node taking the shard over re-reads from before it;
 //! - nowhere (success, `superseded`) when it came from another node and the shard's lease has
 //!   moved on to a tracking tenure since (NiFi's offload or a load-balanced connection sent it
 //!   here): that tenure re-read its records from what Snowflake had, so they load once anyway,
@@ -27,7 +31,7 @@ use std::collections::HashMap;
 
 use md5::Digest;
 
-use crate::feedback::{LinkKey, ShardTenure};
+use crate::feedback::{Chain, LinkKey, ShardTenure};
 use crate::kinesis::position::Position;
 
 use super::rows::{ATTR_LAST_SEQUENCE, ATTR_LAST_SUB, ATTR_SHARD};
@@ -36,6 +40,10 @@ pub const ATTR_STREAM_ARN: &str = "kinesnow.stream.arn";
 pub const ATTR_APPLICATION: &str = "kinesnow.application.name";
 pub const ATTR_NODE: &str = "kinesnow.node";
 pub const ATTR_LEASE_COUNTER: &str = "kinesnow.lease.counter";
+/// The shard's record read just before the FlowFile's first one by the same lease (absent when the
+/// lease read nothing before it from the shard's start).
+pub const ATTR_PREVIOUS_SEQUENCE: &str = "kinesnow.previous.sequence.number";
+pub const ATTR_PREVIOUS_SUB: &str = "kinesnow.previous.subsequence.number";
 /// The prefix of the attributes above, which Java passes across JNI.
 pub const ATTRIBUTE_PREFIX: &str = "kinesnow.";
 
@@ -48,6 +56,8 @@ pub struct Tracked {
     pub tenure: u64,
     /// The FlowFile's last record: what its success reports loaded.
     pub last: Position,
+    /// The record its lease read just before its first one (`None`: none, from the shard's start).
+    pub previous: Option<Position>,
 }
 
 /// What becomes of a tracked FlowFile's rows.
@@ -68,12 +78,24 @@ pub fn tracked(attributes: &HashMap<String, String>) -> Option<Tracked> {
         Some(sub) => Some(sub.parse::<u64>().ok()?),
         None => None,
     };
+    let previous = match get(ATTR_PREVIOUS_SEQUENCE) {
+        Some(sequence) if sequence.bytes().all(|b| b.is_ascii_digit()) => {
+            let sub = match get(ATTR_PREVIOUS_SUB) {
+                Some(sub) => Some(sub.parse::<u64>().ok()?),
+                None => None,
+            };
+            Some(Position::new(sequence, sub))
+        }
+        Some(_) => return None,
+        None => None,
+    };
     Some(Tracked {
         key: LinkKey { stream: get(ATTR_STREAM_ARN)?.to_owned(), application: get(ATTR_APPLICATION)?.to_owned() },
         shard_id: get(ATTR_SHARD)?.to_owned(),
         node: get(ATTR_NODE)?.to_owned(),
         tenure: get(ATTR_LEASE_COUNTER)?.parse().ok()?,
         last: Position::new(last_sequence, last_sub),
+        previous,
     })
 }
 
@@ -88,6 +110,8 @@ pub struct View {
     pub tenure: Option<ShardTenure>,
     /// That read came after the FlowFile was first parked.
     pub fresh: bool,
+    /// Whether the FlowFile follows on from what this JVM put of its lease into the shared channel.
+    pub chain: Chain,
 }
 
 /// See the module comment; `warming` while this PutSnowflake has just started; `held_wait_over`
@@ -130,22 +154,38 @@ pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_
     }
 }
 
-/// A FlowFile read on this node: the shared channel while the lease that read it is this node's
-/// engine's own (then no FlowFile of that lease has left this node: NiFi moves a queue only after
-/// the engine stopped); otherwise, on a table read from after it came, superseded when a later
-/// tracking lease exists (a FlowFile offloaded away and back, or left from before a restart) and
-/// the shared channel when not. Without any consumer of its key on this node it waits out the
-/// warm-up, then takes the shared channel (this node's queue drained with ConsumeKinesis stopped).
+/// A FlowFile read on this node: while the lease that read it is this node's engine's own (then no
+/// FlowFile of that lease has left this node but through a load-balanced connection), its chain
+/// decides. Otherwise, on a table read from after it came, superseded when a later tracking lease
+/// exists (a FlowFile offloaded away and back, or left from before a restart), else its chain
+/// decides. Without any consumer of its key on this node it waits out the warm-up, then its chain
+/// decides (this node's queue drained with ConsumeKinesis stopped). A chain that is not known (this
+/// JVM's engine did not take that lease: a restart) parks the FlowFile until a later lease supersedes
+/// it; the sink sends it to the per-node channels if none comes in time.
 fn local(tracked: &Tracked, view: View, warming: bool) -> Decision {
     if view.held_here == Some(tracked.tenure) {
-        return Decision::Shared;
+        return by_chain(tracked, view.chain);
     }
     if !view.fresh {
-        return if view.known || warming { Decision::Park } else { Decision::Shared };
+        return if view.known || warming { Decision::Park } else { by_chain(tracked, view.chain) };
     }
     match view.tenure {
         Some(v) if v.counter > tracked.tenure => Decision::Superseded { current: v.counter },
-        _ => Decision::Shared,
+        _ => by_chain(tracked, view.chain),
+    }
+}
+
+fn by_chain(tracked: &Tracked, chain: Chain) -> Decision {
+    match chain {
+        Chain::Linked => Decision::Shared,
+        Chain::Unknown => Decision::Park,
+        Chain::Broken => Decision::PerNode {
+            reason: format!(
+                "a FlowFile that lease {} of shard {} read before this one never reached this PutSnowflake (is the connection \
+                 from ConsumeKinesis load-balanced?); the rest of that lease's FlowFiles on this node go the same way",
+                tracked.tenure, tracked.shard_id
+            ),
+        },
     }
 }
 
@@ -214,19 +254,44 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_previous_record_when_there_is_one() {
+        assert_eq!(tracked(&attributes("n1", "4")).unwrap().previous, None);
+        let mut a = attributes("n1", "4");
+        a.insert(ATTR_PREVIOUS_SEQUENCE.to_owned(), "4959".into());
+        assert_eq!(tracked(&a).unwrap().previous, Some(Position::new("4959", None)));
+        a.insert(ATTR_PREVIOUS_SUB.to_owned(), "2".into());
+        assert_eq!(tracked(&a).unwrap().previous, Some(Position::new("4959", Some(2))));
+        a.insert(ATTR_PREVIOUS_SUB.to_owned(), "two".into());
+        assert_eq!(tracked(&a), None, "a malformed previous position leaves it untracked");
+        a.insert(ATTR_PREVIOUS_SEQUENCE.to_owned(), "49x".into());
+        a.remove(ATTR_PREVIOUS_SUB);
+        assert_eq!(tracked(&a), None);
+    }
+
+    #[test]
     fn own_nodes_flow_files_share_the_channel_and_others_follow_the_tenure() {
         let t = tracked(&attributes("n1", "4")).unwrap();
-        let unknown = View { held_here: None, known: false, tenure: None, fresh: false };
+        let unknown = View { held_here: None, known: false, tenure: None, fresh: false, chain: Chain::Unknown };
         assert_eq!(decide(&t, "n1", unknown, true, true), Decision::Park, "just started: wait for this node's consumer to read the table");
-        assert_eq!(decide(&t, "n1", unknown, false, true), Decision::Shared, "no consumer here: this node's queue drained with ConsumeKinesis stopped");
-        let mine = View { held_here: Some(4), known: true, tenure: None, fresh: false };
+        assert_eq!(decide(&t, "n1", unknown, false, true), Decision::Park, "no consumer here and nothing known of its lease: wait for a later lease");
+        assert_eq!(
+            decide(&t, "n1", View { chain: Chain::Linked, ..unknown }, false, true),
+            Decision::Shared,
+            "no consumer here, its lease's FlowFiles all came: this node's queue drained with ConsumeKinesis stopped"
+        );
+        let mine = View { held_here: Some(4), known: true, tenure: None, fresh: false, chain: Chain::Linked };
         assert_eq!(decide(&t, "n1", mine, false, false), Decision::Shared, "its own engine's lease");
-        let stale = View { held_here: Some(5), known: true, tenure: Some(ShardTenure { counter: 5, held: true }), fresh: false };
+        assert!(
+            matches!(decide(&t, "n1", View { chain: Chain::Broken, ..mine }, false, false), Decision::PerNode { .. }),
+            "one of its lease's FlowFiles before it went elsewhere"
+        );
+        let stale = View { held_here: Some(5), known: true, tenure: Some(ShardTenure { counter: 5, held: true }), fresh: false, chain: Chain::Unknown };
         assert_eq!(decide(&t, "n1", stale, false, false), Decision::Park, "another lease of this node: wait for a table read");
         assert_eq!(decide(&t, "n1", View { fresh: true, ..stale }, false, false), Decision::Superseded { current: 5 });
-        let old = View { held_here: None, known: true, tenure: Some(ShardTenure { counter: 4, held: true }), fresh: true };
-        assert_eq!(decide(&t, "n1", old, false, false), Decision::Shared, "left from before a restart, its lease not taken over yet");
-        let fresh = |tenure| View { held_here: None, known: true, tenure, fresh: true };
+        let old = View { held_here: None, known: true, tenure: Some(ShardTenure { counter: 4, held: true }), fresh: true, chain: Chain::Unknown };
+        assert_eq!(decide(&t, "n1", old, false, false), Decision::Park, "left from before a restart, its lease not taken over yet");
+        assert_eq!(decide(&t, "n1", View { chain: Chain::Linked, ..old }, false, false), Decision::Shared, "its engine stopped, the chain is known");
+        let fresh = |tenure| View { held_here: None, known: true, tenure, fresh: true, chain: Chain::Unknown };
         let held = |counter| Some(ShardTenure { counter, held: true });
         assert_eq!(decide(&t, "n2", View { fresh: false, ..fresh(held(5)) }, false, true), Decision::Park, "a read from before the FlowFile came decides nothing");
         assert_eq!(decide(&t, "n2", View { fresh: false, ..fresh(None) }, false, true), Decision::Park);

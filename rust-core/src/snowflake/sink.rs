@@ -171,8 +171,15 @@ struct Links {
     /// scan of their consumer each was first parked (an entry goes once its FlowFile is decided).
     parked: Vec<(FlowFileIn, LinkKey, String)>,
     parked_since: HashMap<i64, (Instant, u64)>,
+    /// When the parked FlowFiles were last decided again, and their consumers' table reads then.
+    last_unpark: Option<(Instant, u64)>,
     warned: HashMap<String, Instant>,
 }
+
+/// Parked FlowFiles are decided again when their consumers have read the lease table since, or
+/// after this long (their waits are counted in seconds), not on every outcome call: deciding one
+/// maps its content again.
+const UNPARK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A warning about one consumer's topology is repeated at most this often.
 const LINK_REWARN: Duration = Duration::from_secs(600);
@@ -313,17 +320,18 @@ impl SinkEngine {
             return Ok(None);
         }
         let Some(tracked) = link::tracked(&flow_file.attributes) else { return Ok(None) };
-        let (view, scans, failover, held_here) = {
-            let board = crate::feedback::board();
+        let (view, scans, failover, held_here, chain) = {
+            let mut board = crate::feedback::board();
             let (key, shard) = (&tracked.key, &tracked.shard_id);
-            (board.tenure(key, shard), board.scans(key), board.failover(key), board.held_here(key, shard))
+            let chain = board.chain(key, shard, tracked.tenure, tracked.previous.as_ref());
+            (board.tenure(key, shard), board.scans(key), board.failover(key), board.held_here(key, shard), chain)
         };
         let id = flow_file.id;
         let mut links = self.lock_links();
         let seen = links.parked_since.get(&id).copied();
         // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too.
         let behind_parked = links.parked.iter().any(|(_, key, shard)| key == &tracked.key && shard == &tracked.shard_id);
-        let view = link::View { held_here, known: scans > 0, tenure: view, fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan) };
+        let view = link::View { held_here, known: scans > 0, tenure: view, fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan), chain };
         let warming = self.started.elapsed() < self.settings.warm_up;
         // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
         let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
@@ -332,6 +340,7 @@ impl SinkEngine {
         match decision {
             Decision::Shared => {
                 links.parked_since.remove(&id);
+                crate::feedback::board().put_in_channel(&tracked.key, &tracked.shard_id, tracked.tenure, &tracked.last);
                 let report = Report { key: tracked.key.clone(), destination: destination.to_string(), shard_id: tracked.shard_id.clone(), last: tracked.last.clone() };
                 links.reports.insert(id, report);
                 Ok(Some(tracked))
@@ -363,7 +372,12 @@ impl SinkEngine {
                     return Err(());
                 }
                 links.parked_since.remove(&id);
-                let reason = format!("shard {}'s lease was not taken again within {} s", tracked.shard_id, self.settings.retry_limit.as_secs());
+                let reason = format!(
+                    "shard {}'s lease {} was neither taken over nor known to this node within {} s",
+                    tracked.shard_id,
+                    tracked.tenure,
+                    self.settings.retry_limit.as_secs()
+                );
                 Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
                 Ok(None)
             }
@@ -378,7 +392,23 @@ impl SinkEngine {
     /// Decides the parked FlowFiles again (the consumer of their key has read the table since,
     /// or their wait is over); those still undecidable stay parked.
     fn unpark(&self) {
-        let parked = std::mem::take(&mut self.lock_links().parked);
+        let parked = {
+            let mut links = self.lock_links();
+            if links.parked.is_empty() {
+                return;
+            }
+            let scans = {
+                let board = crate::feedback::board();
+                let keys: std::collections::BTreeSet<&LinkKey> = links.parked.iter().map(|(_, key, _)| key).collect();
+                keys.into_iter().map(|key| board.scans(key)).sum::<u64>()
+            };
+            let now = Instant::now();
+            if links.last_unpark.is_some_and(|(at, seen)| seen == scans && now.saturating_duration_since(at) < UNPARK_INTERVAL) {
+                return;
+            }
+            links.last_unpark = Some((now, scans));
+            std::mem::take(&mut links.parked)
+        };
         for (flow_file, _, _) in parked {
             self.in_flight_bytes.fetch_sub(flow_file.content.len() as u64, Ordering::AcqRel);
             self.submit(vec![flow_file]);

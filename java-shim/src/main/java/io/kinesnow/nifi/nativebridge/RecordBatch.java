@@ -15,7 +15,7 @@ import java.util.OptionalLong;
  * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4235; // "KNB5"
+    static final int MAGIC = 0x4B4E4236; // "KNB6"
 
     /** {@link FlowFileData#route()} values. */
     public static final int ROUTE_SUCCESS = 0;
@@ -57,10 +57,12 @@ public final class RecordBatch {
 
     /**
      * One FlowFile to write. Sub-sequence numbers are -1 for records that were not KPL aggregated; {@code error} is
-     * empty unless the route is parse failure.
+     * empty unless the route is parse failure. {@code previousSequence} is the shard's record read just before the
+     * first one by the same lease (empty when the lease read nothing before it from the shard's start).
      */
     public record FlowFileData(int route, int recordCount, String firstSequence, long firstSubSequence,
-                               String lastSequence, long lastSubSequence, String partitionKey,
+                               String lastSequence, long lastSubSequence, String previousSequence,
+                               long previousSubSequence, String partitionKey,
                                long approximateArrivalMillis, String error, byte[] buffer, int offset, int length) {
         public void writeTo(final OutputStream out) throws IOException {
             out.write(buffer, offset, length);
@@ -111,6 +113,8 @@ public final class RecordBatch {
                 final long firstSub = in.getLong();
                 final String lastSequence = str16(in);
                 final long lastSub = in.getLong();
+                final String previousSequence = str16(in);
+                final long previousSub = in.getLong();
                 final String partitionKey = str32(in);
                 final long arrival = in.getLong();
                 final String error = str16(in);
@@ -118,7 +122,7 @@ public final class RecordBatch {
                 final int offset = in.position();
                 in.position(offset + length);
                 flowFiles.add(new FlowFileData(route, recordCount, firstSequence, firstSub, lastSequence, lastSub,
-                        partitionKey, arrival, error, bytes, offset, length));
+                        previousSequence, previousSub, partitionKey, arrival, error, bytes, offset, length));
             }
             shards.add(new Shard(shardId, parentShardIds, millisBehind, tenure, Collections.unmodifiableList(flowFiles)));
         }

@@ -333,6 +333,12 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                 if (!link.isEmpty() && shard.tenure() >= 0) {
                     attributes.putAll(link);
                     attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
+                    if (!data.previousSequence().isEmpty()) {
+                        attributes.put("kinesnow.previous.sequence.number", data.previousSequence());
+                        if (data.previousSubSequence() >= 0) {
+                            attributes.put("kinesnow.previous.subsequence.number", Long.toString(data.previousSubSequence()));
+                        }
+                    }
                 }
                 flowFile = session.putAllAttributes(flowFile, attributes);
                 session.getProvenanceReporter().receive(flowFile, "kinesis://" + stream + "/" + shard.shardId());

@@ -105,6 +105,9 @@ class NativeBridgeTest {
         assertEquals(7, f.firstSubSequence());
         assertEquals(7, f.lastSubSequence());
         assertEquals(-1, shard.flowFiles().get(6).firstSubSequence());
+        assertEquals(shard.flowFiles().get(6).lastSequence(), f.previousSequence(), "the record read before it");
+        assertEquals(-1, f.previousSubSequence());
+        assertEquals("", shard.flowFiles().get(0).previousSequence(), "nothing read before the first");
         assertEquals(1_764_000_000_007L, f.approximateArrivalMillis());
         assertEquals("", f.error());
         final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
