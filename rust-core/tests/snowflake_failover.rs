@@ -85,6 +85,8 @@ async fn poll_into(node: String, stream: String, application: String, engine: Ar
         let Some(batch) = engine.poll(256 * 1024, Duration::from_millis(100)).await else { continue };
         let mut written = Vec::new();
         for s in &batch.shards {
+            // As ConsumeKinesis does: each FlowFile names the record its lease read before it.
+            let mut previous = s.previous.clone();
             for r in &s.records {
                 let mut attributes: HashMap<String, String> = [
                     ("aws.kinesis.stream.name", stream.clone()),
@@ -104,7 +106,14 @@ async fn poll_into(node: String, stream: String, application: String, engine: Ar
                     attributes.insert("kinesnow.application.name".into(), application.clone());
                     attributes.insert("kinesnow.node".into(), node.clone());
                     attributes.insert("kinesnow.lease.counter".into(), tenure.to_string());
+                    if let Some(p) = &previous {
+                        attributes.insert("kinesnow.previous.sequence.number".into(), p.sequence_number.clone());
+                        if let Some(sub) = p.sub_sequence_number {
+                            attributes.insert("kinesnow.previous.subsequence.number".into(), sub.to_string());
+                        }
+                    }
                 }
+                previous = Some(kinesnow_core::kinesis::position::Position::new(r.sequence_number.clone(), r.sub_sequence_number));
                 written.push(FlowFileIn { id: NEXT_ID.fetch_add(1, Ordering::SeqCst), attributes, content: r.data.clone() });
             }
         }

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use super::budget::MemoryBudget;
 use super::keeper::Keeper;
 pub use super::ledger::Batch;
-use super::ledger::{CheckpointWrite, FinishShard, Ledger, Next, ReaderStart, WriteOutcome};
+use super::ledger::{CheckpointWrite, FinishShard, Ledger, Next, Pass, ReaderStart, WriteOutcome};
 use super::reader;
 use super::state::Buffered;
 use super::ConsumerError;
@@ -370,7 +370,7 @@ impl ConsumerEngine {
         // What Snowflake has goes into the rows too, so the next owner reads no more than it must.
         if let Some(key) = &self.shared.link {
             self.shared.take_in_loaded(key);
-            self.shared.write_loaded_positions().await;
+            self.shared.write_loaded_positions(Pass::Final).await;
         }
         let leases: Vec<_> = self.shared.lock_ledger().leases();
         for lease in leases {
@@ -496,8 +496,8 @@ impl Shared {
 
     /// Writes the loaded positions not yet in their lease rows (of shards without a checkpoint
     /// write in flight, which carries its own).
-    pub(super) async fn write_loaded_positions(self: &Arc<Self>) {
-        let due = self.lock_ledger().loaded_writes_due();
+    pub(super) async fn write_loaded_positions(self: &Arc<Self>, pass: Pass) {
+        let due = self.lock_ledger().loaded_writes_due(pass);
         for write in due {
             match self.store.write_loaded(&write.lease, &write.loaded).await {
                 Ok(()) => self.lock_ledger().loaded_written(&write),

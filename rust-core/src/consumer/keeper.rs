@@ -233,7 +233,7 @@ impl Keeper {
             return;
         }
         self.next_loaded_write = now + self.shared.settings.heartbeat_interval;
-        self.shared.write_loaded_positions().await;
+        self.shared.write_loaded_positions(super::ledger::Pass::Periodic).await;
     }
 
     fn watch_reports(&mut self, rows: &[LeaseRow], advanced: bool, now: Instant) {

@@ -50,6 +50,14 @@ pub struct CheckpointWrite {
     pub loaded: Option<Loaded>,
 }
 
+/// Which pass asks for the loaded positions to write: the keeper's, once per heartbeat interval,
+/// or the engine's last one when it stops (every position not yet written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    Periodic,
+    Final,
+}
+
 /// A loaded position to write into a lease row without a checkpoint (the shard is idle).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadedWrite {
@@ -311,6 +319,7 @@ impl Ledger {
                 if write.loaded.is_some() {
                     state.loaded_written = write.loaded.clone();
                 }
+                state.checkpointed_since_pass = true;
                 self.advance(shard_id)
             }
             // Kept pending: `pending_checkpoints` hands it out again.
@@ -345,13 +354,21 @@ impl Ledger {
     }
 
     /// Loaded positions not yet in their lease rows, of shards with no checkpoint write in flight
-    /// (a checkpoint carries the position itself).
-    pub fn loaded_writes_due(&self) -> Vec<LoadedWrite> {
-        self.shards
+    /// (a checkpoint carries the position itself). With `Pass::Periodic`, only of shards that had
+    /// no checkpoint written since the last periodic pass: a shard with records flowing gets its
+    /// position with its next checkpoint, so it costs no write of its own; an idle one gets one.
+    pub fn loaded_writes_due(&mut self, pass: Pass) -> Vec<LoadedWrite> {
+        let due = self
+            .shards
             .values()
             .filter(|s| !s.finished && s.writing.is_none() && s.loaded.is_some() && s.loaded != s.loaded_written)
+            .filter(|s| pass == Pass::Final || !s.checkpointed_since_pass)
             .map(|s| LoadedWrite { lease: s.lease.clone(), loaded: s.loaded.clone().expect("filtered") })
-            .collect()
+            .collect();
+        if pass == Pass::Periodic {
+            self.shards.values_mut().for_each(|s| s.checkpointed_since_pass = false);
+        }
+        due
     }
 
     /// A loaded position was written to the lease row of `write.lease`.
@@ -541,6 +558,52 @@ mod tests {
             Some(Next::Write(w)) => w,
             other => panic!("expected a checkpoint write, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_loaded_position_rides_with_checkpoints_and_gets_a_write_of_its_own_only_when_the_shard_is_idle() {
+        let mut l = Ledger::new();
+        let start = l.start(lease("s", 1), None, vec![], None);
+        l.track_loaded("s", Loaded::FromTrimHorizon);
+        l.push("s", start.generation, records(1, 2), 0, None);
+        let batch = l.take(u64::MAX).unwrap();
+        let w = write(l.ack(batch.id).unwrap().pop());
+        assert_eq!(w.loaded, Some(Loaded::FromTrimHorizon), "the checkpoint carries what Snowflake has");
+        assert!(l.note_loaded("s", at(1)), "Snowflake committed record 1 while the checkpoint was written");
+        assert_eq!(l.loaded_writes_due(Pass::Periodic), vec![], "a write is in flight: it is not what carries it, but the next one is");
+        assert_eq!(l.checkpoint_written(&w, WriteOutcome::Written), None);
+        assert_eq!(l.loaded_writes_due(Pass::Periodic), vec![], "records flow: the next checkpoint carries the position");
+        let due = l.loaded_writes_due(Pass::Periodic);
+        assert_eq!(due.len(), 1, "no checkpoint for a whole pass: the shard is idle, one write of its own");
+        assert_eq!(due[0].loaded, Loaded::Through(at(1)));
+        l.loaded_written(&due[0]);
+        assert_eq!(l.loaded_writes_due(Pass::Periodic), vec![], "written: nothing more to write");
+        l.note_loaded("s", at(2));
+        l.push("s", start.generation, records(3, 3), 0, None);
+        let batch = l.take(u64::MAX).unwrap();
+        let w = write(l.ack(batch.id).unwrap().pop());
+        l.checkpoint_written(&w, WriteOutcome::Written);
+        l.note_loaded("s", at(3));
+        assert_eq!(l.loaded_writes_due(Pass::Final).len(), 1, "the engine's last pass writes whatever is not written yet");
+    }
+
+    #[test]
+    fn take_names_the_record_handed_out_before_each_shards_records() {
+        let mut l = Ledger::new();
+        let start = l.start(lease("s", 1), Some(at(4)), vec![], None);
+        l.push("s", start.generation, records(5, 2), 0, None);
+        let first = l.take(u64::MAX).unwrap();
+        assert_eq!(first.shards[0].previous, Some(at(4)), "where the lease resumed");
+        l.push("s", start.generation, records(7, 1), 0, None);
+        let second = l.take(u64::MAX).unwrap();
+        assert_eq!(second.shards[0].previous, Some(at(6)), "the last record of the batch still in flight");
+        l.nack(first.id).unwrap();
+        let (generation, _) = l.reader_position("s", start.generation).unwrap();
+        l.push("s", generation, records(5, 1), 0, None);
+        assert_eq!(l.take(u64::MAX).unwrap().shards[0].previous, Some(at(4)), "after a rewind: the acknowledged position");
+        let fresh = l.start(lease("t", 1), None, vec![], None);
+        l.push("t", fresh.generation, records(1, 1), 0, None);
+        assert_eq!(l.take(u64::MAX).unwrap().shards[0].previous, None, "from the shard's start: nothing before");
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub struct ShardState {
     pub loaded: Option<Loaded>,
     /// The last `loaded` written to the lease row.
     pub loaded_written: Option<Loaded>,
+    /// A checkpoint was written since the keeper's last pass over the loaded positions.
+    pub checkpointed_since_pass: bool,
 }
 
 impl ShardState {
@@ -89,6 +91,7 @@ impl ShardState {
             in_flight: VecDeque::new(),
             loaded: None,
             loaded_written: None,
+            checkpointed_since_pass: false,
         }
     }
 

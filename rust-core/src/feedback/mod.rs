@@ -41,6 +41,9 @@ use crate::kinesis::position::Position;
 pub const MAX_SHARDS_PER_KEY: usize = 100_000;
 /// Parse-failure spans a chain keeps until its end passes them.
 pub const MAX_SKIPS: usize = 10_000;
+/// Leases of a shard whose chains the board keeps (the latest ones; FlowFiles of older leases are
+/// superseded by the time they come).
+pub const CHAINS_PER_SHARD: usize = 4;
 
 /// Which consumer a FlowFile came from: the stream (its ARN, or region and name when the ARN is
 /// unknown) and the Application Name.
@@ -103,7 +106,7 @@ pub enum Chain {
     Linked,
     /// Some of the lease's records before it never reached this JVM's PutSnowflake.
     Broken,
-    /// This JVM's engine did not take that lease (or took a later one since): nothing is known.
+    /// No engine of this JVM took that lease (or it took several later ones since): nothing is known.
     Unknown,
 }
 
@@ -157,8 +160,9 @@ struct KeyState {
     /// The leases of shards each running engine of this JVM read to their end (by owner): their
     /// FlowFiles still queued here are the tail of that lease, and nobody reads the shard again.
     finished_here: HashMap<String, HashMap<String, u64>>,
-    /// Per shard, the lease this JVM's engine took last and how far it is in the shared channel.
-    chains: HashMap<String, ChainState>,
+    /// Per shard, the last [`CHAINS_PER_SHARD`] leases this JVM's engines took and how far each is
+    /// in the shared channel.
+    chains: HashMap<String, Vec<ChainState>>,
 }
 
 #[derive(Default)]
@@ -242,23 +246,26 @@ impl Board {
         if leases.len() < MAX_SHARDS_PER_KEY || leases.contains_key(shard) {
             leases.insert(shard.to_owned(), counter);
         }
-        let room = state.chains.len() < MAX_SHARDS_PER_KEY;
-        match state.chains.get(shard) {
-            Some(known) if known.tenure > counter => {}
-            Some(_) => {
-                state.chains.insert(shard.to_owned(), ChainState { tenure: counter, end: start, skips: Vec::new() });
-            }
-            None if room => {
-                state.chains.insert(shard.to_owned(), ChainState { tenure: counter, end: start, skips: Vec::new() });
-            }
-            None => {}
+        if state.chains.len() >= MAX_SHARDS_PER_KEY && !state.chains.contains_key(shard) {
+            return;
         }
+        let chains = state.chains.entry(shard.to_owned()).or_default();
+        chains.retain(|c| c.tenure != counter);
+        chains.push(ChainState { tenure: counter, end: start, skips: Vec::new() });
+        chains.sort_by_key(|c| c.tenure);
+        if chains.len() > CHAINS_PER_SHARD {
+            chains.remove(0);
+        }
+    }
+
+    fn chain_of(&mut self, key: &LinkKey, shard: &str, tenure: u64) -> Option<&mut ChainState> {
+        self.keys.get_mut(key)?.chains.get_mut(shard)?.iter_mut().find(|c| c.tenure == tenure)
     }
 
     /// The engine routed the records after `previous` through `last` of lease `tenure` to
     /// `parse.failure`: they never reach PutSnowflake, and the chain passes over them.
     pub fn skipped(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<Position>, last: Position) {
-        let Some(chain) = self.keys.get_mut(key).and_then(|s| s.chains.get_mut(shard)).filter(|c| c.tenure == tenure) else { return };
+        let Some(chain) = self.chain_of(key, shard, tenure) else { return };
         if chain.skips.len() < MAX_SKIPS {
             chain.skips.push((previous, last));
         }
@@ -267,7 +274,7 @@ impl Board {
     /// Whether a FlowFile of lease `tenure` whose first record follows `previous` follows on from
     /// what this JVM put of that lease into the shard's shared channel.
     pub fn chain(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<&Position>) -> Chain {
-        let Some(chain) = self.keys.get_mut(key).and_then(|s| s.chains.get_mut(shard)).filter(|c| c.tenure == tenure) else {
+        let Some(chain) = self.chain_of(key, shard, tenure) else {
             return Chain::Unknown;
         };
         chain.pass_skips();
@@ -280,7 +287,7 @@ impl Board {
 
     /// A FlowFile of lease `tenure` ending at `last` goes into the shard's shared channel.
     pub fn put_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
-        if let Some(chain) = self.keys.get_mut(key).and_then(|s| s.chains.get_mut(shard)).filter(|c| c.tenure == tenure) {
+        if let Some(chain) = self.chain_of(key, shard, tenure) {
             chain.extend(last);
         }
     }
@@ -395,12 +402,15 @@ mod tests {
         b.skipped(&k, "s", 1, Some(at("12", None)), at("13", None));
         assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "13 went to parse.failure");
         assert_eq!(b.chain(&k, "s", 2, Some(&at("13", None))), Chain::Unknown, "another lease");
-        b.took_here(&k, "engine", "s", 3, None);
-        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Unknown, "a later lease replaced it");
+        b.took_here(&k, "other engine", "s", 3, None);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "a later lease keeps the earlier one's chain");
         assert_eq!(b.chain(&k, "s", 3, Some(&at("1", Some(0)))), Chain::Broken, "its first FlowFile went elsewhere");
         assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked, "the lease's first FlowFile, from the shard's start");
-        b.took_here(&k, "engine", "s", 2, None);
-        assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked, "an older take changes nothing");
+        for counter in 4..=6 {
+            b.took_here(&k, "engine", "s", counter, None);
+        }
+        assert_eq!(b.chain(&k, "s", 1, None), Chain::Unknown, "only the last leases' chains are kept");
+        assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked);
     }
 
     #[test]

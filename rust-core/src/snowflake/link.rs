@@ -182,7 +182,8 @@ fn by_chain(tracked: &Tracked, chain: Chain) -> Decision {
         Chain::Broken => Decision::PerNode {
             reason: format!(
                 "a FlowFile that lease {} of shard {} read before this one never reached this PutSnowflake (is the connection \
-                 from ConsumeKinesis load-balanced?); the rest of that lease's FlowFiles on this node go the same way",
+                 from ConsumeKinesis load-balanced, or are FlowFiles filtered out on the way?); the rest of that lease's \
+                 FlowFiles on this node go the same way",
                 tracked.tenure, tracked.shard_id
             ),
         },
