@@ -232,8 +232,6 @@ fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> S
     )
 }
 
-/// Encodes a batch taken from the engine; if it cannot be, the batch is settled with `nack` before
-/// the error is returned (a batch left in flight would hold its shards' budget for ever).
 /// Records of a tracked lease routed to `parse.failure` never reach PutSnowflake: its chain passes
 /// over them (see `feedback`).
 fn note_parse_failures(key: &crate::feedback::LinkKey, shards: &[crate::consumer::output::ShardFlowFiles]) {
@@ -249,6 +247,8 @@ fn note_parse_failures(key: &crate::feedback::LinkKey, shards: &[crate::consumer
     }
 }
 
+/// Encodes a batch taken from the engine; if it cannot be, the batch is settled with `nack` before
+/// the error is returned (a batch left in flight would hold its shards' budget for ever).
 fn encode_or_nack(
     batch_id: i64,
     link: &str,
