@@ -26,11 +26,14 @@
 //!   shared channel (plus the spans of records the engine routed to `parse.failure`, which never
 //!   reach PutSnowflake). A FlowFile whose `previous` lies beyond that end follows a gap: one of
 //!   its lease's FlowFiles went elsewhere (a load-balanced connection), so it and the rest of the
-//!   lease go to the per-node channels instead (see `snowflake::link`).
+//!   lease go to the per-node channels instead (see `snowflake::link`). The chain also keeps how
+//!   far Snowflake committed the lease; a PutSnowflake that stops rewinds the chains it put into
+//!   back to that, since its uncommitted FlowFiles roll back to NiFi's queue and may come back
+//!   behind later ones (an offload, a load-balanced connection).
 //!
 //! Memory: keys are the consumers of this JVM; shards per key are capped ([`MAX_SHARDS_PER_KEY`]);
 //! beyond the cap a report is dropped, which only leaves a lease row's position behind. A chain
-//! keeps at most [`MAX_SKIPS`] parse-failure spans not yet passed; beyond that one is dropped,
+//! keeps at most [`MAX_SKIPS`] parse-failure spans not yet committed; beyond that one is dropped,
 //! which can only break the chain (the per-node channels, at least once), never extend it.
 
 use std::collections::HashMap;
@@ -39,7 +42,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use crate::kinesis::position::Position;
 
 pub const MAX_SHARDS_PER_KEY: usize = 100_000;
-/// Parse-failure spans a chain keeps until its end passes them.
+/// Parse-failure spans a chain keeps until its committed position passes them.
 pub const MAX_SKIPS: usize = 10_000;
 /// Leases of a shard whose chains the board keeps (the latest ones; FlowFiles of older leases are
 /// superseded by the time they come).
@@ -117,31 +120,62 @@ struct ChainState {
     /// Every record of the lease up to here is in the shared channel, or went to `parse.failure`;
     /// `None`: the lease started at the shard's start and nothing is in yet.
     end: Option<Position>,
+    /// Every record of the lease up to here is committed in the shared channel (or was before the
+    /// lease started); a PutSnowflake that stops rewinds `end` to it.
+    committed: Option<Position>,
     /// `parse.failure` spans not yet passed: (the record before, the last record).
-    skips: Vec<(Option<Position>, Position)>,
+    skips: Vec<Span>,
+    /// Spans `end` passed over and `committed` not yet: a rewind puts them back in `skips`.
+    passed: Vec<Span>,
+}
+
+/// Records routed to `parse.failure`: (the record before them, the last of them).
+type Span = (Option<Position>, Position);
+
+fn reaches(previous: Option<&Position>, end: Option<&Position>) -> bool {
+    match (previous, end) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(p), Some(end)) => !crate::consumer::ledger::is_after(p, end),
+    }
+}
+
+fn extend(end: &mut Option<Position>, last: &Position) {
+    if end.as_ref().is_none_or(|e| crate::consumer::ledger::is_after(last, e)) {
+        *end = Some(last.clone());
+    }
 }
 
 impl ChainState {
     fn reaches(&self, previous: Option<&Position>) -> bool {
-        match (previous, &self.end) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(p), Some(end)) => !crate::consumer::ledger::is_after(p, end),
-        }
+        reaches(previous, self.end.as_ref())
     }
 
     fn extend(&mut self, last: &Position) {
-        if self.end.as_ref().is_none_or(|end| crate::consumer::ledger::is_after(last, end)) {
-            self.end = Some(last.clone());
-        }
+        extend(&mut self.end, last);
     }
 
     /// Moves the end over every parse-failure span that follows on from it.
     fn pass_skips(&mut self) {
         while let Some(i) = self.skips.iter().position(|(previous, _)| self.reaches(previous.as_ref())) {
-            let (_, last) = self.skips.swap_remove(i);
-            self.extend(&last);
+            let span = self.skips.swap_remove(i);
+            self.extend(&span.1);
+            self.passed.push(span);
         }
+    }
+
+    /// Snowflake committed the lease's records up to `last`: so are the spans that follow on.
+    fn commit(&mut self, last: &Position) {
+        extend(&mut self.committed, last);
+        while let Some(i) = self.passed.iter().position(|(previous, _)| reaches(previous.as_ref(), self.committed.as_ref())) {
+            let (_, span_last) = self.passed.swap_remove(i);
+            extend(&mut self.committed, &span_last);
+        }
+    }
+
+    fn rewind(&mut self) {
+        self.end = self.committed.clone();
+        self.skips.append(&mut self.passed);
     }
 }
 
@@ -251,7 +285,7 @@ impl Board {
         }
         let chains = state.chains.entry(shard.to_owned()).or_default();
         chains.retain(|c| c.tenure != counter);
-        chains.push(ChainState { tenure: counter, end: start, skips: Vec::new() });
+        chains.push(ChainState { tenure: counter, end: start.clone(), committed: start, skips: Vec::new(), passed: Vec::new() });
         chains.sort_by_key(|c| c.tenure);
         if chains.len() > CHAINS_PER_SHARD {
             chains.remove(0);
@@ -266,7 +300,7 @@ impl Board {
     /// `parse.failure`: they never reach PutSnowflake, and the chain passes over them.
     pub fn skipped(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<Position>, last: Position) {
         let Some(chain) = self.chain_of(key, shard, tenure) else { return };
-        if chain.skips.len() < MAX_SKIPS {
+        if chain.skips.len() + chain.passed.len() < MAX_SKIPS {
             chain.skips.push((previous, last));
         }
     }
@@ -289,6 +323,23 @@ impl Board {
     pub fn put_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
         if let Some(chain) = self.chain_of(key, shard, tenure) {
             chain.extend(last);
+        }
+    }
+
+    /// Snowflake committed a FlowFile of lease `tenure` ending at `last` in the shard's shared channel.
+    pub fn committed_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
+        if let Some(chain) = self.chain_of(key, shard, tenure) {
+            chain.commit(last);
+        }
+    }
+
+    /// The PutSnowflake that put FlowFiles of lease `tenure` into the shard's shared channel
+    /// stopped: those not committed roll back to NiFi's queue, where they may come back in another
+    /// order (an offload, a load-balanced connection), so only what Snowflake committed counts as
+    /// in the channel. A FlowFile after it that arrives first then no longer follows on.
+    pub fn rewind_chain(&mut self, key: &LinkKey, shard: &str, tenure: u64) {
+        if let Some(chain) = self.chain_of(key, shard, tenure) {
+            chain.rewind();
         }
     }
 
@@ -411,6 +462,33 @@ mod tests {
         }
         assert_eq!(b.chain(&k, "s", 1, None), Chain::Unknown, "only the last leases' chains are kept");
         assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked);
+    }
+
+    #[test]
+    fn a_rewind_keeps_only_what_snowflake_committed_and_the_skips_after_it() {
+        let mut b = Board::default();
+        let k = key();
+        b.took_here(&k, "engine", "s", 1, Some(at("10", None)));
+        b.put_in_channel(&k, "s", 1, &at("12", None));
+        b.skipped(&k, "s", 1, Some(at("12", None)), at("13", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "13 went to parse.failure");
+        b.put_in_channel(&k, "s", 1, &at("15", None));
+        b.skipped(&k, "s", 1, Some(at("15", None)), at("16", None));
+        b.rewind_chain(&k, "s", 1);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("11", None))), Chain::Broken, "nothing is committed: only the lease's start");
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("10", None))), Chain::Linked);
+        b.committed_in_channel(&k, "s", 1, &at("12", None));
+        b.rewind_chain(&k, "s", 1);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "committed through 12, and 13 skipped");
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("14", None))), Chain::Broken, "14 and 15 rolled back");
+        b.put_in_channel(&k, "s", 1, &at("15", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("16", None))), Chain::Linked, "16's skip survives the rewinds");
+        b.committed_in_channel(&k, "s", 1, &at("15", None));
+        b.rewind_chain(&k, "s", 1);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("16", None))), Chain::Linked, "committed through 15, 16 skipped");
+        b.rewind_chain(&k, "s", 2);
+        b.committed_in_channel(&k, "s", 2, &at("99", None));
+        assert_eq!(b.chain(&k, "s", 2, None), Chain::Unknown, "another lease: nothing to rewind");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! no outcome yet is not taken twice. So Java never has a reason to roll back a session whose
 //! FlowFiles were partly handed over.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -161,12 +161,16 @@ struct Report {
     key: LinkKey,
     destination: String,
     shard_id: String,
+    tenure: u64,
     last: Position,
 }
 
 #[derive(Default)]
 struct Links {
     reports: HashMap<i64, Report>,
+    /// The leases (key, shard, counter) whose FlowFiles this engine put into a shared channel:
+    /// their chains rewind to what Snowflake committed when it stops.
+    put_in: HashSet<(LinkKey, String, u64)>,
     /// FlowFiles waiting for a decision (their bytes count as in flight), and when and at which
     /// scan of their consumer each was first parked (an entry goes once its FlowFile is decided).
     parked: Vec<(FlowFileIn, LinkKey, String)>,
@@ -341,7 +345,16 @@ impl SinkEngine {
             Decision::Shared => {
                 links.parked_since.remove(&id);
                 crate::feedback::board().put_in_channel(&tracked.key, &tracked.shard_id, tracked.tenure, &tracked.last);
-                let report = Report { key: tracked.key.clone(), destination: destination.to_string(), shard_id: tracked.shard_id.clone(), last: tracked.last.clone() };
+                if links.put_in.len() < crate::feedback::MAX_SHARDS_PER_KEY {
+                    links.put_in.insert((tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure));
+                }
+                let report = Report {
+                    key: tracked.key.clone(),
+                    destination: destination.to_string(),
+                    shard_id: tracked.shard_id.clone(),
+                    tenure: tracked.tenure,
+                    last: tracked.last.clone(),
+                };
                 links.reports.insert(id, report);
                 Ok(Some(tracked))
             }
@@ -447,6 +460,7 @@ impl SinkEngine {
         }
         let mut board = crate::feedback::board();
         for r in reports {
+            board.committed_in_channel(&r.key, &r.shard_id, r.tenure, &r.last);
             if let Reported::Conflicted { first, newly: true } = board.report(&r.key, &r.destination, &r.shard_id, r.last) {
                 warn!(
                     component = self.settings.component,
@@ -548,10 +562,22 @@ impl SinkEngine {
     }
 
     /// Stops every task. FlowFiles without an outcome stay in Java's sessions, which roll back;
-    /// their replay skips whatever Snowflake committed meanwhile.
+    /// their replay skips whatever Snowflake committed meanwhile. The chains this engine put into
+    /// count only what Snowflake committed again (see `feedback`): the rolled-back FlowFiles may
+    /// come back behind later ones.
     pub fn stop(&self) {
         self.destinations.close_all();
-        self.lock_links().parked.clear();
+        let put_in = {
+            let mut links = self.lock_links();
+            links.parked.clear();
+            std::mem::take(&mut links.put_in)
+        };
+        if !put_in.is_empty() {
+            let mut board = crate::feedback::board();
+            for (key, shard, tenure) in put_in {
+                board.rewind_chain(&key, &shard, tenure);
+            }
+        }
     }
 }
 
