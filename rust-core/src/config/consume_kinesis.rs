@@ -12,6 +12,15 @@ pub const APPLICATION_NAME: &str = "Application Name";
 pub const REGION: &str = "Region";
 pub const ACCESS_KEY_ID: &str = "AWS Access Key ID";
 pub const SECRET_ACCESS_KEY: &str = "AWS Secret Access Key";
+pub const PROFILE_NAME: &str = "Profile Name";
+pub const CREDENTIALS_FILE: &str = "Credentials File";
+pub const WEB_IDENTITY_TOKEN_FILE: &str = "Web Identity Token File";
+pub const ASSUME_ROLE_ARN: &str = "Assume Role ARN";
+pub const ASSUME_ROLE_SESSION_NAME: &str = "Assume Role Session Name";
+pub const ASSUME_ROLE_EXTERNAL_ID: &str = "Assume Role External ID";
+pub const ASSUME_ROLE_SESSION_TIME: &str = "Assume Role Session Time";
+pub const ASSUME_ROLE_STS_REGION: &str = "Assume Role STS Region";
+pub const ASSUME_ROLE_STS_ENDPOINT: &str = "Assume Role STS Endpoint Override";
 pub const ENDPOINT_OVERRIDE: &str = "Endpoint Override URL";
 pub const DYNAMODB_ENDPOINT_OVERRIDE: &str = "DynamoDB Endpoint Override URL";
 pub const CONSUMER_TYPE: &str = "Consumer Type";
@@ -36,6 +45,15 @@ pub const PROPERTY_NAMES: &[&str] = &[
     REGION,
     ACCESS_KEY_ID,
     SECRET_ACCESS_KEY,
+    PROFILE_NAME,
+    CREDENTIALS_FILE,
+    WEB_IDENTITY_TOKEN_FILE,
+    ASSUME_ROLE_ARN,
+    ASSUME_ROLE_SESSION_NAME,
+    ASSUME_ROLE_EXTERNAL_ID,
+    ASSUME_ROLE_SESSION_TIME,
+    ASSUME_ROLE_STS_REGION,
+    ASSUME_ROLE_STS_ENDPOINT,
     ENDPOINT_OVERRIDE,
     DYNAMODB_ENDPOINT_OVERRIDE,
     CONSUMER_TYPE,
@@ -85,12 +103,60 @@ pub enum OutputStrategy {
     InjectMetadata,
 }
 
+/// Where the processor's AWS credentials come from, and the role they assume, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AwsCredentials {
-    /// The AWS SDK's default chain (environment, profile, instance role, ...).
+pub struct AwsCredentials {
+    pub source: CredentialSource,
+    /// With `source` a web identity: the role the token is exchanged for. Otherwise a role the
+    /// source's credentials assume (AssumeRole), whose session's credentials every call uses.
+    pub role: Option<AssumeRole>,
+}
+
+impl AwsCredentials {
+    /// The AWS SDK's default chain, no role.
+    pub fn default_chain() -> Self {
+        Self { source: CredentialSource::DefaultChain, role: None }
+    }
+
+    /// Static keys, no role.
+    pub fn fixed(access_key_id: &str, secret_access_key: &str) -> Self {
+        Self {
+            source: CredentialSource::Static { access_key_id: Secret::new(access_key_id), secret_access_key: Secret::new(secret_access_key) },
+            role: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// The AWS SDK's default chain (environment, profile, web identity, container or instance role).
     DefaultChain,
     Static { access_key_id: Secret, secret_access_key: Secret },
+    /// A profile of the AWS shared config and credentials files (`None`: `default`; `file`: that
+    /// credentials file instead of `~/.aws/credentials`).
+    Profile { name: Option<String>, file: Option<std::path::PathBuf> },
+    /// An OIDC token read from this file at each refresh (what EKS mounts for IRSA), exchanged for
+    /// the role's credentials with AssumeRoleWithWebIdentity.
+    WebIdentity { token_file: std::path::PathBuf },
 }
+
+/// A role to assume, as NiFi's AWS credentials service names its settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssumeRole {
+    pub role_arn: String,
+    pub session_name: String,
+    pub external_id: Option<String>,
+    /// The session's lifetime asked of STS; the SDK refreshes before it ends.
+    pub session_time: Duration,
+    /// STS' region; `None`: the processor's Region.
+    pub sts_region: Option<String>,
+    pub sts_endpoint: Option<url::Url>,
+}
+
+/// AWS accepts role sessions of 15 minutes to 12 hours (the role's maximum may be lower).
+pub const SESSION_TIME_SECONDS: (u64, u64) = (900, 43_200);
+pub const DEFAULT_SESSION_TIME_SECONDS: u64 = 3600;
+const DEFAULT_SESSION_NAME: &str = "nifi-kinesnow";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumeKinesisConfig {
@@ -237,31 +303,91 @@ fn is_aws_name(name: &str, min: usize, max: usize) -> bool {
 
 /// AWS region codes look like `us-east-1`, `eu-central-2`, `us-gov-west-1`.
 fn check_region(r: &mut Reader, region: &str) {
-    let parts: Vec<&str> = region.split('-').collect();
-    let well_formed = parts.len() >= 3
-        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
-        && parts.last().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()));
-    if !region.is_empty() && !well_formed {
+    if !region.is_empty() && !is_region_code(region) {
         r.problem(REGION, format!("'{region}' is not an AWS region code such as us-east-1"));
     }
 }
 
+fn is_region_code(region: &str) -> bool {
+    let parts: Vec<&str> = region.split('-').collect();
+    parts.len() >= 3
+        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+        && parts.last().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+}
+
 fn credentials(r: &mut Reader) -> AwsCredentials {
-    match (r.optional_raw(ACCESS_KEY_ID), r.optional_raw(SECRET_ACCESS_KEY)) {
-        (Some(id), Some(secret)) => AwsCredentials::Static {
+    let source = credential_source(r);
+    let role = assume_role(r);
+    if matches!(source, CredentialSource::WebIdentity { .. }) && role.is_none() {
+        r.problem(ASSUME_ROLE_ARN, "is required with Web Identity Token File: the token is exchanged for that role's credentials");
+    }
+    AwsCredentials { source, role }
+}
+
+/// At most one of: static keys, a profile (name and/or credentials file), a web identity token
+/// file; none is the default chain.
+fn credential_source(r: &mut Reader) -> CredentialSource {
+    let keys = match (r.optional_raw(ACCESS_KEY_ID), r.optional_raw(SECRET_ACCESS_KEY)) {
+        (Some(id), Some(secret)) => Some(CredentialSource::Static {
             access_key_id: Secret::new(id.trim()),
             secret_access_key: Secret::new(secret.trim()),
-        },
-        (None, None) => AwsCredentials::DefaultChain,
+        }),
+        (None, None) => None,
         (Some(_), None) => {
             r.problem(SECRET_ACCESS_KEY, "is required when AWS Access Key ID is set");
-            AwsCredentials::DefaultChain
+            None
         }
         (None, Some(_)) => {
             r.problem(ACCESS_KEY_ID, "is required when AWS Secret Access Key is set");
-            AwsCredentials::DefaultChain
+            None
+        }
+    };
+    let (profile_name, credentials_file) = (r.optional(PROFILE_NAME), r.optional(CREDENTIALS_FILE));
+    let profile = (profile_name.is_some() || credentials_file.is_some())
+        .then(|| CredentialSource::Profile { name: profile_name, file: credentials_file.map(Into::into) });
+    let web_identity = r.optional(WEB_IDENTITY_TOKEN_FILE).map(|f| CredentialSource::WebIdentity { token_file: f.into() });
+    let given: Vec<CredentialSource> = [keys, profile, web_identity].into_iter().flatten().collect();
+    if given.len() > 1 {
+        r.problem(
+            WEB_IDENTITY_TOKEN_FILE,
+            "set one source of credentials: the access key pair, a Profile Name and/or Credentials File, or a Web Identity Token File",
+        );
+    }
+    given.into_iter().next().unwrap_or(CredentialSource::DefaultChain)
+}
+
+fn assume_role(r: &mut Reader) -> Option<AssumeRole> {
+    // The other role settings depend on the ARN (hidden in NiFi without it): ignored then.
+    let role_arn = r.optional(ASSUME_ROLE_ARN)?;
+    if !is_role_arn(&role_arn) {
+        r.problem(ASSUME_ROLE_ARN, format!("'{role_arn}' is not an IAM role ARN such as arn:aws:iam::123456789012:role/kinesis-reader"));
+    }
+    let session_name = r.optional(ASSUME_ROLE_SESSION_NAME).unwrap_or_else(|| DEFAULT_SESSION_NAME.to_owned());
+    if !(2..=64).contains(&session_name.len()) || !session_name.chars().all(|c| c.is_ascii_alphanumeric() || "=,.@-_".contains(c)) {
+        r.problem(ASSUME_ROLE_SESSION_NAME, format!("'{session_name}' must be 2-64 letters, digits or any of = , . @ - _"));
+    }
+    let external_id = r.optional(ASSUME_ROLE_EXTERNAL_ID);
+    if external_id.as_ref().is_some_and(|id| !(2..=1224).contains(&id.len())) {
+        r.problem(ASSUME_ROLE_EXTERNAL_ID, "must be 2-1224 characters");
+    }
+    let (min, max) = SESSION_TIME_SECONDS;
+    let session_time = Duration::from_secs(r.int_in(ASSUME_ROLE_SESSION_TIME, DEFAULT_SESSION_TIME_SECONDS, min, max));
+    let sts_region = r.optional(ASSUME_ROLE_STS_REGION);
+    if let Some(sts) = &sts_region {
+        if !is_region_code(sts) {
+            r.problem(ASSUME_ROLE_STS_REGION, format!("'{sts}' is not an AWS region code such as us-east-1"));
         }
     }
+    let sts_endpoint = r.url(ASSUME_ROLE_STS_ENDPOINT);
+    Some(AssumeRole { role_arn, session_name, external_id, session_time, sts_region, sts_endpoint })
+}
+
+/// `arn:<partition>:iam::<12-digit account>:role/<path/name>`.
+fn is_role_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
+        if partition.starts_with("aws") && account.len() == 12 && account.chars().all(|c| c.is_ascii_digit())
+            && resource.strip_prefix("role/").is_some_and(|name| !name.is_empty()))
 }
 
 fn initial_position(r: &mut Reader) -> InitialPosition {
@@ -317,7 +443,7 @@ mod tests {
         let c = parse(minimal()).unwrap();
         assert_eq!(c.consumer_type, ConsumerType::SharedThroughput);
         assert_eq!(c.initial_position, InitialPosition::TrimHorizon);
-        assert_eq!(c.credentials, AwsCredentials::DefaultChain);
+        assert_eq!(c.credentials, AwsCredentials::default_chain());
         assert_eq!(c.max_batch_size, 10 * MIB);
         assert_eq!(c.max_records_per_request, 1000);
     }
@@ -350,7 +476,80 @@ mod tests {
         p.push((SECRET_ACCESS_KEY, "topsecretvalue"));
         let c = parse(p).unwrap();
         assert!(!format!("{c:?}").contains("topsecretvalue"));
-        assert!(matches!(c.credentials, AwsCredentials::Static { .. }));
+        assert!(matches!(c.credentials.source, CredentialSource::Static { .. }));
+        assert_eq!(c.credentials.role, None);
+    }
+
+    #[test]
+    fn an_assumed_role_takes_nifi_s_defaults_and_checks_its_settings() {
+        let mut p = minimal();
+        p.push((ASSUME_ROLE_ARN, "arn:aws:iam::123456789012:role/kinesis-reader"));
+        let c = parse(p.clone()).unwrap();
+        let role = c.credentials.role.expect("a role");
+        assert_eq!(c.credentials.source, CredentialSource::DefaultChain, "the default chain's credentials assume it");
+        assert_eq!(role.session_name, "nifi-kinesnow");
+        assert_eq!(role.session_time, Duration::from_secs(3600));
+        assert_eq!((role.external_id, role.sts_region, role.sts_endpoint), (None, None, None));
+
+        p.extend([
+            (ASSUME_ROLE_EXTERNAL_ID, "ext-7"),
+            (ASSUME_ROLE_SESSION_TIME, "900"),
+            (ASSUME_ROLE_STS_REGION, "eu-west-1"),
+            (ASSUME_ROLE_STS_ENDPOINT, "http://127.0.0.1:5000"),
+            (ACCESS_KEY_ID, "AKIAEXAMPLE"),
+            (SECRET_ACCESS_KEY, "topsecretvalue"),
+        ]);
+        let c = parse(p).unwrap();
+        let role = c.credentials.role.expect("a role");
+        assert!(matches!(c.credentials.source, CredentialSource::Static { .. }), "the keys assume the role");
+        assert_eq!(role.external_id.as_deref(), Some("ext-7"));
+        assert_eq!(role.session_time, Duration::from_secs(900));
+        assert_eq!(role.sts_region.as_deref(), Some("eu-west-1"));
+        assert_eq!(role.sts_endpoint.map(String::from).as_deref(), Some("http://127.0.0.1:5000/"));
+
+        for (name, value, expect) in [
+            (ASSUME_ROLE_ARN, "arn:aws:iam::123456789012:user/alice", "not an IAM role ARN"),
+            (ASSUME_ROLE_ARN, "kinesis-reader", "not an IAM role ARN"),
+            (ASSUME_ROLE_SESSION_TIME, "60", "900"),
+            (ASSUME_ROLE_SESSION_NAME, "a b", "2-64"),
+            (ASSUME_ROLE_STS_REGION, "Ireland", "region code"),
+            (ASSUME_ROLE_STS_ENDPOINT, "not a url", ""),
+        ] {
+            let mut p = minimal();
+            p.push((ASSUME_ROLE_ARN, "arn:aws:iam::123456789012:role/r"));
+            p.retain(|(n, _)| *n != name);
+            p.push((name, value));
+            assert!(problem_for(p, name).contains(expect), "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn role_settings_without_a_role_are_ignored_and_two_sources_refused() {
+        let mut p = minimal();
+        p.extend([(ASSUME_ROLE_EXTERNAL_ID, "ext-7"), (ASSUME_ROLE_SESSION_TIME, "5")]);
+        assert_eq!(parse(p).unwrap().credentials, AwsCredentials::default_chain(), "as NiFi hides them without Assume Role ARN");
+        let mut p = minimal();
+        p.extend([(PROFILE_NAME, "reader"), (ACCESS_KEY_ID, "AKIAEXAMPLE"), (SECRET_ACCESS_KEY, "topsecretvalue")]);
+        assert!(problem_for(p, WEB_IDENTITY_TOKEN_FILE).contains("one source of credentials"));
+        let mut p = minimal();
+        p.push((WEB_IDENTITY_TOKEN_FILE, "/var/run/secrets/eks.amazonaws.com/serviceaccount/token"));
+        assert!(problem_for(p, ASSUME_ROLE_ARN).contains("required with Web Identity Token File"));
+    }
+
+    #[test]
+    fn profiles_and_web_identity_are_sources() {
+        let mut p = minimal();
+        p.extend([(PROFILE_NAME, "reader"), (CREDENTIALS_FILE, "/etc/nifi/aws-credentials")]);
+        let c = parse(p).unwrap();
+        assert_eq!(
+            c.credentials.source,
+            CredentialSource::Profile { name: Some("reader".into()), file: Some("/etc/nifi/aws-credentials".into()) }
+        );
+        let mut p = minimal();
+        p.extend([(WEB_IDENTITY_TOKEN_FILE, "/var/run/token"), (ASSUME_ROLE_ARN, "arn:aws-cn:iam::123456789012:role/irsa")]);
+        let c = parse(p).unwrap();
+        assert_eq!(c.credentials.source, CredentialSource::WebIdentity { token_file: "/var/run/token".into() });
+        assert_eq!(c.credentials.role.map(|r| r.role_arn).as_deref(), Some("arn:aws-cn:iam::123456789012:role/irsa"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use aws_sdk_kinesis::types::ShardIteratorType;
 use super::lease_census::{self, LeaseFacts, TableShape};
 use super::{bounded, Step};
 use crate::aws::{self, AwsClients};
-use crate::config::consume_kinesis::{AwsCredentials, ConsumerType};
+use crate::config::consume_kinesis::ConsumerType;
 use crate::config::ConsumeKinesisConfig;
 use crate::kinesis::shards::ShardInfo;
 use crate::kinesis::stream::StreamFacts;
@@ -63,7 +63,8 @@ pub enum Permission {
 /// How the credentials resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    pub from_default_chain: bool,
+    /// Where they came from (`aws::credentials::describe`).
+    pub source: String,
     pub temporary: bool,
     pub expires: Option<SystemTime>,
 }
@@ -109,13 +110,13 @@ pub async fn probe(clients: &AwsClients, config: &ConsumeKinesisConfig) -> Facts
 }
 
 async fn resolve_credentials(config: &ConsumeKinesisConfig) -> Result<Resolved, String> {
-    let from_default_chain = matches!(config.credentials, AwsCredentials::DefaultChain);
+    let source = aws::credentials::describe(&config.credentials.source, config.credentials.role.as_ref());
     let provider = aws::credentials_provider(&config.aws()).await.ok_or("no credentials provider is configured")?;
     let resolved = bounded("the credentials provider", async {
         provider.provide_credentials().await.map_err(|e| crate::kinesis::sdk_error_text(&e))
     })
     .await?;
-    Ok(Resolved { from_default_chain, temporary: resolved.session_token().is_some(), expires: resolved.expiry() })
+    Ok(Resolved { source, temporary: resolved.session_token().is_some(), expires: resolved.expiry() })
 }
 
 fn kinesis_answer<T>(result: Result<T, KinesisError>) -> Answer<T> {
@@ -345,12 +346,13 @@ fn credentials_step(c: &Result<Resolved, String>) -> Step {
         Err(e) => Step::failed(
             CREDENTIALS_STEP,
             format!(
-                "no AWS credentials: {e}. Set AWS Access Key ID and AWS Secret Access Key, or give NiFi's environment credentials \
-                 (environment variables, profile, container or instance role)"
+                "no AWS credentials: {e}. Set AWS Access Key ID and AWS Secret Access Key, a Profile Name, or a Web Identity Token \
+                 File with an Assume Role ARN, or give NiFi's environment credentials (environment variables, profile, container \
+                 or instance role)"
             ),
         ),
         Ok(r) => {
-            let source = if r.from_default_chain { "from the AWS default credentials chain" } else { "from AWS Access Key ID and AWS Secret Access Key" };
+            let source = format!("from {}", r.source);
             let kind = if r.temporary { "temporary credentials" } else { "long-term credentials" };
             let expiry = r.expires.map(|t| format!(", expiring at {}", humantime::format_rfc3339_seconds(t))).unwrap_or_default();
             Step::successful(CREDENTIALS_STEP, format!("resolved {kind} {source}{expiry}; AWS checks them with the first call below"))
@@ -491,7 +493,7 @@ mod tests {
 
     fn facts(stream: StreamProbe, lease: LeaseFacts, reads: Vec<(&'static str, Permission)>) -> Facts {
         Facts {
-            credentials: Ok(Resolved { from_default_chain: false, temporary: false, expires: None }),
+            credentials: Ok(Resolved { source: "AWS Access Key ID and AWS Secret Access Key".into(), temporary: false, expires: None }),
             stream: Some(stream),
             lease: Some(lease),
             table_reads: reads,

@@ -9,6 +9,8 @@ mod support;
 #[path = "../standin_support/mod.rs"]
 mod standin_support;
 
+#[path = "../aws_credentials.rs"]
+mod aws_credentials;
 #[path = "../component_consumer.rs"]
 mod component_consumer;
 #[path = "../consumer_cluster.rs"]

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use kinesnow_core::aws::{AwsClients, AwsSettings};
 use kinesnow_core::config::consume_kinesis::{AwsCredentials, InitialPosition};
-use kinesnow_core::config::Secret;
 use std::collections::BTreeMap;
 
 use aws_sdk_kinesis::primitives::Blob;
@@ -69,7 +68,7 @@ pub fn log() {
 pub fn aws(e: &Emulators) -> AwsSettings {
     AwsSettings {
         region: "us-east-1".into(),
-        credentials: AwsCredentials::Static { access_key_id: Secret::new("local"), secret_access_key: Secret::new("local") },
+        credentials: AwsCredentials::fixed("local", "local"),
         endpoint_override: Some(e.kinesis.parse().unwrap()),
         dynamodb_endpoint_override: Some(e.dynamodb.parse().unwrap()),
     }

@@ -99,12 +99,58 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             .required(true).defaultValue("us-west-2").addValidator(Validator.VALID).build();
     static final PropertyDescriptor ACCESS_KEY_ID = new PropertyDescriptor.Builder()
             .name("AWS Access Key ID")
-            .description("Access key ID of static credentials. Leave empty (with the secret) to use the AWS default "
-                    + "credentials chain: environment, profile, container or instance role.")
+            .description("Access key ID of static credentials. Leave empty (with the secret, the profile and the token file) "
+                    + "to use the AWS default credentials chain: environment, profile, web identity, container or instance role.")
             .required(false).sensitive(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SECRET_ACCESS_KEY = new PropertyDescriptor.Builder()
             .name("AWS Secret Access Key").description("Secret access key of static credentials; required with the access key ID.")
             .required(false).sensitive(true).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor PROFILE_NAME = new PropertyDescriptor.Builder()
+            .name("Profile Name")
+            .description("A profile of the AWS shared config and credentials files (~/.aws/config, ~/.aws/credentials of "
+                    + "NiFi's user, or the Credentials File) whose credentials are used: keys, a role chain, SSO or a "
+                    + "credential process, as the AWS SDKs read them. Empty with a Credentials File: the profile 'default'.")
+            .required(false).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor CREDENTIALS_FILE = new PropertyDescriptor.Builder()
+            .name("Credentials File")
+            .description("An AWS shared credentials file (INI: [profile] sections with aws_access_key_id, "
+                    + "aws_secret_access_key, aws_session_token) read instead of ~/.aws/credentials. Unlike NiFi's AWS "
+                    + "credentials service, not the Java properties format (accessKey=, secretKey=).")
+            .required(false).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor WEB_IDENTITY_TOKEN_FILE = new PropertyDescriptor.Builder()
+            .name("Web Identity Token File")
+            .description("A file holding an OIDC token (what EKS mounts for IAM Roles for Service Accounts, "
+                    + "AWS_WEB_IDENTITY_TOKEN_FILE), read at each refresh and exchanged for the Assume Role ARN's "
+                    + "credentials with STS AssumeRoleWithWebIdentity. Needs Assume Role ARN.")
+            .required(false).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ASSUME_ROLE_ARN = new PropertyDescriptor.Builder()
+            .name("Assume Role ARN")
+            .description("An IAM role whose temporary credentials every Kinesis and DynamoDB call uses: assumed with the "
+                    + "credentials above (the access key pair, the profile, or the default chain), or, with a Web Identity "
+                    + "Token File, the role the token is exchanged for. Refreshed before they expire.")
+            .required(false).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ASSUME_ROLE_SESSION_NAME = new PropertyDescriptor.Builder()
+            .name("Assume Role Session Name")
+            .description("The role session's name, seen in CloudTrail (2-64 letters, digits or = , . @ - _).")
+            .required(false).defaultValue("nifi-kinesnow").dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ASSUME_ROLE_EXTERNAL_ID = new PropertyDescriptor.Builder()
+            .name("Assume Role External ID")
+            .description("The external ID the role's trust policy requires (sts:ExternalId), for access across accounts.")
+            .required(false).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ASSUME_ROLE_SESSION_TIME = new PropertyDescriptor.Builder()
+            .name("Assume Role Session Time")
+            .description("Seconds each role session lasts, 900 to 43200 (the role's maximum session duration may be lower). "
+                    + "New credentials are fetched shortly before a session ends.")
+            .required(false).defaultValue("3600").dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ASSUME_ROLE_STS_REGION = new PropertyDescriptor.Builder()
+            .name("Assume Role STS Region")
+            .description("The region of the STS endpoint that issues the role's credentials. Empty: the Region above.")
+            .required(false).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ASSUME_ROLE_STS_ENDPOINT = new PropertyDescriptor.Builder()
+            .name("Assume Role STS Endpoint Override")
+            .description("An http(s) URL used instead of the STS endpoint of the STS region (a VPC endpoint, or a local "
+                    + "emulator).")
+            .required(false).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ENDPOINT_OVERRIDE = new PropertyDescriptor.Builder()
             .name("Endpoint Override URL")
             .description("An http(s) URL used instead of AWS's endpoints for Kinesis, DynamoDB and Enhanced Fan-Out, "
@@ -177,7 +223,8 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             .required(true).allowableValues(NIFI_COMMIT, SNOWFLAKE_COMMIT).defaultValue(NIFI_COMMIT.getValue()).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID,
-            SECRET_ACCESS_KEY, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
+            SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME,
+            ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
             OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION);
 

@@ -1,9 +1,11 @@
-//! AWS SDK clients built from the processor's settings: region, credentials (static or the default
-//! chain), endpoint overrides (one for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. Retries are left to the
+//! AWS SDK clients built from the processor's settings: region, credentials (see `credentials`),
+//! endpoint overrides (one for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. Retries are left to the
 //! engine, which knows Kinesis' limits better than a generic policy.
 //!
 //! Every Kinesis client the engine makes for its fan-out pool has an HTTP client (connection pool)
 //! of its own: see [`AwsClients::separate_kinesis`].
+
+pub mod credentials;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +14,6 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::provider::SharedCredentialsProvider;
-use aws_credential_types::Credentials;
 
 use crate::config::consume_kinesis::AwsCredentials;
 
@@ -95,24 +96,27 @@ async fn build(settings: &AwsSettings, extra_ca_pem: Option<Arc<str>>) -> AwsCli
     }
 }
 
-/// The credentials provider the clients use (static, or the default chain), for verification.
+/// The credentials provider the clients use, for verification.
 pub async fn credentials_provider(settings: &AwsSettings) -> Option<SharedCredentialsProvider> {
     sdk_config(settings).await.credentials_provider()
 }
 
-async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
-    let timeouts = TimeoutConfig::builder()
+/// The engine's timeouts for every AWS call (STS' too).
+fn timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(3))
         .operation_attempt_timeout(Duration::from_secs(10))
         .operation_timeout(Duration::from_secs(30))
-        .build();
+        .build()
+}
+
+async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(settings.region.clone()))
-        .timeout_config(timeouts)
+        .timeout_config(timeouts())
         .retry_config(RetryConfig::standard().with_max_attempts(2));
-    if let AwsCredentials::Static { access_key_id, secret_access_key } = &settings.credentials {
-        let credentials = Credentials::new(access_key_id.expose(), secret_access_key.expose(), None, None, "kinesnow-static");
-        loader = loader.credentials_provider(SharedCredentialsProvider::new(credentials));
+    if let Some(provider) = credentials::provider(settings).await {
+        loader = loader.credentials_provider(provider);
     }
     loader.load().await
 }
