@@ -7,6 +7,10 @@
 //! kinesis-local and dynalite check no signatures, so what these tests assert about the Kinesis
 //! and DynamoDB calls comes from the proxies' logs, not from the emulators refusing anything.
 //!
+//! moto answers a refused AssumeRole in another XML shape than STS (`<Errors>` around `<Error>`), which
+//! the SDK cannot read an error code from; the engine then quotes the answer's status and text, which
+//! is what the refusal tests see (with real STS the SDK's own message names the code and the reason).
+//!
 //! The refresh test asks STS for 60-second sessions: AWS refuses less than 900 seconds (and so
 //! does the processor's validation), moto does not, which lets a two-minute test cross two
 //! lifetimes. The settings are built here, not from processor properties, for that reason.
@@ -227,7 +231,8 @@ async fn a_denied_assume_role_names_the_role_and_the_reason_and_no_secret() {
     let cases = [
         ("a caller the role does not trust", sts.keys("denied_base"), Some(sts.fact("external_id")), sts.secret("denied_base")),
         ("the wrong external ID", sts.keys("base"), Some("not-the-external-id".to_owned()), sts.secret("base")),
-        ("no external ID", sts.keys("base"), None, sts.secret("base")),
+        // No external ID at all is refused by IAM (a StringEquals condition on an absent key fails), but
+        // moto 5.2.5 lets it through, so that case is not tested here.
     ];
     for (case, source, external_id, secret) in cases {
         let credentials = AwsCredentials { source, role: Some(role(&role_arn, &sts.fact("sts"), external_id, Duration::from_secs(900))) };

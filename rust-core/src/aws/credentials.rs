@@ -147,7 +147,7 @@ impl<P: ProvideCredentials> ProvideCredentials for Described<P> {
         Self: 'a,
     {
         future::ProvideCredentials::new(async move {
-            self.inner.provide_credentials().await.map_err(|source| CredentialsError::provider_error(Failed { what: self.what.clone(), source }))
+            self.inner.provide_credentials().await.map_err(|source| CredentialsError::provider_error(Failed::new(self.what.clone(), source)))
         })
     }
 }
@@ -156,18 +156,85 @@ impl<P: ProvideCredentials> ProvideCredentials for Described<P> {
 #[derive(Debug)]
 struct Failed {
     what: String,
+    /// STS' answer when the SDK could not read an error code from it (see [`unread_answer`]).
+    answer: Option<String>,
     source: CredentialsError,
+}
+
+impl Failed {
+    fn new(what: String, source: CredentialsError) -> Self {
+        Self { what, answer: unread_answer(&source), source }
+    }
 }
 
 impl std::fmt::Display for Failed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "no credentials from {}", self.what)
+        write!(f, "no credentials from {}", self.what)?;
+        match &self.answer {
+            Some(answer) => write!(f, " ({answer})"),
+            None => Ok(()),
+        }
     }
 }
 
 impl std::error::Error for Failed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.source)
+    }
+}
+
+/// The status and text of an STS error answer whose code the SDK could not read (it then says only
+/// "unhandled error"): an HTML page of a proxy in the way, or an STS look-alike answering in
+/// another XML shape. Error answers carry no credentials.
+fn unread_answer(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let found = unread::<aws_sdk_sts::operation::assume_role::AssumeRoleError>(e)
+            .or_else(|| unread::<aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError>(e));
+        if found.is_some() {
+            return found;
+        }
+        next = e.source();
+    }
+    None
+}
+
+fn unread<E>(e: &(dyn std::error::Error + 'static)) -> Option<String>
+where
+    E: aws_sdk_sts::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    use aws_sdk_sts::error::SdkError;
+    let Some(SdkError::ServiceError(context)) = e.downcast_ref::<SdkError<E, aws_sdk_sts::config::http::HttpResponse>>() else {
+        return None;
+    };
+    if context.err().code().is_some() {
+        return None; // the SDK's own message names the code and STS' message
+    }
+    let raw = context.raw();
+    let body = raw.body().bytes().map(String::from_utf8_lossy).unwrap_or_default();
+    Some(format!("STS answered HTTP {}: {}", raw.status().as_u16(), text_of(&body)))
+}
+
+/// The text of an XML or HTML answer, without its tags, on one line, at most 400 characters.
+fn text_of(markup: &str) -> String {
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in markup.chars() {
+        match c {
+            '<' => {
+                in_tag = true;
+                text.push(' ');
+            }
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let line = words.join(" ");
+    match line.char_indices().nth(400) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
     }
 }
 
@@ -214,7 +281,7 @@ impl WebIdentity {
 
     fn failed(&self, source: CredentialsError) -> CredentialsError {
         let what = describe_role(&self.role, &CredentialSource::WebIdentity { token_file: self.token_file.clone() });
-        CredentialsError::provider_error(Failed { what, source })
+        CredentialsError::provider_error(Failed::new(what, source))
     }
 }
 
@@ -242,6 +309,19 @@ mod tests {
             sts_region: None,
             sts_endpoint: None,
         }
+    }
+
+    #[test]
+    fn an_unread_answer_is_shown_as_its_text() {
+        let moto = r#"<?xml version="1.0" encoding="utf-8"?>
+<ErrorResponse><Errors><Error><Code>AccessDenied</Code><Message>User: arn:aws:iam::123456789012:user/nobody is not authorized to perform: sts:AssumeRole</Message></Error></Errors></ErrorResponse>"#;
+        assert_eq!(
+            text_of(moto),
+            "AccessDenied User: arn:aws:iam::123456789012:user/nobody is not authorized to perform: sts:AssumeRole"
+        );
+        let page = format!("<html><body><h1>407 Proxy Authentication Required</h1>{}</body></html>", "x".repeat(1000));
+        let text = text_of(&page);
+        assert!(text.starts_with("407 Proxy Authentication Required") && text.ends_with("...") && text.chars().count() == 403, "{text}");
     }
 
     #[test]
