@@ -1,7 +1,8 @@
 //! Kinesis' read limits per shard, when `--limits` is on: at most 5 GetRecords calls per second, and
 //! 2 MiB/s of data. Like Kinesis, a call may return more than the second's allowance (up to 10 MiB); the
 //! shard then owes it, and calls are refused until the debt is paid back at 2 MiB/s (a 10 MiB answer
-//! blocks the shard for about 5 s). A refused call is a `ProvisionedThroughputExceededException`.
+//! taken with a full bucket leaves 8 MiB of debt: the shard is blocked for 4 s more).
+//! A refused call is a `ProvisionedThroughputExceededException`.
 //!
 //! The logic takes the time as an argument so it is tested without sleeping.
 
