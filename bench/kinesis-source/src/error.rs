@@ -10,6 +10,9 @@ pub enum ApiError {
     InvalidArgument(String),
     #[error("{0}")]
     ProvisionedThroughputExceeded(String),
+    /// A consumer name registered twice.
+    #[error("{0}")]
+    ResourceInUse(String),
     /// An X-Amz-Target this server does not serve.
     #[error("{0}")]
     UnknownOperation(String),
@@ -28,6 +31,7 @@ impl ApiError {
             ApiError::ResourceNotFound(_) => "ResourceNotFoundException",
             ApiError::InvalidArgument(_) => "InvalidArgumentException",
             ApiError::ProvisionedThroughputExceeded(_) => "ProvisionedThroughputExceededException",
+            ApiError::ResourceInUse(_) => "ResourceInUseException",
             ApiError::UnknownOperation(_) => "UnknownOperationException",
             ApiError::Serialization(_) => "SerializationException",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaTypeException",

@@ -4,6 +4,7 @@
 
 pub mod dump;
 pub mod error;
+pub mod fan_out;
 pub mod generate;
 pub mod iterator;
 pub mod kpl;

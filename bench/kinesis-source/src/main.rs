@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
@@ -55,6 +56,9 @@ struct Args {
     /// Apply Kinesis' per-shard read limits (5 GetRecords/s, 2 MiB/s).
     #[arg(long)]
     limits: bool,
+    /// How long a SubscribeToShard subscription lasts before its event stream ends (Kinesis: 300).
+    #[arg(long, default_value_t = 300)]
+    subscription_seconds: u64,
     /// Tokio worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -125,10 +129,10 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(serve(generator, args.port, args.limits))
+    runtime.block_on(serve(generator, args.port, args.limits, Duration::from_secs(args.subscription_seconds)))
 }
 
-async fn serve(generator: Generator, port: u16, limits: bool) -> ExitCode {
+async fn serve(generator: Generator, port: u16, limits: bool, subscription_lifetime: Duration) -> ExitCode {
     let spec = generator.spec().clone();
     let listener = match Server::bind(port).await {
         Ok(l) => l,
@@ -154,7 +158,7 @@ async fn serve(generator: Generator, port: u16, limits: bool) -> ExitCode {
         spec.created_at_ms,
         if limits { "on" } else { "off" }
     );
-    let server = Server::new(Source::new(generator, limits));
+    let server = Server::new(Source::new(generator, limits), subscription_lifetime);
     let running = tokio::spawn(Arc::clone(&server).run(listener));
     shutdown_signal().await;
     running.abort();

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::fan_out;
 use crate::generate::{self, Generator};
 use crate::iterator::{IteratorCodec, ShardIterator};
 use crate::limits::{Limits, Throttle};
@@ -33,15 +34,25 @@ pub enum Operation {
     DescribeStreamSummary,
     GetShardIterator,
     GetRecords,
+    RegisterStreamConsumer,
+    DescribeStreamConsumer,
+    ListStreamConsumers,
+    DeregisterStreamConsumer,
+    SubscribeToShard,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 5] = [
+    pub const ALL: [Operation; 10] = [
         Operation::ListShards,
         Operation::DescribeStream,
         Operation::DescribeStreamSummary,
         Operation::GetShardIterator,
         Operation::GetRecords,
+        Operation::RegisterStreamConsumer,
+        Operation::DescribeStreamConsumer,
+        Operation::ListStreamConsumers,
+        Operation::DeregisterStreamConsumer,
+        Operation::SubscribeToShard,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +62,11 @@ impl Operation {
             Operation::DescribeStreamSummary => "DescribeStreamSummary",
             Operation::GetShardIterator => "GetShardIterator",
             Operation::GetRecords => "GetRecords",
+            Operation::RegisterStreamConsumer => "RegisterStreamConsumer",
+            Operation::DescribeStreamConsumer => "DescribeStreamConsumer",
+            Operation::ListStreamConsumers => "ListStreamConsumers",
+            Operation::DeregisterStreamConsumer => "DeregisterStreamConsumer",
+            Operation::SubscribeToShard => "SubscribeToShard",
         }
     }
 
@@ -115,6 +131,17 @@ struct GetShardIteratorInput {
     starting_sequence_number: Option<String>,
     /// Epoch seconds (the protocol decoders turn CBOR's epoch milliseconds into seconds).
     timestamp: Option<f64>,
+}
+
+/// Where an iterator or a subscription starts: GetShardIterator's fields, SubscribeToShard's
+/// `StartingPosition`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StartingPosition {
+    pub r#type: String,
+    pub sequence_number: Option<String>,
+    /// Epoch seconds.
+    pub timestamp: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -254,6 +281,14 @@ pub enum Reply {
     DescribeStreamSummary(DescribeStreamSummaryOutput),
     GetShardIterator(GetShardIteratorOutput),
     GetRecords(RecordBatch),
+    RegisterStreamConsumer(fan_out::RegisterStreamConsumerOutput),
+    DescribeStreamConsumer(fan_out::DescribeStreamConsumerOutput),
+    ListStreamConsumers(fan_out::ListStreamConsumersOutput),
+    /// DeregisterStreamConsumer: an empty object.
+    Empty,
+    /// SubscribeToShard: the server streams the events (`fan_out::push_events`); the body of the
+    /// initial response is an empty object.
+    SubscribeToShard(fan_out::Subscription),
 }
 
 /// The served stream and everything the operations need.
@@ -261,6 +296,7 @@ pub struct Source {
     generator: Generator,
     iterators: IteratorCodec,
     limits: Option<Limits>,
+    consumers: fan_out::Consumers,
 }
 
 impl Source {
@@ -268,7 +304,12 @@ impl Source {
         let spec = generator.spec();
         let tag = generate::mix(generate::mix(spec.seed, spec.created_at_ms), name_hash(&spec.stream_name));
         let limits = with_limits.then(|| Limits::new(spec.shard_count));
-        Source { generator, iterators: IteratorCodec::new(tag), limits }
+        Source { generator, iterators: IteratorCodec::new(tag), limits, consumers: fan_out::Consumers::default() }
+    }
+
+    /// Whether `--limits` is on (fan-out then paces each subscription at 2 MiB/s).
+    pub fn limited(&self) -> bool {
+        self.limits.is_some()
     }
 
     pub fn generator(&self) -> &Generator {
@@ -282,7 +323,46 @@ impl Source {
             Operation::DescribeStreamSummary => self.describe_stream_summary(parse(input)?).map(Reply::DescribeStreamSummary),
             Operation::GetShardIterator => self.get_shard_iterator(parse(input)?).map(Reply::GetShardIterator),
             Operation::GetRecords => self.get_records(parse(input)?).map(Reply::GetRecords),
+            Operation::RegisterStreamConsumer => {
+                let input: fan_out::ConsumerInput = parse(input)?;
+                self.check_stream_arn(input.stream_arn.as_deref())?;
+                self.consumers.register(&self.generator.spec().stream_arn(), input).map(Reply::RegisterStreamConsumer)
+            }
+            Operation::DescribeStreamConsumer => {
+                let input: fan_out::ConsumerInput = parse(input)?;
+                if input.consumer_arn.is_none() {
+                    self.check_stream_arn(input.stream_arn.as_deref())?;
+                }
+                self.consumers.describe(&self.generator.spec().stream_arn(), &input).map(Reply::DescribeStreamConsumer)
+            }
+            Operation::ListStreamConsumers => {
+                let input: fan_out::ConsumerInput = parse(input)?;
+                self.check_stream_arn(input.stream_arn.as_deref())?;
+                Ok(Reply::ListStreamConsumers(self.consumers.list(&self.generator.spec().stream_arn())))
+            }
+            Operation::DeregisterStreamConsumer => {
+                let input: fan_out::ConsumerInput = parse(input)?;
+                if input.consumer_arn.is_none() {
+                    self.check_stream_arn(input.stream_arn.as_deref())?;
+                }
+                self.consumers.deregister(&input).map(|()| Reply::Empty)
+            }
+            Operation::SubscribeToShard => self.subscribe(parse(input)?).map(Reply::SubscribeToShard),
         }
+    }
+
+    fn check_stream_arn(&self, arn: Option<&str>) -> Result<(), ApiError> {
+        self.check_stream(&StreamRef {
+            stream_name: None,
+            stream_arn: Some(arn.ok_or_else(|| ApiError::InvalidArgument("StreamARN is required".into()))?.to_string()),
+        })
+    }
+
+    fn subscribe(&self, input: fan_out::SubscribeToShardInput) -> Result<fan_out::Subscription, ApiError> {
+        self.consumers.find_arn(&input.consumer_arn)?;
+        let shard = self.shard_index(&input.shard_id)?;
+        let position = self.start_position(shard, &input.starting_position)?;
+        Ok(fan_out::Subscription { consumer_arn: input.consumer_arn, shard, position })
     }
 
     fn check_stream(&self, r: &StreamRef) -> Result<(), ApiError> {
@@ -410,11 +490,16 @@ impl Source {
     fn get_shard_iterator(&self, input: GetShardIteratorInput) -> Result<GetShardIteratorOutput, ApiError> {
         self.check_stream(&input.stream)?;
         let shard = self.shard_index(&input.shard_id)?;
-        let position = self.start_position(shard, &input)?;
+        let start = StartingPosition {
+            r#type: input.shard_iterator_type,
+            sequence_number: input.starting_sequence_number,
+            timestamp: input.timestamp,
+        };
+        let position = self.start_position(shard, &start)?;
         Ok(GetShardIteratorOutput { shard_iterator: self.iterators.encode(ShardIterator { shard, position }) })
     }
 
-    fn shard_index(&self, id: &str) -> Result<u32, ApiError> {
+    pub(crate) fn shard_index(&self, id: &str) -> Result<u32, ApiError> {
         generate::parse_shard_id(id).filter(|&s| s < self.generator.shard_count()).ok_or_else(|| {
             let spec = self.generator.spec();
             ApiError::ResourceNotFound(format!(
@@ -425,18 +510,18 @@ impl Source {
     }
 
     /// The index of the first record an iterator of this type returns.
-    fn start_position(&self, shard: u32, input: &GetShardIteratorInput) -> Result<u64, ApiError> {
+    pub(crate) fn start_position(&self, shard: u32, input: &StartingPosition) -> Result<u64, ApiError> {
         let g = &self.generator;
         let count = g.records_in(shard);
         let sequence = || -> Result<u64, ApiError> {
-            let seq = input.starting_sequence_number.as_deref().ok_or_else(|| {
-                ApiError::InvalidArgument(format!("StartingSequenceNumber is required for {}", input.shard_iterator_type))
+            let seq = input.sequence_number.as_deref().ok_or_else(|| {
+                ApiError::InvalidArgument(format!("StartingSequenceNumber is required for {}", input.r#type))
             })?;
             g.layout()
                 .parse_in(shard, seq)
                 .map_err(|e| ApiError::InvalidArgument(format!("Invalid StartingSequenceNumber: {e}")))
         };
-        let position = match input.shard_iterator_type.as_str() {
+        let position = match input.r#type.as_str() {
             "TRIM_HORIZON" => 0,
             "LATEST" => count,
             "AT_SEQUENCE_NUMBER" => sequence()?,
@@ -468,7 +553,7 @@ impl Source {
         if let Some(limits) = &self.limits {
             limits.admit(it.shard).map_err(|t| self.throttled(it.shard, t))?;
         }
-        let batch = self.read_batch(it, limit as u64);
+        let batch = self.read_batch(it, limit as u64, MAX_BATCH_BYTES);
         if let Some(limits) = &self.limits {
             limits.charge(it.shard, batch.data.len());
         }
@@ -489,17 +574,18 @@ impl Source {
         ))
     }
 
-    /// Up to `limit` records from the iterator's position, stopping once the data passes 10 MiB.
-    pub fn read_batch(&self, it: ShardIterator, limit: u64) -> RecordBatch {
+    /// Up to `limit` records from the iterator's position, stopping once the data reaches `max_bytes`
+    /// (at least one record is returned if any remains).
+    pub fn read_batch(&self, it: ShardIterator, limit: u64, max_bytes: usize) -> RecordBatch {
         let g = &self.generator;
         let count = g.records_in(it.shard);
         let end = count.min(it.position.saturating_add(limit));
         let mut batch = RecordBatch::default();
         let wanted = (end.saturating_sub(it.position)) as usize;
         batch.records.reserve(wanted);
-        batch.data.reserve(wanted.saturating_mul(g.spec().record_size).min(MAX_BATCH_BYTES + crate::spec::MAX_RECORD_BYTES));
+        batch.data.reserve(wanted.saturating_mul(g.spec().record_size).min(max_bytes + crate::spec::MAX_RECORD_BYTES));
         let mut next = it.position;
-        while next < end && batch.data.len() < MAX_BATCH_BYTES {
+        while next < end && batch.data.len() < max_bytes {
             let data_start = batch.data.len();
             let key = g.kinesis_record_into(it.shard, next, &mut batch.data);
             let key_start = batch.keys.len();
@@ -638,7 +724,7 @@ mod tests {
     fn batches_stop_after_ten_mib() {
         let spec = StreamSpec { record_size: 1024 * 1024, aggregate_share: 0.0, records: RecordCount::PerShard(30), ..test_spec() };
         let s = Source::new(Generator::new(spec), false);
-        let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000);
+        let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000, MAX_BATCH_BYTES);
         assert_eq!(batch.records.len(), 10);
     }
 

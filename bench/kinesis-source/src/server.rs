@@ -1,12 +1,18 @@
 //! The HTTP side: a hyper server (HTTP/1.1, and HTTP/2 with prior knowledge) on 127.0.0.1 that hands
 //! each `POST /` to `ops` in the protocol its Content-Type names, and answers `GET /stats` with `stats`.
+//! A SubscribeToShard answer is a streamed body fed by `fan_out::push_events` through a small channel.
 //! Signatures are not checked: any Authorization header (or none) is accepted.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
+use http_body::Frame;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -15,11 +21,15 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 use crate::error::ApiError;
+use crate::fan_out;
 use crate::ops::{Operation, Reply, Source};
-use crate::protocol::Protocol;
+use crate::protocol::{eventstream, Protocol};
 use crate::stats::Stats;
+
+type Body = BoxBody<Bytes, Infallible>;
 
 /// Request bodies are small (an iterator, a stream name); anything past this is refused.
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -27,11 +37,13 @@ const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 pub struct Server {
     pub source: Source,
     pub stats: Stats,
+    /// How long a SubscribeToShard subscription lasts (5 minutes on Kinesis).
+    pub subscription_lifetime: Duration,
 }
 
 impl Server {
-    pub fn new(source: Source) -> Arc<Self> {
-        Arc::new(Server { source, stats: Stats::default() })
+    pub fn new(source: Source, subscription_lifetime: Duration) -> Arc<Self> {
+        Arc::new(Server { source, stats: Stats::default(), subscription_lifetime })
     }
 
     /// Binds 127.0.0.1:`port` (0 = any free port).
@@ -62,7 +74,7 @@ impl Server {
         }
     }
 
-    async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn respond(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         if req.method() == Method::GET && req.uri().path() == "/stats" {
             let body = serde_json::to_vec(&self.stats.to_json()).expect("a JSON value");
             return response(StatusCode::OK, "application/json", body);
@@ -81,9 +93,22 @@ impl Server {
             Err(e) => return self.error(protocol, &e),
         };
         match self.call(protocol, &target, &body) {
+            Ok(Reply::SubscribeToShard(sub)) => self.subscribe(protocol, sub),
             Ok(reply) => response(StatusCode::OK, protocol.content_type(), protocol.encode_reply(&reply)),
             Err(e) => self.error(protocol, &e),
         }
+    }
+
+    /// Starts the subscription's event task and answers with the body it feeds.
+    fn subscribe(self: Arc<Self>, protocol: Protocol, sub: fan_out::Subscription) -> Response<Body> {
+        // two frames in flight: the task builds the next event while the client reads one
+        let (events, body) = mpsc::channel(2);
+        let lifetime = self.subscription_lifetime;
+        tokio::spawn(fan_out::push_events(Arc::clone(&self), protocol, sub, lifetime, events));
+        let mut resp = Response::new(BoxBody::new(ChannelBody(body)));
+        resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(eventstream::CONTENT_TYPE));
+        resp.headers_mut().insert("x-amzn-requestid", HeaderValue::from_static("00000000-0000-0000-0000-000000000000"));
+        resp
     }
 
     /// Decodes, runs and counts one operation (the CPU-bound part, done inline on the worker thread:
@@ -99,7 +124,7 @@ impl Server {
         Ok(reply)
     }
 
-    fn error(&self, protocol: Protocol, error: &ApiError) -> Response<Full<Bytes>> {
+    fn error(&self, protocol: Protocol, error: &ApiError) -> Response<Body> {
         match error {
             ApiError::ProvisionedThroughputExceeded(_) => self.stats.throttle(),
             _ => {
@@ -123,8 +148,20 @@ async fn read_body(body: Incoming) -> Result<Bytes, ApiError> {
         .map_err(|e| ApiError::Serialization(format!("could not read the request body: {e}")))
 }
 
-fn response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+/// A streamed body: the frames a subscription task sends, ending when the task drops its sender.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+fn response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
     *resp.status_mut() = status;
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp.headers_mut().insert("x-amzn-requestid", HeaderValue::from_static("00000000-0000-0000-0000-000000000000"));

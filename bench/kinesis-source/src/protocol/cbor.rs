@@ -11,6 +11,7 @@ use ciborium_ll::{Encoder, Header};
 use serde_json::{Map, Number, Value};
 
 use crate::error::ApiError;
+use super::BatchTail;
 use crate::ops::{RecordBatch, Reply};
 
 pub const TIMESTAMP_TAG: u64 = 1;
@@ -74,7 +75,11 @@ fn float(f: f64) -> Result<Value, ApiError> {
 pub fn encode_reply(reply: &Reply) -> Vec<u8> {
     let mut out = Vec::new();
     let written = match reply {
-        Reply::GetRecords(batch) => return encode_records(batch),
+        Reply::GetRecords(batch) => return encode_records(batch, BatchTail::NextShardIterator(&batch.next_shard_iterator)),
+        Reply::Empty | Reply::SubscribeToShard(_) => return vec![0xA0], // a map of 0 entries
+        Reply::RegisterStreamConsumer(o) => ciborium::into_writer(o, &mut out),
+        Reply::DescribeStreamConsumer(o) => ciborium::into_writer(o, &mut out),
+        Reply::ListStreamConsumers(o) => ciborium::into_writer(o, &mut out),
         Reply::ListShards(o) => ciborium::into_writer(o, &mut out),
         Reply::DescribeStream(o) => ciborium::into_writer(o, &mut out),
         Reply::DescribeStreamSummary(o) => ciborium::into_writer(o, &mut out),
@@ -95,14 +100,14 @@ pub fn encode_error(error: &ApiError) -> Vec<u8> {
 }
 
 /// `{"Records":[{"SequenceNumber","ApproximateArrivalTimestamp": 1(ms),"Data": bytes,"PartitionKey"}...],
-/// "NextShardIterator","MillisBehindLatest"}`, definite lengths throughout.
-pub fn encode_records(batch: &RecordBatch) -> Vec<u8> {
+/// "NextShardIterator" (or "ContinuationSequenceNumber"),"MillisBehindLatest"}`, definite lengths throughout.
+pub fn encode_records(batch: &RecordBatch, tail: BatchTail) -> Vec<u8> {
     let mut out = Vec::with_capacity(batch.data.len() + batch.records.len() * 160 + 256);
-    write_records(&mut Encoder::from(&mut out), batch).expect("writing to a Vec cannot fail");
+    write_records(&mut Encoder::from(&mut out), batch, tail).expect("writing to a Vec cannot fail");
     out
 }
 
-fn write_records(e: &mut Encoder<&mut Vec<u8>>, batch: &RecordBatch) -> std::io::Result<()> {
+fn write_records(e: &mut Encoder<&mut Vec<u8>>, batch: &RecordBatch, tail: BatchTail) -> std::io::Result<()> {
     e.push(Header::Map(Some(3)))?;
     e.text("Records", None)?;
     e.push(Header::Array(Some(batch.records.len())))?;
@@ -118,8 +123,9 @@ fn write_records(e: &mut Encoder<&mut Vec<u8>>, batch: &RecordBatch) -> std::io:
         e.text("PartitionKey", None)?;
         e.text(batch.key_of(r), None)?;
     }
-    e.text("NextShardIterator", None)?;
-    e.text(&batch.next_shard_iterator, None)?;
+    let (name, value) = tail.field();
+    e.text(name, None)?;
+    e.text(value, None)?;
     e.text("MillisBehindLatest", None)?;
     e.push(Header::Positive(batch.millis_behind_latest))?;
     Ok(())
@@ -170,7 +176,7 @@ mod tests {
             next_shard_iterator: "next".into(),
             millis_behind_latest: 0,
         };
-        let value: Cbor = ciborium::from_reader(&encode_records(&batch)[..]).unwrap();
+        let value: Cbor = ciborium::from_reader(&encode_records(&batch, BatchTail::NextShardIterator("next"))[..]).unwrap();
         let map = value.as_map().unwrap();
         assert_eq!(map[0].0, text("Records"));
         let record = map[0].1.as_array().unwrap()[0].as_map().unwrap();

@@ -6,6 +6,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
+use super::BatchTail;
 use crate::ops::{RecordBatch, Reply};
 
 pub fn decode_request(body: &[u8]) -> Result<Value, ApiError> {
@@ -18,7 +19,11 @@ pub fn decode_request(body: &[u8]) -> Result<Value, ApiError> {
 
 pub fn encode_reply(reply: &Reply) -> Vec<u8> {
     let encoded = match reply {
-        Reply::GetRecords(batch) => return encode_records(batch),
+        Reply::GetRecords(batch) => return encode_records(batch, BatchTail::NextShardIterator(&batch.next_shard_iterator)),
+        Reply::Empty | Reply::SubscribeToShard(_) => return b"{}".to_vec(),
+        Reply::RegisterStreamConsumer(out) => serde_json::to_vec(out),
+        Reply::DescribeStreamConsumer(out) => serde_json::to_vec(out),
+        Reply::ListStreamConsumers(out) => serde_json::to_vec(out),
         Reply::ListShards(out) => serde_json::to_vec(out),
         Reply::DescribeStream(out) => serde_json::to_vec(out),
         Reply::DescribeStreamSummary(out) => serde_json::to_vec(out),
@@ -32,8 +37,8 @@ pub fn encode_error(error: &ApiError) -> Vec<u8> {
 }
 
 /// `{"Records":[{"SequenceNumber","ApproximateArrivalTimestamp","Data","PartitionKey"}...],
-/// "NextShardIterator","MillisBehindLatest"}`
-pub fn encode_records(batch: &RecordBatch) -> Vec<u8> {
+/// "NextShardIterator" (or "ContinuationSequenceNumber"),"MillisBehindLatest"}`
+pub fn encode_records(batch: &RecordBatch, tail: BatchTail) -> Vec<u8> {
     let b64_total = base64::encoded_len(batch.data.len(), true).unwrap_or(0);
     let mut out = Vec::with_capacity(b64_total + batch.records.len() * 192 + 256);
     out.extend_from_slice(b"{\"Records\":[");
@@ -51,8 +56,11 @@ pub fn encode_records(batch: &RecordBatch) -> Vec<u8> {
         serde_json::to_writer(&mut out, batch.key_of(r)).expect("writing to a Vec");
         out.push(b'}');
     }
-    out.extend_from_slice(b"],\"NextShardIterator\":");
-    serde_json::to_writer(&mut out, &batch.next_shard_iterator).expect("writing to a Vec");
+    let (name, value) = tail.field();
+    out.extend_from_slice(b"],");
+    serde_json::to_writer(&mut out, name).expect("writing to a Vec");
+    out.push(b':');
+    serde_json::to_writer(&mut out, value).expect("writing to a Vec");
     out.extend_from_slice(b",\"MillisBehindLatest\":");
     out.extend_from_slice(batch.millis_behind_latest.to_string().as_bytes());
     out.push(b'}');
@@ -94,7 +102,8 @@ mod tests {
 
     #[test]
     fn get_records_is_valid_json_with_base64_data() {
-        let out: Value = serde_json::from_slice(&encode_records(&batch())).unwrap();
+        let b = batch();
+        let out: Value = serde_json::from_slice(&encode_records(&b, BatchTail::NextShardIterator(&b.next_shard_iterator))).unwrap();
         let records = out["Records"].as_array().unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(STANDARD.decode(records[0]["Data"].as_str().unwrap()).unwrap(), b"hello\x00\xff");
@@ -103,8 +112,8 @@ mod tests {
         assert_eq!(records[1]["SequenceNumber"].as_str().unwrap().len(), 56);
         assert_eq!(out["NextShardIterator"], "AQ+/=");
         assert_eq!(out["MillisBehindLatest"], 7);
-        let empty: Value = serde_json::from_slice(&encode_records(&RecordBatch::default())).unwrap();
-        assert_eq!(empty["Records"], json!([]));
+        let empty: Value = serde_json::from_slice(&encode_records(&RecordBatch::default(), BatchTail::ContinuationSequenceNumber("49"))).unwrap();
+        assert_eq!(empty, json!({"Records": [], "ContinuationSequenceNumber": "49", "MillisBehindLatest": 0}));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! are serde structs, serialized by serde_json or ciborium, with `Timestamp` choosing its form by format.
 
 pub mod cbor;
+pub mod eventstream;
 pub mod json;
 
 use serde::{Serialize, Serializer};
@@ -77,6 +78,23 @@ impl Protocol {
         match self {
             Protocol::Json => json::encode_error(error),
             Protocol::Cbor => cbor::encode_error(error),
+        }
+    }
+}
+
+/// What follows the records in a batch's encoding: GetRecords' next iterator, or a SubscribeToShardEvent's
+/// continuation sequence number. `MillisBehindLatest` comes last in both.
+#[derive(Debug, Clone, Copy)]
+pub enum BatchTail<'a> {
+    NextShardIterator(&'a str),
+    ContinuationSequenceNumber(&'a str),
+}
+
+impl BatchTail<'_> {
+    pub fn field(&self) -> (&'static str, &str) {
+        match self {
+            BatchTail::NextShardIterator(it) => ("NextShardIterator", it),
+            BatchTail::ContinuationSequenceNumber(seq) => ("ContinuationSequenceNumber", seq),
         }
     }
 }
