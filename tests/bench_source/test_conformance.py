@@ -1,8 +1,10 @@
 """The benchmark Kinesis source (bench/kinesis-source) read by the AWS SDK for Java v2, through the real KCL
 2.7.2 consumer of tests/kcl-legacy (leases on a private dynalite): every user record of every shard, KPL
 aggregates de-aggregated by KCL, compared byte-exact with what the source says it serves (--dump): shard,
-sequence number, subsequence number, partition key and data. Once over CBOR (the Java SDK's default for
-Kinesis) and once over AWS JSON 1.1; the source's counters prove which protocol the SDK spoke.
+sequence number, subsequence number, partition key and data. Over CBOR (the Java SDK's default for Kinesis)
+and over AWS JSON 1.1, with KCL's polling retrieval (GetRecords, HTTP/1.1) and with its enhanced fan-out
+(SubscribeToShard, HTTP/2 with prior knowledge); the source's counters prove which protocol and which
+operation the SDK used (SubscribeToShard itself is always AWS JSON 1.1 from the Java SDK, see below).
 """
 
 import json
@@ -33,12 +35,12 @@ def kcl_command(cbor: bool) -> list[str]:
     return prefix[:-1] + [f"-Daws.cborEnabled={'true' if cbor else 'false'}", MAIN_CLASS]
 
 
-def run_kcl(cbor: bool, endpoint: str, dynamodb: str, stream: str, application: str, max_records: int,
-            timeout: float = 120.0) -> list[dict]:
+def run_kcl(cbor: bool, retrieval: str, endpoint: str, dynamodb: str, stream: str, application: str,
+            max_records: int, timeout: float = 120.0) -> list[dict]:
     cmd = kcl_command(cbor) + [
         "--stream", stream, "--application", application, "--kinesis-endpoint", endpoint,
         "--dynamodb-endpoint", dynamodb, "--initial-position", "TRIM_HORIZON",
-        "--max-records", str(max_records), "--exit", "halt"]
+        "--max-records", str(max_records), "--exit", "halt", "--retrieval", retrieval]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert proc.returncode == 0, f"KCL exited {proc.returncode}\n--- stderr tail:\n{proc.stderr[-6000:]}"
@@ -58,8 +60,10 @@ def dynalite():
         yield endpoint
 
 
-@pytest.mark.parametrize("protocol, keys", [("cbor", "shard-pool:8"), ("cbor", "unique"), ("json", "shard-pool:8")])
-def test_kcl_reads_every_record_byte_exact(dynalite, protocol, keys):
+@pytest.mark.parametrize("protocol, retrieval, keys", [
+    ("cbor", "polling", "shard-pool:8"), ("cbor", "polling", "unique"), ("json", "polling", "shard-pool:8"),
+    ("cbor", "fanout", "shard-pool:8"), ("json", "fanout", "unique")])
+def test_kcl_reads_every_record_byte_exact(dynalite, protocol, retrieval, keys):
     cbor = protocol == "cbor"
     args = stream_args(keys, seed=31 if keys == "unique" else 30)
     expected = dump(args)
@@ -68,13 +72,13 @@ def test_kcl_reads_every_record_byte_exact(dynalite, protocol, keys):
 
     with SourceProcess(args) as source:
         t0 = time.monotonic()
-        lines = run_kcl(cbor, source.endpoint, dynalite, "bench-conformance",
-                        f"bench-conformance-{protocol}-{keys.replace(':', '-')}-{os.getpid()}", len(expected))
+        lines = run_kcl(cbor, retrieval, source.endpoint, dynalite, "bench-conformance",
+                        f"bench-{protocol}-{retrieval}-{keys.replace(':', '-')}-{os.getpid()}", len(expected))
         elapsed = time.monotonic() - t0
         stats = source.stats()
 
     seen = records(lines)
-    print(f"\nKCL over {protocol} ({keys}): {len(seen)} user records in {elapsed:.1f} s; source stats {stats}")
+    print(f"\nKCL {retrieval} over {protocol} ({keys}): {len(seen)} user records in {elapsed:.1f} s; source stats {stats}")
     got, want = by_shard(seen), by_shard(expected)
     assert sorted(got) == sorted(want)
     for shard in want:
@@ -82,7 +86,24 @@ def test_kcl_reads_every_record_byte_exact(dynalite, protocol, keys):
         for i, (g, w) in enumerate(zip(got[shard], want[shard])):
             assert g == w, f"{shard} user record {i}: got {g[:3]} {g[3][:40]!r}, expected {w[:3]} {w[3][:40]!r}"
 
+    requests = stats["requests"]
     spoken, other = ("cbor", "json") if cbor else ("json", "cbor")
-    assert stats["requests"][spoken]["GetRecords"] > 0, stats
-    assert all(n == 0 for n in stats["requests"][other].values()), stats
-    assert stats["errors"] == 0, stats
+    if retrieval == "polling":
+        assert requests[spoken]["GetRecords"] > 0, stats
+        assert requests[spoken]["SubscribeToShard"] == 0, stats
+        assert all(n == 0 for n in requests[other].values()), stats
+        assert stats["http"]["2"] == 0, stats
+    else:
+        # Found here: the Java SDK v2 sends SubscribeToShard in AWS JSON 1.1 even with CBOR on; its other
+        # Kinesis calls (DescribeStreamSummary, RegisterStreamConsumer, ...) follow aws.cborEnabled.
+        assert requests["json"]["SubscribeToShard"] > 0 and requests["cbor"]["SubscribeToShard"] == 0, stats
+        assert requests[spoken]["RegisterStreamConsumer"] == 1, stats
+        assert all(n == 0 for op, n in requests[other].items() if op != "SubscribeToShard"), stats
+        assert requests["json"]["GetRecords"] == requests["cbor"]["GetRecords"] == 0, stats
+        assert stats["http"]["2"] > 0 and stats["http"]["1.x"] == 0, stats  # KCL's fan-out client: HTTP/2 only
+    assert stats["throttled"] == 0, stats
+    if retrieval == "fanout":
+        # KCL asks DescribeStreamConsumer before it registers its consumer: one "not found" is expected
+        assert stats["errors"] in ({}, {"ResourceNotFoundException": 1}), stats
+    else:
+        assert stats["errors"] == {}, stats

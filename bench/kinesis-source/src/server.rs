@@ -75,6 +75,7 @@ impl Server {
     }
 
     async fn respond(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        self.stats.http_version(req.version() == hyper::Version::HTTP_2);
         if req.method() == Method::GET && req.uri().path() == "/stats" {
             let body = serde_json::to_vec(&self.stats.to_json()).expect("a JSON value");
             return response(StatusCode::OK, "application/json", body);
@@ -128,7 +129,7 @@ impl Server {
         match error {
             ApiError::ProvisionedThroughputExceeded(_) => self.stats.throttle(),
             _ => {
-                self.stats.error();
+                self.stats.error(error.type_name());
                 eprintln!("kinesis-source: {}: {}", error.type_name(), error.message());
             }
         }
