@@ -75,11 +75,11 @@ impl Server {
     }
 
     async fn respond(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
-        self.stats.http_version(req.version() == hyper::Version::HTTP_2);
         if req.method() == Method::GET && req.uri().path() == "/stats" {
             let body = serde_json::to_vec(&self.stats.to_json()).expect("a JSON value");
             return response(StatusCode::OK, "application/json", body);
         }
+        self.stats.http_version(req.version() == hyper::Version::HTTP_2);
         let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let target = header("x-amz-target").unwrap_or_default();
         let protocol = match Protocol::from_content_type(header("content-type").as_deref()) {

@@ -14,7 +14,7 @@ use crate::protocol::Protocol;
 #[derive(Default)]
 pub struct Stats {
     requests: [[AtomicU64; Operation::ALL.len()]; Protocol::ALL.len()],
-    /// Requests (of any kind) over HTTP/1.x and over HTTP/2.
+    /// Kinesis requests (not `GET /stats`) over HTTP/1.x and over HTTP/2.
     http1: AtomicU64,
     http2: AtomicU64,
     /// Kinesis records returned by GetRecords (an aggregate counts once).
