@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Self-measurement of the benchmark Kinesis source: starts it, drains every shard once with examples/drain.rs
-# (mode sdk = the AWS SDK for Rust over JSON; json / cbor = bare HTTP requests in that protocol), and prints
+# (mode sdk = the AWS SDK for Rust over JSON; fanout = the same SDK with SubscribeToShard; json / cbor = bare
+# HTTP requests in that protocol), and prints
 # records/s and the CPU-seconds per million Kinesis records spent by the server (from /proc/PID/stat, the
 # drain only) and by the draining client.
-#   bench/kinesis-source/measure.sh [sdk|json|cbor]
+#   bench/kinesis-source/measure.sh [sdk|fanout|json|cbor]
 # Environment: SHARDS (16), RECORDS_PER_SHARD (62500), RECORD_SIZE (1024), AGGREGATE_SHARE (0),
 #              THREADS (server worker threads, 1), LIMIT (GetRecords Limit, 10000)
 set -euo pipefail

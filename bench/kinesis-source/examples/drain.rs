@@ -1,6 +1,7 @@
 //! Drains every shard of a running kinesis-source once, for the self-measurement in README.md:
-//! `drain <endpoint> <stream> <shards> <sdk|json|cbor> [limit]`.
+//! `drain <endpoint> <stream> <shards> <sdk|fanout|json|cbor> [limit]`.
 //! - `sdk`: the AWS SDK for Rust (AWS JSON 1.1), one task per shard, records' data touched, not decoded;
+//! - `fanout`: the same SDK, SubscribeToShard per shard (HTTP/1.1) until an event is 0 ms behind;
 //! - `json`/`cbor`: plain HTTP/1.1 requests in that protocol (hyper), answers parsed only for the next iterator.
 //!
 //! Prints one JSON line: Kinesis records, data bytes, seconds, records/s.
@@ -19,18 +20,20 @@ use kinesis_source::generate::shard_id;
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, endpoint, stream, shards, mode, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: drain <endpoint> <stream> <shards> <sdk|json|cbor> [limit]");
+        eprintln!("usage: drain <endpoint> <stream> <shards> <sdk|fanout|json|cbor> [limit]");
         std::process::exit(2);
     };
     let shards: u32 = shards.parse().expect("a shard count");
     let limit: i32 = rest.first().map(|l| l.parse().expect("a limit")).unwrap_or(10_000);
+    let consumer = if mode == "fanout" { register(endpoint, stream).await } else { String::new() };
     let started = Instant::now();
     let mut tasks = Vec::new();
     for shard in 0..shards {
-        let (endpoint, stream, mode) = (endpoint.clone(), stream.clone(), mode.clone());
+        let (endpoint, stream, mode, consumer) = (endpoint.clone(), stream.clone(), mode.clone(), consumer.clone());
         tasks.push(tokio::spawn(async move {
             match mode.as_str() {
                 "sdk" => drain_sdk(&endpoint, &stream, shard, limit).await,
+                "fanout" => drain_fan_out(&endpoint, &consumer, shard).await,
                 "json" | "cbor" => drain_raw(&endpoint, &stream, shard, limit, mode == "cbor").await,
                 other => panic!("unknown mode {other}"),
             }
@@ -49,14 +52,45 @@ async fn main() {
     );
 }
 
-async fn drain_sdk(endpoint: &str, stream: &str, shard: u32, limit: i32) -> (u64, u64) {
+fn client(endpoint: &str) -> aws_sdk_kinesis::Client {
     let config = aws_sdk_kinesis::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "test"))
         .endpoint_url(endpoint)
         .build();
-    let c = aws_sdk_kinesis::Client::from_conf(config);
+    aws_sdk_kinesis::Client::from_conf(config)
+}
+
+/// Registers a stream consumer and returns its ARN.
+async fn register(endpoint: &str, stream: &str) -> String {
+    let c = client(endpoint);
+    let arn = c.describe_stream_summary().stream_name(stream).send().await.expect("DescribeStreamSummary");
+    let arn = arn.stream_description_summary().expect("a summary").stream_arn().to_string();
+    let out = c.register_stream_consumer().stream_arn(arn).consumer_name("drain").send().await.expect("RegisterStreamConsumer");
+    out.consumer().expect("a consumer").consumer_arn().to_string()
+}
+
+async fn drain_fan_out(endpoint: &str, consumer: &str, shard: u32) -> (u64, u64) {
+    use aws_sdk_kinesis::types::{StartingPosition, SubscribeToShardEventStream};
+    let c = client(endpoint);
+    let start = StartingPosition::builder().r#type(ShardIteratorType::TrimHorizon).build().expect("a position");
+    let mut out = c.subscribe_to_shard().consumer_arn(consumer).shard_id(shard_id(shard)).starting_position(start).send().await.expect("SubscribeToShard");
+    let (mut records, mut bytes) = (0u64, 0u64);
+    while let Some(event) = out.event_stream.recv().await.expect("an event") {
+        if let SubscribeToShardEventStream::SubscribeToShardEvent(e) = event {
+            records += e.records().len() as u64;
+            bytes += e.records().iter().map(|r| r.data().as_ref().len() as u64).sum::<u64>();
+            if e.millis_behind_latest() == 0 {
+                break;
+            }
+        }
+    }
+    (records, bytes)
+}
+
+async fn drain_sdk(endpoint: &str, stream: &str, shard: u32, limit: i32) -> (u64, u64) {
+    let c = client(endpoint);
     let mut it = c
         .get_shard_iterator()
         .stream_name(stream)
