@@ -15,6 +15,6 @@ echo "== build (cargo test --no-run, release, target dir $CARGO_TARGET_DIR)"
 KINESIS_SOURCE_BIN="$("$here/build.sh" | tail -n 1)"
 export KINESIS_SOURCE_BIN
 echo "== Rust tests"
-nice -n 19 cargo test --release -j 1 --manifest-path "$here/Cargo.toml"
+nice -n 19 cargo test --release -j "${KINESIS_SOURCE_JOBS:-1}" --manifest-path "$here/Cargo.toml"
 echo "== Java SDK v2 (KCL 2.7.2) conformance, CBOR and JSON"
 python3 -m pytest -q "$repo/tests/bench_source"

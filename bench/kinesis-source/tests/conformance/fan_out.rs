@@ -202,3 +202,25 @@ async fn cbor_subscription_over_h2c_byte_exact() {
     assert!(events >= 2, "the records, then at least one empty event while drained");
     assert_same(3, &seen, &expected_in_shard(&spec, 3));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_mode_paces_a_subscription_at_two_mib_per_second() {
+    // one shard of 60 records × 100 KiB = 6 MiB: three 2 MiB events, the second after 1 s, the last after 2 s
+    let spec = StreamSpec {
+        shard_count: 1,
+        records: kinesis_source::spec::RecordCount::PerShard(60),
+        record_size: 100 * 1024,
+        aggregate_share: 0.0,
+        ..small_stream(KeyScheme::ShardPool(8), 43)
+    };
+    let server = ServerProcess::start(&spec, &["--limits"]);
+    let c = client(&server);
+    let registered = c.register_stream_consumer().stream_arn(spec.stream_arn()).consumer_name("paced").send().await.unwrap();
+    let consumer = registered.consumer().unwrap().consumer_arn().to_string();
+    let started = std::time::Instant::now();
+    let seen = subscribe(&c, &consumer, &spec, 0, position(ShardIteratorType::TrimHorizon, None), 60).await;
+    let elapsed = started.elapsed();
+    assert_same(0, &seen, &expected_in_shard(&spec, 0));
+    assert!(elapsed >= Duration::from_millis(1900), "6 MiB in {elapsed:?}: faster than 2 MiB/s");
+    assert!(elapsed < Duration::from_secs(6), "6 MiB in {elapsed:?}: far slower than 2 MiB/s");
+}
