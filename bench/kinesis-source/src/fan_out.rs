@@ -124,7 +124,7 @@ impl Consumers {
         Ok(DescribeStreamConsumerOutput { consumer_description: ConsumerDescription { consumer, stream_arn: stream_arn.to_string() } })
     }
 
-    pub fn list(&self, _stream_arn: &str) -> ListStreamConsumersOutput {
+    pub fn list(&self) -> ListStreamConsumersOutput {
         ListStreamConsumersOutput { consumers: self.lock().clone() }
     }
 
@@ -208,7 +208,7 @@ mod tests {
         assert!(matches!(c.register(arn, named("app")), Err(ApiError::ResourceInUse(_))));
         assert_eq!(c.describe(arn, &named("app")).unwrap().consumer_description.consumer.consumer_arn, made.consumer_arn);
         assert_eq!(c.find_arn(&made.consumer_arn).unwrap().consumer_name, "app");
-        assert_eq!(c.list(arn).consumers.len(), 1);
+        assert_eq!(c.list().consumers.len(), 1);
         c.deregister(&named("app")).unwrap();
         assert!(matches!(c.find_arn(&made.consumer_arn), Err(ApiError::ResourceNotFound(_))));
     }

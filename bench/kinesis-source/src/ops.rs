@@ -338,7 +338,7 @@ impl Source {
             Operation::ListStreamConsumers => {
                 let input: fan_out::ConsumerInput = parse(input)?;
                 self.check_stream_arn(input.stream_arn.as_deref())?;
-                Ok(Reply::ListStreamConsumers(self.consumers.list(&self.generator.spec().stream_arn())))
+                Ok(Reply::ListStreamConsumers(self.consumers.list()))
             }
             Operation::DeregisterStreamConsumer => {
                 let input: fan_out::ConsumerInput = parse(input)?;
