@@ -52,6 +52,8 @@ import software.amazon.kinesis.processor.RecordProcessorCheckpointer;
 import software.amazon.kinesis.processor.ShardRecordProcessor;
 import software.amazon.kinesis.processor.SingleStreamTracker;
 import software.amazon.kinesis.retrieval.KinesisClientRecord;
+import software.amazon.kinesis.retrieval.RetrievalSpecificConfig;
+import software.amazon.kinesis.retrieval.fanout.FanOutConfig;
 import software.amazon.kinesis.retrieval.polling.PollingConfig;
 
 /**
@@ -64,7 +66,12 @@ import software.amazon.kinesis.retrieval.polling.PollingConfig;
  * --stream NAME --application NAME [--kinesis-endpoint URL] [--dynamodb-endpoint URL]
  * [--initial-position TRIM_HORIZON|LATEST] [--max-records N (0 = no limit)] [--exit halt|graceful]
  * [--idle-exit-seconds S] [--failover-millis MS] [--lease-cleanup-millis MS] [--worker-id ID]
+ * [--retrieval polling|fanout]
  * </pre>
+ *
+ * --retrieval fanout: enhanced fan-out (KCL's FanOutConfig: a stream consumer named after the application,
+ * SubscribeToShard over HTTP/2) instead of polling GetRecords; the Kinesis client then speaks HTTP/2 (h2c with
+ * prior knowledge on an http:// endpoint).
  *
  * --idle-exit-seconds: ends the run (as --exit says) once S seconds passed without progress (a record, a shard
  * end, a shard consumer starting), counted from the first shard consumer's start.
@@ -115,12 +122,17 @@ public final class LegacyConsumer {
         halt = exit.equals("halt");
         long idleExitSeconds = Long.parseLong(a.getOrDefault("idle-exit-seconds", "0"));
         long failoverMillis = Long.parseLong(a.getOrDefault("failover-millis", "2000"));
+        String retrieval = a.getOrDefault("retrieval", "polling");
+        if (!retrieval.equals("polling") && !retrieval.equals("fanout")) {
+            throw new IllegalArgumentException("--retrieval must be polling or fanout");
+        }
+        boolean fanOut = retrieval.equals("fanout");
         String workerId = a.getOrDefault("worker-id", "kcl-legacy-" + ProcessHandle.current().pid() + "-" + UUID.randomUUID().toString().substring(0, 8));
 
         StaticCredentialsProvider credentials = StaticCredentialsProvider.create(AwsBasicCredentials.create("test", "test"));
         KinesisAsyncClient kinesis = KinesisAsyncClient.builder()
                 .endpointOverride(kinesisEndpoint).region(Region.US_EAST_1).credentialsProvider(credentials)
-                .httpClientBuilder(NettyNioAsyncHttpClient.builder().protocol(Protocol.HTTP1_1).maxConcurrency(50)
+                .httpClientBuilder(NettyNioAsyncHttpClient.builder().protocol(fanOut ? Protocol.HTTP2 : Protocol.HTTP1_1).maxConcurrency(50)
                         .connectionAcquisitionTimeout(java.time.Duration.ofSeconds(30)))
                 .build();
         DynamoDbAsyncClient dynamo = DynamoDbAsyncClient.builder()
@@ -139,8 +151,14 @@ public final class LegacyConsumer {
                         InitialPositionInStreamExtended.newInitialPosition(position)),
                 application, kinesis, dynamo, cloudWatch, workerId, Processor::new);
 
-        PollingConfig polling = new PollingConfig(stream, kinesis);
-        polling.idleTimeBetweenReadsInMillis(250);
+        RetrievalSpecificConfig retrievalConfig;
+        if (fanOut) {
+            retrievalConfig = new FanOutConfig(kinesis).streamName(stream).applicationName(application);
+        } else {
+            PollingConfig polling = new PollingConfig(stream, kinesis);
+            polling.idleTimeBetweenReadsInMillis(250);
+            retrievalConfig = polling;
+        }
 
         var leaseConfig = configs.leaseManagementConfig()
                 .failoverTimeMillis(failoverMillis)
@@ -181,11 +199,11 @@ public final class LegacyConsumer {
                 configs.lifecycleConfig().taskBackoffTimeMillis(250),
                 configs.metricsConfig().metricsFactory(new NullMetricsFactory()).metricsLevel(MetricsLevel.NONE),
                 configs.processorConfig(),
-                configs.retrievalConfig().retrievalSpecificConfig(polling));
+                configs.retrievalConfig().retrievalSpecificConfig(retrievalConfig));
 
-        log.info("KCL {} worker {} reading {} as application {} from {} (leases in {}), max {} records, exit {}",
+        log.info("KCL {} worker {} reading {} as application {} from {} (leases in {}, {} retrieval), max {} records, exit {}",
                 kclVersion(), workerId, stream, application,
-                kinesisEndpoint, dynamoEndpoint, maxRecords, exit);
+                kinesisEndpoint, dynamoEndpoint, retrieval, maxRecords, exit);
         Thread schedulerThread = new Thread(scheduler, "kcl-scheduler");
         schedulerThread.setDaemon(true);
         schedulerThread.start();

@@ -1,0 +1,198 @@
+//! The stream to serve, as the command line describes it, validated: shard count, records per shard,
+//! record size, share of KPL aggregates, partition-key scheme, seed and timeline. Everything served is a
+//! pure function of this value (see `generate`), so a test that knows the flags can recompute every byte.
+
+use thiserror::Error;
+
+/// Kinesis' limit on a record's data blob (and so on a whole KPL aggregate): 1 MiB.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+/// The most shards a stream may have here (the sequence-number layout keeps 6 digits for the shard).
+pub const MAX_SHARDS: u32 = 999_999;
+
+/// How user records get their partition keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyScheme {
+    /// Each shard draws from its own pool of this many keys, chosen so that the MD5 of every key falls
+    /// into the shard's hash-key range, as on real Kinesis (a consumer that checks this, like KCL's
+    /// de-aggregation, keeps every record).
+    ShardPool(u32),
+    /// A distinct key per user record (`pk-<shard>-<index>-<sub>`), whatever its hash. Aggregates then
+    /// carry an explicit hash key inside the shard's range for each user record, so KCL keeps them.
+    Unique,
+}
+
+impl KeyScheme {
+    /// Parses `shard-pool:<K>`, `shard-pool` (K = 16) or `unique`.
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        match text {
+            "unique" => Ok(KeyScheme::Unique),
+            "shard-pool" => Ok(KeyScheme::ShardPool(16)),
+            _ => {
+                let k = text
+                    .strip_prefix("shard-pool:")
+                    .and_then(|k| k.parse::<u32>().ok())
+                    .filter(|k| (1..=10_000).contains(k))
+                    .ok_or_else(|| SpecError::KeyScheme(text.to_string()))?;
+                Ok(KeyScheme::ShardPool(k))
+            }
+        }
+    }
+}
+
+/// How many Kinesis records each shard holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordCount {
+    PerShard(u64),
+    /// Spread over the shards: shard `s` gets `total / shards`, plus one for the first `total % shards`.
+    Total(u64),
+}
+
+/// The validated description of the served stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSpec {
+    pub stream_name: String,
+    pub account_id: String,
+    pub region: String,
+    pub shard_count: u32,
+    pub records: RecordCount,
+    /// Bytes of data of every user record (a plain record, or each user record inside an aggregate).
+    pub record_size: usize,
+    /// Share (0..=1) of the Kinesis records that are KPL aggregates, spread evenly along each shard.
+    pub aggregate_share: f64,
+    /// User records in each aggregate.
+    pub records_per_aggregate: u32,
+    pub keys: KeyScheme,
+    pub seed: u64,
+    /// The stream's creation time and the arrival time of every shard's first record (epoch ms).
+    pub created_at_ms: u64,
+    /// Arrival times step by this much from one record to the next of a shard.
+    pub arrival_interval_ms: u64,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum SpecError {
+    #[error("shard count must be 1..={MAX_SHARDS}, not {0}")]
+    ShardCount(u32),
+    #[error("record size must be at least 1 byte and at most {MAX_RECORD_BYTES}, not {0}")]
+    RecordSize(usize),
+    #[error("aggregate share must be within 0..=1, not {0}")]
+    AggregateShare(f64),
+    #[error("records per aggregate must be 1..=100000, not {0}")]
+    RecordsPerAggregate(u32),
+    #[error("an aggregate of {records} records of {size} bytes would exceed Kinesis' 1 MiB record limit")]
+    AggregateTooLarge { records: u32, size: usize },
+    #[error("unknown partition-key scheme {0:?} (use shard-pool[:K] or unique)")]
+    KeyScheme(String),
+    #[error("{shards} shards × {keys} pool keys is too many keys to search for (at most 4,000,000)")]
+    KeyPool { shards: u32, keys: u32 },
+    #[error("stream name must be 1..=128 characters of [a-zA-Z0-9_.-], not {0:?}")]
+    StreamName(String),
+}
+
+/// Upper bound on the protobuf and KPL framing an aggregate adds to its user records' data.
+pub fn aggregate_overhead(records: u32) -> usize {
+    // magic + MD5 + per record: two tags and lengths, a key-table entry (key up to 64 bytes + EHK 39 digits)
+    4 + 16 + records as usize * (16 + 64 + 48)
+}
+
+impl StreamSpec {
+    /// Checks the ranges the generator relies on.
+    pub fn validate(self) -> Result<Self, SpecError> {
+        if self.shard_count == 0 || self.shard_count > MAX_SHARDS {
+            return Err(SpecError::ShardCount(self.shard_count));
+        }
+        if self.record_size == 0 || self.record_size > MAX_RECORD_BYTES {
+            return Err(SpecError::RecordSize(self.record_size));
+        }
+        if !(0.0..=1.0).contains(&self.aggregate_share) {
+            return Err(SpecError::AggregateShare(self.aggregate_share));
+        }
+        if !(1..=100_000).contains(&self.records_per_aggregate) {
+            return Err(SpecError::RecordsPerAggregate(self.records_per_aggregate));
+        }
+        if self.aggregate_share > 0.0 {
+            let n = self.records_per_aggregate;
+            if n as usize * self.record_size + aggregate_overhead(n) > MAX_RECORD_BYTES {
+                return Err(SpecError::AggregateTooLarge { records: n, size: self.record_size });
+            }
+        }
+        if let KeyScheme::ShardPool(k) = self.keys {
+            if self.shard_count as u64 * k as u64 > 4_000_000 {
+                return Err(SpecError::KeyPool { shards: self.shard_count, keys: k });
+            }
+        }
+        let name_ok = !self.stream_name.is_empty()
+            && self.stream_name.len() <= 128
+            && self.stream_name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        if !name_ok {
+            return Err(SpecError::StreamName(self.stream_name));
+        }
+        Ok(self)
+    }
+
+    /// Kinesis records in shard `shard`.
+    pub fn records_in(&self, shard: u32) -> u64 {
+        match self.records {
+            RecordCount::PerShard(n) => n,
+            RecordCount::Total(total) => {
+                let shards = self.shard_count as u64;
+                total / shards + u64::from((shard as u64) < total % shards)
+            }
+        }
+    }
+
+    pub fn stream_arn(&self) -> String {
+        format!("arn:aws:kinesis:{}:{}:stream/{}", self.region, self.account_id, self.stream_name)
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn test_spec() -> StreamSpec {
+    StreamSpec {
+        stream_name: "bench".into(),
+        account_id: "000000000000".into(),
+        region: "us-east-1".into(),
+        shard_count: 4,
+        records: RecordCount::PerShard(50),
+        record_size: 100,
+        aggregate_share: 0.25,
+        records_per_aggregate: 3,
+        keys: KeyScheme::ShardPool(8),
+        seed: 7,
+        created_at_ms: 1_700_000_000_000,
+        arrival_interval_ms: 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_schemes_parse() {
+        assert_eq!(KeyScheme::parse("unique"), Ok(KeyScheme::Unique));
+        assert_eq!(KeyScheme::parse("shard-pool"), Ok(KeyScheme::ShardPool(16)));
+        assert_eq!(KeyScheme::parse("shard-pool:3"), Ok(KeyScheme::ShardPool(3)));
+        assert!(KeyScheme::parse("shard-pool:0").is_err());
+        assert!(KeyScheme::parse("random").is_err());
+    }
+
+    #[test]
+    fn total_records_spread_over_shards() {
+        let spec = StreamSpec { records: RecordCount::Total(10), ..test_spec() };
+        let per: Vec<u64> = (0..4).map(|s| spec.records_in(s)).collect();
+        assert_eq!(per, vec![3, 3, 2, 2]);
+    }
+
+    #[test]
+    fn validation_rejects_out_of_range_values() {
+        assert_eq!(StreamSpec { shard_count: 0, ..test_spec() }.validate(), Err(SpecError::ShardCount(0)));
+        assert!(StreamSpec { aggregate_share: 1.5, ..test_spec() }.validate().is_err());
+        assert!(StreamSpec { record_size: 0, ..test_spec() }.validate().is_err());
+        assert!(StreamSpec { record_size: 600_000, records_per_aggregate: 2, ..test_spec() }.validate().is_err());
+        // no aggregates: a record may then use the whole 1 MiB
+        assert!(StreamSpec { record_size: MAX_RECORD_BYTES, aggregate_share: 0.0, ..test_spec() }.validate().is_ok());
+        assert!(StreamSpec { stream_name: "a b".into(), ..test_spec() }.validate().is_err());
+        assert!(test_spec().validate().is_ok());
+    }
+}
