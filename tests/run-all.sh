@@ -48,6 +48,9 @@ rust_tests() {
   return $rc
 }
 step "Rust tests (release profile, shared with the NAR build)" rust_tests
+# The benchmark Kinesis source (issue 20): a load generator, not an emulator; its conformance tests (the Rust SDK,
+# CBOR, and KCL 2.7.2 polling and fan-out read every record byte-exact). Its own crate and target dir.
+step "Benchmark Kinesis source (bench/kinesis-source: Rust SDK, CBOR and KCL conformance)" env KINESIS_SOURCE_JOBS=2 bench/kinesis-source/run-tests.sh
 step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
 step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
 step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
