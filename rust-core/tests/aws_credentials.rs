@@ -133,8 +133,10 @@ impl Drop for Recorder {
     }
 }
 
+/// The test's own files; not the emulators' state directory (`kinesnow-<name>-<pid>`), whose PID files
+/// their stop needs.
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kinesnow-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("kinesnow-{name}-files-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
