@@ -159,6 +159,7 @@ fn through(kinesis: &Recorder, dynamodb: &Recorder, credentials: AwsCredentials)
         credentials,
         endpoint_override: Some(kinesis.url.parse().unwrap()),
         dynamodb_endpoint_override: Some(dynamodb.url.parse().unwrap()),
+        proxy: Default::default(),
     }
 }
 

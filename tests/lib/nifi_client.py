@@ -457,6 +457,35 @@ class NiFiClient:
         """The group's contents: {"processors": [...], "connections": [...], "processGroups": [...], ...}."""
         return self.get(f"flow/process-groups/{group_id}")["processGroupFlow"]["flow"]
 
+    # ---- controller services ----------------------------------------------------------------------
+
+    def create_controller_service(self, group_id: str, type_name: str, properties: Optional[dict] = None,
+                                  name: Optional[str] = None) -> dict:
+        """Add a controller service of a (fully qualified or simple) type to a group; returns its entity."""
+        matches = [t for t in self.controller_service_types()
+                   if t["type"] == type_name or t["type"].rsplit(".", 1)[-1] == type_name]
+        if len(matches) != 1:
+            raise NiFiError(f"controller service type {type_name!r}: {len(matches)} matches")
+        bundle = matches[0]["bundle"]
+        component = {"type": matches[0]["type"], "bundle": {k: bundle[k] for k in ("group", "artifact", "version")},
+                     "name": name or type_name.rsplit(".", 1)[-1], "properties": properties or {}}
+        return self.post(f"process-groups/{group_id}/controller-services",
+                         {"revision": self._new_revision(), "component": component})
+
+    def set_controller_service_state(self, service_id: str, state: str, timeout: float = 30.0) -> dict:
+        """"ENABLED" or "DISABLED", waiting until the service gets there."""
+        self.put(f"controller-services/{service_id}/run-status",
+                 {"revision": self._revision(f"controller-services/{service_id}"), "state": state})
+        deadline = time.monotonic() + timeout
+        while True:
+            entity = self.get(f"controller-services/{service_id}")
+            if entity["component"]["state"] == state:
+                return entity
+            if time.monotonic() > deadline:
+                raise NiFiError(f"controller service {service_id} stayed {entity['component']['state']}: "
+                                f"{entity['component'].get('validationErrors')}")
+            time.sleep(0.3)
+
     # ---- processors -------------------------------------------------------------------------------
 
     def add_processor(self, group_id: str, type_name: str, bundle: Optional[dict] = None,

@@ -74,6 +74,8 @@ class NiFiInstance:
     pid: int
     start_seconds: float
     client: NiFiClient = field(repr=False)
+    # Runs nifi.sh inside another network namespace (tests/lib/proxy.py's Namespace.prefix).
+    prefix: list = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
@@ -92,14 +94,18 @@ class NiFiInstance:
     def start(cls, port: Optional[int] = None, instance_dir: Optional[str] = None,
               extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g",
               keep: bool = False, scheduling_timeout: Optional[str] = None,
-              environment: Optional[dict] = None) -> "NiFiInstance":
+              environment: Optional[dict] = None, prefix: Iterable[str] = (),
+              api_port: Optional[int] = None) -> "NiFiInstance":
         """Run `nifi.sh start` (fresh instance directory, or with `keep` the existing one as it is:
         flow, repositories, NARs) and wait until the API answers. `scheduling_timeout` (such as
         "5 secs") sets how long NiFi lets an @OnScheduled method run before interrupting it.
-        `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST)."""
+        `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST). `prefix` runs
+        nifi.sh under a command (such as nsenter into a network namespace); the API is then reached
+        at 127.0.0.1:`api_port` (a bridge out of the namespace) instead of `port`."""
         port = port or free_port()
         instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
-        cmd = [NIFI_SH, "start", "--port", str(port), "--instance-dir", instance_dir,
+        prefix = list(prefix)
+        cmd = prefix + [NIFI_SH, "start", "--port", str(port), "--instance-dir", instance_dir,
                "--timeout", str(timeout), "--heap", heap]
         extensions = list(extensions)
         if scheduling_timeout:
@@ -115,16 +121,17 @@ class NiFiInstance:
         if proc.returncode != 0:
             raise RuntimeError(f"nifi.sh start failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         env = _read_env(os.path.join(instance_dir, "instance.env"))
-        client = NiFiClient(f"http://127.0.0.1:{port}/nifi-api")
-        return cls(port=port, instance_dir=instance_dir, pid=int(env["PID"]), start_seconds=elapsed, client=client)
+        client = NiFiClient(f"http://127.0.0.1:{api_port or port}/nifi-api")
+        return cls(port=port, instance_dir=instance_dir, pid=int(env["PID"]), start_seconds=elapsed, client=client,
+                   prefix=prefix)
 
     def is_running(self) -> bool:
-        return subprocess.run([NIFI_SH, "status", "--instance-dir", self.instance_dir],
+        return subprocess.run(self.prefix + [NIFI_SH, "status", "--instance-dir", self.instance_dir],
                               capture_output=True).returncode == 0
 
     def stop(self, grace: int = 30) -> None:
         """Run `nifi.sh stop`: TERM to this instance's PID, KILL after `grace` seconds."""
-        proc = subprocess.run([NIFI_SH, "stop", "--instance-dir", self.instance_dir, "--grace", str(grace)],
+        proc = subprocess.run(self.prefix + [NIFI_SH, "stop", "--instance-dir", self.instance_dir, "--grace", str(grace)],
                               capture_output=True, text=True, timeout=grace + 120)
         if proc.returncode != 0:
             raise RuntimeError(f"nifi.sh stop failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

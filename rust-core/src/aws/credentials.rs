@@ -35,9 +35,9 @@ pub async fn provider(settings: &AwsSettings) -> Option<SharedCredentialsProvide
         (CredentialSource::WebIdentity { token_file }, None) => {
             Some(SharedCredentialsProvider::new(Unusable(format!("the web identity token file {} needs an Assume Role ARN", token_file.display()))))
         }
-        (source, None) => Some(base(source, region).await),
+        (source, None) => Some(base(source, region, super::http_client(settings)).await),
         (source, Some(role)) => {
-            let base = base(source, region).await;
+            let base = base(source, region, super::http_client(settings)).await;
             let sts = sts_config(settings, role, Some(base.clone())).await;
             let mut builder = aws_config::sts::AssumeRoleProvider::builder(role.role_arn.clone())
                 .session_name(role.session_name.clone())
@@ -87,7 +87,7 @@ fn describe_role(role: &AssumeRole, source: &CredentialSource) -> String {
 }
 
 /// The provider of a source of its own.
-async fn base(source: &CredentialSource, region: Region) -> SharedCredentialsProvider {
+async fn base(source: &CredentialSource, region: Region, http: Option<aws_sdk_kinesis::config::SharedHttpClient>) -> SharedCredentialsProvider {
     match source {
         CredentialSource::Static { access_key_id, secret_access_key } => SharedCredentialsProvider::new(Credentials::new(
             access_key_id.expose(),
@@ -102,7 +102,10 @@ async fn base(source: &CredentialSource, region: Region) -> SharedCredentialsPro
                 Some(path) => files = files.with_file(aws_runtime::env_config::file::EnvConfigFileKind::Credentials, path.clone()),
                 None => files = files.include_default_credentials_file(true),
             }
-            let config = aws_config::provider_config::ProviderConfig::default().with_region(Some(region));
+            let mut config = aws_config::provider_config::ProviderConfig::default().with_region(Some(region));
+            if let Some(client) = http {
+                config = config.with_http_client(client);
+            }
             let mut builder = aws_config::profile::ProfileFileCredentialsProvider::builder().configure(&config).profile_files(files.build());
             if let Some(name) = name {
                 builder = builder.profile_name(name.clone());
@@ -124,6 +127,9 @@ async fn base(source: &CredentialSource, region: Region) -> SharedCredentialsPro
 async fn sts_config(settings: &AwsSettings, role: &AssumeRole, signer: Option<SharedCredentialsProvider>) -> SdkConfig {
     let region = role.sts_region.clone().unwrap_or_else(|| settings.region.clone());
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region)).timeout_config(super::timeouts());
+    if let Some(client) = super::http_client(settings) {
+        loader = loader.http_client(client);
+    }
     if let Some(url) = &role.sts_endpoint {
         loader = loader.endpoint_url(url.as_str().trim_end_matches('/'));
     }

@@ -6,6 +6,7 @@
 //! of its own: see [`AwsClients::separate_kinesis`].
 
 pub mod credentials;
+pub mod http;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::provider::SharedCredentialsProvider;
 
 use crate::config::consume_kinesis::AwsCredentials;
+use crate::config::proxy::Proxy;
 
 /// Where and as whom to call AWS.
 #[derive(Debug, Clone)]
@@ -25,6 +27,8 @@ pub struct AwsSettings {
     pub endpoint_override: Option<url::Url>,
     /// DynamoDB's own override; `endpoint_override` when unset.
     pub dynamodb_endpoint_override: Option<url::Url>,
+    /// How the calls reach AWS (see `config::proxy`).
+    pub proxy: Proxy,
 }
 
 pub struct AwsClients {
@@ -32,6 +36,7 @@ pub struct AwsClients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     /// CA certificates (PEM) trusted besides the system roots; only set by [`clients_trusting`].
     extra_ca_pem: Option<Arc<str>>,
+    proxy: Proxy,
 }
 
 impl AwsClients {
@@ -39,10 +44,11 @@ impl AwsClients {
     /// connection pool, of its own: subscriptions made through it never share an HTTP/2
     /// connection with those of another such client.
     pub fn separate_kinesis(&self) -> aws_sdk_kinesis::Client {
-        match &self.extra_ca_pem {
-            // No HTTP client in the configuration: the SDK builds a default one for each client.
-            None => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().clone()),
-            Some(pem) => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().to_builder().http_client(https_client(pem)).build()),
+        match http::client(&self.proxy, self.extra_ca_pem.as_deref()) {
+            Ok(Some(client)) => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().to_builder().http_client(client).build()),
+            // No HTTP client in the configuration: the SDK builds a default one for each client. (The
+            // settings made a client once already, in `build`, so they make one again.)
+            _ => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().clone()),
         }
     }
 }
@@ -53,8 +59,7 @@ pub async fn clients(settings: &AwsSettings) -> AwsClients {
 
 /// Like [`clients`], with extra CA certificates (PEM) trusted besides the system roots, for an
 /// endpoint behind a private CA (the engine's HTTP/2 test puts a TLS terminator in front of
-/// kinesis-local). Not a processor property. The HTTPS proxy environment variables the SDK's
-/// default client honours are not applied to these clients.
+/// kinesis-local). Not a processor property.
 pub async fn clients_trusting(settings: &AwsSettings, extra_ca_pem: &str) -> Result<AwsClients, String> {
     use rustls_pki_types::pem::PemObject;
     let certs = rustls_pki_types::CertificateDer::pem_slice_iter(extra_ca_pem.as_bytes())
@@ -66,33 +71,29 @@ pub async fn clients_trusting(settings: &AwsSettings, extra_ca_pem: &str) -> Res
     Ok(build(settings, Some(Arc::from(extra_ca_pem))).await)
 }
 
-/// An HTTPS client of its own (rustls, as the SDK's default) trusting the system roots and `pem`.
-fn https_client(pem: &str) -> aws_sdk_kinesis::config::SharedHttpClient {
-    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider, TlsContext, TrustStore};
-    let trust = TrustStore::default().with_pem_certificate(pem.as_bytes());
-    let context = TlsContext::builder().with_trust_store(trust).build().expect("a TLS context with a trust store is valid");
-    aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::AwsLc)).tls_context(context).build_https()
-}
-
 async fn build(settings: &AwsSettings, extra_ca_pem: Option<Arc<str>>) -> AwsClients {
     let sdk = sdk_config(settings).await;
     let text = |u: &url::Url| u.as_str().trim_end_matches('/').to_owned();
-    let mut kinesis = aws_sdk_kinesis::config::Builder::from(&sdk);
-    let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+    let mut kinesis = aws_sdk_kinesis::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
+    let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
     if let Some(url) = &settings.endpoint_override {
         kinesis = kinesis.endpoint_url(text(url));
     }
     if let Some(url) = settings.dynamodb_endpoint_override.as_ref().or(settings.endpoint_override.as_ref()) {
         dynamodb = dynamodb.endpoint_url(text(url));
     }
-    if let Some(pem) = &extra_ca_pem {
-        kinesis = kinesis.http_client(https_client(pem));
-        dynamodb = dynamodb.http_client(https_client(pem));
+    if extra_ca_pem.is_some() {
+        // The shared configuration's client (if any) lacks the extra certificates.
+        if let Ok(Some(client)) = http::client(&settings.proxy, extra_ca_pem.as_deref()) {
+            kinesis = kinesis.http_client(client.clone());
+            dynamodb = dynamodb.http_client(client);
+        }
     }
     AwsClients {
         kinesis: aws_sdk_kinesis::Client::from_conf(kinesis.build()),
         dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
         extra_ca_pem,
+        proxy: settings.proxy.clone(),
     }
 }
 
@@ -115,8 +116,25 @@ async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
         .region(Region::new(settings.region.clone()))
         .timeout_config(timeouts())
         .retry_config(RetryConfig::standard().with_max_attempts(2));
+    // Every client made from this configuration, and the credentials chain, uses it.
+    if let Some(client) = http_client(settings) {
+        loader = loader.http_client(client);
+    }
     if let Some(provider) = credentials::provider(settings).await {
         loader = loader.credentials_provider(provider);
     }
     loader.load().await
+}
+
+/// The HTTP client of the settings' proxy, for configurations made from them; `None` keeps the
+/// SDK's default. A proxy the SDK cannot take (validation has checked host and port) leaves the
+/// default too, with an error logged.
+pub(crate) fn http_client(settings: &AwsSettings) -> Option<aws_sdk_kinesis::config::SharedHttpClient> {
+    match http::client(&settings.proxy, None) {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::error!("AWS calls cannot use {}: {e}", settings.proxy.describe());
+            None
+        }
+    }
 }

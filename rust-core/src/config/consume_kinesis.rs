@@ -182,6 +182,8 @@ pub struct ConsumeKinesisConfig {
     pub failover_position: FailoverPosition,
     /// The NiFi node (a fact Java passes, not a property); empty in validation.
     pub node: String,
+    /// The HTTP proxy of every AWS call (facts from the Proxy Configuration Service).
+    pub proxy: super::proxy::Proxy,
 }
 
 impl ConsumeKinesisConfig {
@@ -191,6 +193,7 @@ impl ConsumeKinesisConfig {
             credentials: self.credentials.clone(),
             endpoint_override: self.endpoint_override.clone(),
             dynamodb_endpoint_override: self.dynamodb_endpoint_override.clone(),
+            proxy: self.proxy.clone(),
         }
     }
 
@@ -245,6 +248,7 @@ impl ConsumeKinesisConfig {
             &[("NIFI_COMMIT", FailoverPosition::NiFiCommit), ("SNOWFLAKE_COMMIT", FailoverPosition::SnowflakeCommit)],
         );
         let node = r.optional(NODE_IDENTITY).unwrap_or_default();
+        let proxy = super::proxy::Proxy::read(&mut r);
         if failover_position == FailoverPosition::SnowflakeCommit
             && processing_strategy == ProcessingStrategy::LineDelimited
             && output_strategy == OutputStrategy::UseValue
@@ -259,6 +263,7 @@ impl ConsumeKinesisConfig {
         r.finish(Self {
             failover_position,
             node,
+            proxy,
             stream_name,
             application_name,
             region,

@@ -6,6 +6,7 @@
 
 pub mod consume_kinesis;
 pub mod properties;
+pub mod proxy;
 pub mod put_snowflake;
 pub mod secret;
 

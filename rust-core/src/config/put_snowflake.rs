@@ -114,6 +114,8 @@ pub struct PutSnowflakeConfig {
     pub instance: Option<String>,
     /// The NiFi node (a fact Java passes, see `consume_kinesis::NODE_IDENTITY`); empty in validation.
     pub node: String,
+    /// The HTTP proxy of every Snowflake call (facts from the Proxy Configuration Service).
+    pub proxy: super::proxy::Proxy,
     pub max_batch_size: u64,
     pub max_latency: Duration,
     pub commit_timeout: Duration,
@@ -170,6 +172,7 @@ impl PutSnowflakeConfig {
         }
         let instance = r.optional(INSTANCE);
         let node = r.optional(super::consume_kinesis::NODE_IDENTITY).unwrap_or_default();
+        let proxy = super::proxy::Proxy::read(&mut r);
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
         let max_latency = r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
         let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
@@ -193,6 +196,7 @@ impl PutSnowflakeConfig {
             channel_prefix,
             instance,
             node,
+            proxy,
             max_batch_size,
             max_latency,
             commit_timeout,

@@ -16,6 +16,7 @@ use url::Url;
 
 use super::auth::{read_managed_token, unverified_expiry, AuthError, Credentials, TokenType, RENEW_BEFORE_EXPIRY};
 use crate::error::{Classify, ErrorClass};
+use crate::config::proxy::Proxy;
 use crate::kinesis::limiter::Backoff;
 
 /// Snowflake REST caps a request at 4 MB compressed.
@@ -41,6 +42,9 @@ pub enum ApiError {
     Rejected { status: u16, code: String, message: String },
     #[error("{0}")]
     Auth(String),
+    /// 407, or a 401 that is not Snowflake's (not JSON): a proxy refused the call.
+    #[error("a proxy between NiFi and Snowflake refused the call ({0}): check the Proxy Configuration Service's user name and password")]
+    ProxyRefused(String),
     #[error("unexpected answer from Snowflake: {0}")]
     Protocol(String),
 }
@@ -55,7 +59,7 @@ impl Classify for ApiError {
     fn class(&self) -> ErrorClass {
         match self {
             Self::Transient(_) | Self::StaleContinuation(_) | Self::ChannelGone(_) | Self::PipeFailover(_) => ErrorClass::Retryable,
-            Self::Unauthorized(_) | Self::Rejected { .. } | Self::Auth(_) => ErrorClass::Configuration,
+            Self::Unauthorized(_) | Self::Rejected { .. } | Self::Auth(_) | Self::ProxyRefused(_) => ErrorClass::Configuration,
             Self::Protocol(_) => ErrorClass::Fatal,
         }
     }
@@ -134,8 +138,15 @@ enum Host {
 }
 
 impl SnowflakeApi {
-    /// `extra_root_ca_pem`: a CA trusted besides the public web roots (tests and benchmarks only).
-    pub fn new(destination: Destination, credentials: Credentials, retry_budget: Duration, extra_root_ca_pem: Option<&[u8]>) -> Result<Self, ApiError> {
+    /// `proxy`: how calls reach Snowflake (see `config::proxy`). `extra_root_ca_pem`: a CA trusted
+    /// besides the public web roots (tests and benchmarks only).
+    pub fn new(
+        destination: Destination,
+        credentials: Credentials,
+        retry_budget: Duration,
+        proxy: &Proxy,
+        extra_root_ca_pem: Option<&[u8]>,
+    ) -> Result<Self, ApiError> {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("kinesnow/", env!("CARGO_PKG_VERSION"), " (linux x86_64) RUST"))
             .connect_timeout(Duration::from_secs(10))
@@ -145,6 +156,18 @@ impl SnowflakeApi {
             let ca = reqwest::Certificate::from_pem(pem).map_err(|e| ApiError::Protocol(format!("extra root CA: {e}")))?;
             builder = builder.add_root_certificate(ca);
         }
+        builder = match proxy {
+            // reqwest's default: the environment's proxy variables, read as the AWS SDK reads them.
+            Proxy::FromEnvironment => builder,
+            Proxy::Direct => builder.no_proxy(),
+            Proxy::Http(http) => {
+                let mut through = reqwest::Proxy::all(http.url()).map_err(|e| ApiError::Protocol(format!("proxy {}: {e}", http.url())))?;
+                if let Some(c) = &http.credentials {
+                    through = through.basic_auth(&c.user, c.password.expose());
+                }
+                builder.proxy(through)
+            }
+        };
         let http = builder.build().map_err(|e| ApiError::Protocol(format!("HTTP client: {e}")))?;
         Ok(Self { http, destination, credentials, session: Mutex::new(Session::default()), retry_budget })
     }
@@ -485,6 +508,9 @@ pub(crate) fn classify(status: StatusCode, body: &str) -> ApiError {
         (_, "STALE_CONTINUATION_TOKEN_SEQUENCER") => ApiError::StaleContinuation(described),
         (_, "ERR_CHANNEL_NO_LONGER_EXISTS") | (404, "ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED") => ApiError::ChannelGone(described),
         (_, "ERR_OPEN_CHANNEL_IN_PROGRESS") | (_, "ERR_CHANNEL_HAS_UNCOMMITTED_DATA") => ApiError::Transient(described),
+        (407, _) => ApiError::ProxyRefused("HTTP 407 Proxy Authentication Required".into()),
+        // Snowflake answers in JSON; a 401 in anything else is a proxy's (tinyproxy answers a wrong password so).
+        (401, _) if serde_json::from_str::<serde_json::Value>(body).is_err() => ApiError::ProxyRefused("HTTP 401 in an answer that is not Snowflake's".into()),
         (401, _) => ApiError::Unauthorized(described),
         (410, _) => ApiError::PipeFailover(described),
         (408 | 429 | 499, _) => ApiError::Transient(format!("HTTP {status}: {described}")),
@@ -522,6 +548,8 @@ mod tests {
         assert!(matches!(c(401, r#"{"code":"390144","message":"JWT token is invalid."}"#), ApiError::Unauthorized(_)));
         assert!(matches!(c(410, r#"{"code":"SfApiPipeFailedOverError"}"#), ApiError::PipeFailover(_)));
         assert!(matches!(c(404, r#"{"code":"ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"}"#), ApiError::ChannelGone(_)));
+        assert!(matches!(c(407, "<html>Proxy Authentication Required</html>"), ApiError::ProxyRefused(_)));
+        assert!(matches!(c(401, "<html><title>401 Unauthorized</title></html>"), ApiError::ProxyRefused(_)));
         match c(404, r#"{"error_code":"ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED","message":"Table T does not exist"}"#) {
             ApiError::Rejected { status, code, message } => {
                 assert_eq!((status, code.as_str(), message.as_str()), (404, "ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED", "Table T does not exist"))

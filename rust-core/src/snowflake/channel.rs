@@ -268,7 +268,7 @@ impl ChannelWriter {
                 warn!(component = self.settings.component, "channel {}: {call} failed: {e}; trying again in {delay:?}", self.name());
                 tokio::time::sleep(delay).await;
             }
-            ApiError::Unauthorized(_) | ApiError::Rejected { .. } | ApiError::Auth(_) => {
+            ApiError::Unauthorized(_) | ApiError::Rejected { .. } | ApiError::Auth(_) | ApiError::ProxyRefused(_) => {
                 error!(component = self.settings.component, "channel {} on pipe {}: {call} failed: {e}", self.name(), self.api.pipe());
                 let done = self.book.fail_unsent(&format!("{call} failed: {e}"));
                 self.deliver(done);

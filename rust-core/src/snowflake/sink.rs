@@ -208,10 +208,10 @@ impl SinkEngine {
         let in_flight_bytes = Arc::new(AtomicU64::new(0));
         let sink = OutcomeSink { outcomes: outcomes_tx.clone(), in_flight_bytes: in_flight_bytes.clone() };
         let opener = {
-            let (control, settings, commit_timeout) = (control_url(config), settings.clone(), config.commit_timeout);
+            let (control, settings, commit_timeout, proxy) = (control_url(config), settings.clone(), config.commit_timeout, config.proxy.clone());
             Box::new(move |key: &DestinationKey| {
                 let destination = Destination { control: control.clone(), database: key.database.clone(), schema: key.schema.clone(), pipe: key.pipe.clone() };
-                let api = SnowflakeApi::new(destination, credentials.clone(), commit_timeout, settings.extra_root_ca_pem.as_deref()).map_err(|e| e.to_string())?;
+                let api = SnowflakeApi::new(destination, credentials.clone(), commit_timeout, &proxy, settings.extra_root_ca_pem.as_deref()).map_err(|e| e.to_string())?;
                 Ok(open_destination(Arc::new(api), &settings, sink.clone()))
             })
         };

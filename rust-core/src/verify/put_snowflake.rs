@@ -54,7 +54,7 @@ pub async fn probe(config: &PutSnowflakeConfig, extra_root_ca_pem: Option<&[u8]>
     };
     let destination =
         Destination { control: control_url(config), database: config.database.clone(), schema: config.schema.clone(), pipe: pipe_name(config) };
-    let api = match SnowflakeApi::new(destination, credentials, RETRY_BUDGET, extra_root_ca_pem) {
+    let api = match SnowflakeApi::new(destination, credentials, RETRY_BUDGET, &config.proxy, extra_root_ca_pem) {
         Ok(api) => api,
         Err(e) => {
             facts.credentials = Err(e.to_string());

@@ -71,6 +71,7 @@ pub fn aws(e: &Emulators) -> AwsSettings {
         credentials: AwsCredentials::fixed("local", "local"),
         endpoint_override: Some(e.kinesis.parse().unwrap()),
         dynamodb_endpoint_override: Some(e.dynamodb.parse().unwrap()),
+        proxy: Default::default(),
     }
 }
 

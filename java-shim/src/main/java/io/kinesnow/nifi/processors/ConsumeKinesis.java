@@ -228,6 +228,9 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
             OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION);
 
+    /** What NiFi shows: the properties the engine reads, and NiFi's Proxy Configuration Service (see {@link ProxyService}). */
+    static final List<PropertyDescriptor> DESCRIPTORS = ProxyService.withProxy(PROPERTIES);
+
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles holding the records read from the stream.").build();
     public static final Relationship REL_PARSE_FAILURE = new Relationship.Builder()
@@ -260,7 +263,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
 
     @Override
     protected List<PropertyDescriptor> getSupportedPropertyDescriptors() {
-        return PROPERTIES;
+        return DESCRIPTORS;
     }
 
     @Override
@@ -275,12 +278,12 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     @Override
     public List<ConfigVerificationResult> verify(final ProcessContext context, final ComponentLog verificationLogger,
                                                  final Map<String, String> attributes) {
-        return rules.verify(context, PROPERTIES, attributes);
+        return rules.verify(context, PROPERTIES, attributes, ProxyService.facts(context));
     }
 
     @Override
     protected Collection<ValidationResult> customValidate(final ValidationContext context) {
-        return rules.validate(context, PROPERTIES);
+        return ProxyService.validate(context, rules.validate(context, PROPERTIES));
     }
 
     /**
@@ -319,7 +322,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             return;
         }
         try {
-            final String done = NativeBridge.removeConsumer(NativeComponent.evaluated(context, PROPERTIES));
+            final String done = NativeBridge.removeConsumer(ProxyService.concat(NativeComponent.evaluated(context, PROPERTIES), ProxyService.facts(context)));
             if (!done.isEmpty()) {
                 getLogger().info("{}", done);
             }

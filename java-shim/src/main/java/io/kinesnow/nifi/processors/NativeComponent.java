@@ -47,14 +47,14 @@ final class NativeComponent {
      * Expression Language are evaluated against the verification's FlowFile attributes.
      */
     List<ConfigVerificationResult> verify(final PropertyContext context, final List<PropertyDescriptor> descriptors,
-                                          final Map<String, String> attributes) {
+                                          final Map<String, String> attributes, final String... facts) {
         final Optional<String> unavailable = NativeLibrary.load();
         if (unavailable.isPresent()) {
             return List.of(step("Native library", ConfigVerificationResult.Outcome.FAILED, unavailable.get()));
         }
         final String[] steps;
         try {
-            steps = NativeBridge.verify(componentType, evaluated(context, descriptors, attributes));
+            steps = NativeBridge.verify(componentType, ProxyService.concat(evaluated(context, descriptors, attributes), facts));
         } catch (final RuntimeException e) {
             return List.of(step("Perform Verification", ConfigVerificationResult.Outcome.FAILED, e.getMessage()));
         }
@@ -91,9 +91,7 @@ final class NativeComponent {
     void open(final PropertyContext context, final List<PropertyDescriptor> descriptors, final ComponentLog log,
               final String... facts) {
         NativeLibrary.require();
-        final String[] properties = evaluated(context, descriptors);
-        final String[] pairs = java.util.Arrays.copyOf(properties, properties.length + facts.length);
-        System.arraycopy(facts, 0, pairs, properties.length, facts.length);
+        final String[] pairs = ProxyService.concat(evaluated(context, descriptors), facts);
         final long opened = NativeBridge.open(componentType, pairs, new ComponentLogSink(log));
         try {
             NativeBridge.start(opened);

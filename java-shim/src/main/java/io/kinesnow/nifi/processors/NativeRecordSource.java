@@ -10,7 +10,8 @@ final class NativeRecordSource implements RecordSource {
 
     @Override
     public void open(final PropertyContext context, final ComponentLog log, final String node) {
-        component.open(context, ConsumeKinesis.PROPERTIES, log, NativeComponent.NODE_IDENTITY, node);
+        component.open(context, ConsumeKinesis.PROPERTIES, log,
+                ProxyService.concat(ProxyService.facts(context), NativeComponent.NODE_IDENTITY, node));
     }
 
     @Override

@@ -184,6 +184,9 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE,
             MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE);
 
+    /** What NiFi shows: the properties the engine reads, and NiFi's Proxy Configuration Service (see {@link ProxyService}). */
+    static final List<PropertyDescriptor> DESCRIPTORS = ProxyService.withProxy(PROPERTIES);
+
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles whose rows Snowflake has committed.").build();
     public static final Relationship REL_FAILURE = new Relationship.Builder()
@@ -231,7 +234,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
 
     @Override
     protected List<PropertyDescriptor> getSupportedPropertyDescriptors() {
-        return PROPERTIES;
+        return DESCRIPTORS;
     }
 
     @Override
@@ -246,12 +249,12 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @Override
     public List<ConfigVerificationResult> verify(final ProcessContext context, final ComponentLog verificationLogger,
                                                  final Map<String, String> attributes) {
-        return engine.verify(context, PROPERTIES, attributes);
+        return engine.verify(context, PROPERTIES, attributes, ProxyService.facts(context));
     }
 
     @Override
     protected Collection<ValidationResult> customValidate(final ValidationContext context) {
-        return engine.validate(context, PROPERTIES);
+        return ProxyService.validate(context, engine.validate(context, PROPERTIES));
     }
 
     /**
@@ -278,8 +281,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
-        engine.open(context, PROPERTIES, getLogger(), "PutSnowflake Instance", instance,
-                NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider()));
+        engine.open(context, PROPERTIES, getLogger(), ProxyService.concat(ProxyService.facts(context), "PutSnowflake Instance", instance,
+                NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider())));
         transitBase = "snowflake://" + accountForProvenance(context);
     }
 
