@@ -325,3 +325,36 @@ async fn a_profile_of_a_credentials_file_signs_the_calls_and_can_assume_a_role()
     signed_by_issued_keys(&dynamodb, &issued);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Behind an authenticating HTTP proxy (Proxy Configuration Service), the role's AssumeRole goes
+/// through the proxy like every Kinesis and DynamoDB call: tinyproxy's log has all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assumed_role_is_obtained_through_the_proxy_like_every_call() {
+    use kinesnow_core::config::proxy::{HttpProxy, Proxy, ProxyCredentials};
+    let emulators = Emulators::start("creds-proxy");
+    let sts = Sts::start();
+    let direct = clients(&aws(&emulators)).await;
+    create_stream(&direct, "viaproxy", 1).await;
+    put(&direct, "viaproxy", 0, 10).await;
+    let tinyproxy = crate::consumer_fanout::tinyproxy::Tinyproxy::start("nifi", "proxy-pw");
+    let mut proxied = aws(&emulators);
+    proxied.credentials = AwsCredentials {
+        source: sts.keys("base"),
+        role: Some(role(&sts.fact("role_arn"), &sts.fact("sts"), Some(sts.fact("external_id")), Duration::from_secs(900))),
+    };
+    proxied.proxy = Proxy::Http(HttpProxy {
+        host: "127.0.0.1".into(),
+        port: tinyproxy.port,
+        credentials: Some(ProxyCredentials { user: "nifi".into(), password: Secret::new("proxy-pw") }),
+    });
+    let engine = ConsumerEngine::start(settings("viaproxy", "viaproxy-app"), clients(&proxied).await).await.unwrap();
+    let (got, _) = drain_within(&engine, 10, true, Duration::from_secs(60)).await;
+    engine.stop().await;
+    assert_eq!(got.values().map(Vec::len).sum::<usize>(), 10, "every record read");
+    let requests = tinyproxy.requests();
+    let port = |url: &str| url.trim_end_matches('/').rsplit(':').next().unwrap().to_owned();
+    for (what, url) in [("STS", sts.fact("sts")), ("Kinesis", emulators.kinesis.clone()), ("DynamoDB", emulators.dynamodb.clone())] {
+        let target = format!("http://127.0.0.1:{}/", port(&url));
+        assert!(requests.iter().any(|(m, t)| m == "POST" && t.starts_with(&target)), "{what} through the proxy: {requests:?}");
+    }
+}
