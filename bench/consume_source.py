@@ -1,0 +1,314 @@
+"""ConsumeKinesis in a real NiFi draining the benchmark Kinesis source (bench/kinesis-source), which
+serves a stream generated in memory far faster than kinesis-local (issue 20, part 2). Leases stay on
+dynalite. For each shard count, one source process serves the stream; every run drains it from
+TRIM_HORIZON with a new Application Name (a new lease table). In the same invocation, and for the
+same stream, the Rust SDK's bare drain (bench/kinesis-source/examples/drain.rs: GetRecords and its
+JSON/base64 decoding, nothing else) gives the ceiling of one process that only decodes.
+
+Per run: records/s, MiB/s, NiFi CPU-seconds per million records (utime+stime of the NiFi JVM over the
+run, also net of an idle NiFi), the source's CPU over the run, peak used heap (sampled every 0.25 s
+after a GC) and peak RSS of the NiFi JVM. Success FlowFiles are auto-terminated: what is measured is
+reading, the JNI hand-off, FlowFile creation and the commit.
+
+    bench/consume-source.sh [--shards 1,16,64,256] [--records 200000] [--runs 3] [--strategies FLOW_FILE,LINE_DELIMITED]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+sys.path.insert(0, HERE)
+
+from consumer_flow import BUNDLE, CONSUMER, built_nar, consumer_properties, unique  # noqa: E402
+from e2e_consume import cpu_seconds, jcmd_gc, records_consumed, used_heap  # noqa: E402
+from nifi_instance import NiFiInstance, free_port  # noqa: E402
+from services import dynamodb_endpoint, ensure_services  # noqa: E402
+
+STREAM = "bench-stream"
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Source:
+    """One kinesis-source process serving `shards` shards of `records` records in all."""
+
+    def __init__(self, binary: str, shards: int, records: int, size: int, threads: int, limits: bool):
+        self.process = subprocess.Popen([binary, "--port", "0", "--stream", STREAM, "--shards", str(shards),
+                                         "--records-total", str(records), "--record-size", str(size),
+                                         "--threads", str(threads)] + (["--limits"] if limits else []),
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.process.stdout.readline().strip()
+        if not line.startswith("listening on 127.0.0.1:"):
+            raise SystemExit(f"kinesis-source did not start: {line!r}")
+        self.url = "http://" + line.split("listening on ", 1)[1]
+        self.shards, self.records = shards, records
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.process.pid)
+
+    def throttled(self) -> int:
+        """GetRecords calls the source refused with ProvisionedThroughputExceededException (--limits)."""
+        import urllib.request
+        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
+            stats = json.load(r)
+        return int(stats.get("throttled", 0))
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+def bare_drain(binary: str, source: Source, limit: int) -> dict:
+    """The Rust SDK's drain of the whole stream (one task per shard): its records/s and CPU."""
+    drain = os.path.join(os.path.dirname(binary), "examples", "drain")
+    s0 = source.cpu()
+    t0 = time.monotonic()
+    proc = subprocess.run(["/usr/bin/time", "-f", "%U %S", drain, source.url, STREAM, str(source.shards), "sdk", str(limit)],
+                          capture_output=True, text=True, check=True)
+    seconds = time.monotonic() - t0
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    client = sum(float(x) for x in proc.stderr.strip().splitlines()[-1].split())
+    return {"records": out["records"], "rps": out["records"] / out["seconds"],
+            "client_cpu_per_million": client / out["records"] * 1e6,
+            "source_cpu_per_million": (source.cpu() - s0) / out["records"] * 1e6, "seconds": seconds}
+
+
+def profile_report(nifi: NiFiInstance, data: str) -> str:
+    """perf's report of a recording of the NiFi JVM: shares by library, then the top symbols (JIT-compiled Java
+    named through the JVM's perf map, written by `jcmd Compiler.perfmap` after the run)."""
+    subprocess.run(["jcmd", str(nifi.pid), "Compiler.perfmap"], capture_output=True, timeout=120)
+    by_dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio"],
+                            capture_output=True, text=True).stdout
+    by_sym = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym", "--stdio"],
+                            capture_output=True, text=True).stdout
+    keep = lambda text, n: "\n".join([l for l in text.splitlines() if l.strip() and not l.startswith("#")][:n])
+    return "by library:\n" + keep(by_dso, 15) + "\n\ntop symbols:\n" + keep(by_sym, 40)
+
+
+def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size: int, limit: int, idle: float,
+            timeout: float, profile: str = "") -> dict:
+    c = nifi.client
+    props = consumer_properties(STREAM, unique("bench-app"), **{
+        "Endpoint Override URL": source.url, "DynamoDB Endpoint Override URL": dynamodb_endpoint(),
+        "Processing Strategy": strategy, "Max Records Per Request": str(limit)})
+    pid = c.add_processor(group, CONSUMER, bundle=BUNDLE, name=f"bench {strategy}", properties=props,
+                          auto_terminate=["success", "parse.failure"])["id"]
+    jcmd_gc(nifi.pid)
+    time.sleep(1)
+    heap_base = used_heap(c)
+    peak = {"heap": heap_base, "rss": rss_kib(nifi.pid)}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            try:
+                peak["heap"] = max(peak["heap"], used_heap(c))
+                peak["rss"] = max(peak["rss"], rss_kib(nifi.pid))
+            except Exception:  # noqa: BLE001 - a missed sample is not a failure
+                pass
+            stop.wait(0.25)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    cpu0, src0, throttled0, t0 = cpu_seconds(nifi.pid), source.cpu(), source.throttled(), time.monotonic()
+    sampler.start()
+    perf = None
+    if profile:
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "499", "-g", "-p", str(nifi.pid), "-o", profile],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    c.start_processor(pid)
+    done, first = 0, None
+    while done < source.records:
+        if time.monotonic() - t0 > timeout:
+            stop.set()
+            raise SystemExit(f"{strategy}, {source.shards} shards: only {done} of {source.records} records after {timeout} s")
+        time.sleep(0.2)
+        done = records_consumed(c, pid)
+        if first is None and done:
+            first = time.monotonic() - t0
+    elapsed = time.monotonic() - t0
+    cpu, src = cpu_seconds(nifi.pid) - cpu0, source.cpu() - src0
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        perf.wait(60)
+    stop.set()
+    sampler.join()
+    c.stop_processor(pid)
+    c.delete_processor(pid)
+    n = source.records
+    return {"shards": source.shards, "strategy": strategy, "seconds": elapsed, "rps": n / elapsed,
+            "throttled": source.throttled() - throttled0, "mib_s_per_shard": n * size / elapsed / 2**20 / source.shards,
+            "mib_s": n * size / elapsed / 2**20, "cpu_per_million": cpu / n * 1e6,
+            "cpu_per_million_net": (cpu - idle * elapsed) / n * 1e6, "nifi_cores": cpu / elapsed,
+            "source_cpu_per_million": src / n * 1e6, "heap_base_mb": heap_base / 2**20,
+            "heap_peak_mb": peak["heap"] / 2**20, "rss_peak_mb": peak["rss"] / 1024, "first_record_s": first}
+
+
+FIXTURE = {"group": "com.kinesnow.tests", "artifact": "kinesnow-harness-probe-nar", "version": "1.0.0"}
+FLOOR = "com.kinesnow.tests.harness.FlowFileFloor"
+
+
+def counter(client, name: str, processor_id: str) -> int:
+    counters = client.get("counters")["counters"]["aggregateSnapshot"]["counters"]
+    return sum(int(c.get("valueCount", 0)) for c in counters if c.get("name") == name and processor_id in (c.get("context") or ""))
+
+
+def floor_run(nifi: NiFiInstance, group: str, n: int, content: int, attributes: int, idle: float) -> dict:
+    """NiFi's own cost of creating and committing FlowFiles (tests/nifi/fixture-nar's FlowFileFloor): batches of
+    1000 per session, each FlowFile with `content` bytes and `attributes` attributes and a RECEIVE event."""
+    c = nifi.client
+    pid = c.add_processor(group, FLOOR, bundle=FIXTURE, name=f"floor {content} B {attributes} attributes",
+                          properties={"Batch Size": "1000", "Content Size": str(content), "Attribute Count": str(attributes)},
+                          auto_terminate=["success"])["id"]
+    jcmd_gc(nifi.pid)
+    time.sleep(1)
+    cpu0, t0 = cpu_seconds(nifi.pid), time.monotonic()
+    c.start_processor(pid)
+    done = 0
+    while done < n:
+        time.sleep(0.1)
+        done = counter(c, "FlowFiles Created", pid)
+    elapsed, cpu = time.monotonic() - t0, cpu_seconds(nifi.pid) - cpu0
+    c.stop_processor(pid)
+    done = counter(c, "FlowFiles Created", pid)
+    c.delete_processor(pid)
+    return {"content": content, "attributes": attributes, "flowfiles": done, "rps": done / elapsed,
+            "cpu_per_million": cpu / done * 1e6, "cpu_per_million_net": (cpu - idle * elapsed) / done * 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shards", default="1,16,64,256")
+    ap.add_argument("--records", type=int, default=200000, help="records per drain, over all shards")
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warmup-runs", type=int, default=1)
+    ap.add_argument("--strategies", default="FLOW_FILE,LINE_DELIMITED")
+    ap.add_argument("--max-records-per-request", type=int, default=1000)
+    ap.add_argument("--source-threads", type=int, default=1)
+    ap.add_argument("--limits", action="store_true",
+                    help="the source enforces Kinesis' per-shard limits (5 GetRecords/s, 2 MiB/s) and counts throttles")
+    ap.add_argument("--heap", default="1g")
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--floor", action="store_true",
+                    help="also measure NiFi's own cost of FlowFiles (a trivial processor creating and committing them)")
+    ap.add_argument("--profile", help="record the first measured run of each shard count and strategy with perf "
+                                      "(cpu-clock samples of the NiFi JVM) and write the reports into this directory")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    shard_counts = [int(s) for s in args.shards.split(",") if s.strip()]
+    binary = subprocess.run([os.path.join(HERE, "kinesis-source", "build.sh")], capture_output=True, text=True,
+                            check=True).stdout.strip().splitlines()[-1]
+
+    services = ensure_services()
+    nifi = None
+    results, ceilings = [], {}
+    try:
+        extensions = [built_nar()]
+        if args.floor:
+            extensions.append(subprocess.run([os.path.join(REPO, "tests", "nifi", "fixture-nar", "build.sh")], capture_output=True,
+                                             text=True, check=True).stdout.strip().splitlines()[-1])
+        nifi = NiFiInstance.start(port=free_port(), extensions=extensions, heap=args.heap)
+        print(f"NiFi up (PID {nifi.pid}, heap {args.heap}) in {nifi.start_seconds:.0f} s", flush=True)
+        group = nifi.client.create_process_group("source benchmark")["id"]
+        idle0, t_idle = cpu_seconds(nifi.pid), time.monotonic()
+        time.sleep(15)
+        idle = (cpu_seconds(nifi.pid) - idle0) / (time.monotonic() - t_idle)
+        print(f"idle NiFi: {idle:.3f} CPU-s per second", flush=True)
+        for shards in shard_counts:
+            source = Source(binary, shards, args.records, args.record_size, args.source_threads, args.limits)
+            try:
+                # The bare drain does not pace itself: with the source's limits on it would be throttled.
+                ceilings[shards] = None if args.limits else bare_drain(binary, source, args.max_records_per_request)
+                b = ceilings[shards]
+                if b:
+                        print(f"{shards:4d} shards  bare Rust SDK drain: {b['rps']:8.0f} records/s, client {b['client_cpu_per_million']:5.1f} "
+                          f"CPU-s per million, source {b['source_cpu_per_million']:5.1f}", flush=True)
+                for run in range(1 - args.warmup_runs, args.runs + 1):
+                    for strategy in strategies:
+                        data = os.path.join(args.profile, f"perf-{shards}-{strategy}.data") if args.profile and run == 1 else ""
+                        r = one_run(nifi, group, source, strategy, args.record_size, args.max_records_per_request, idle, args.timeout, data)
+                        if data:
+                            with open(data[:-5] + ".txt", "w", encoding="utf-8") as f:
+                                f.write(profile_report(nifi, data))
+                        r["run"] = run
+                        if run > 0:
+                            results.append(r)
+                        print(f"{shards:4d} shards  {'run ' + str(run) if run > 0 else 'warm-up'} {strategy:15s} {r['rps']:8.0f} records/s "
+                              f"{r['mib_s']:6.1f} MiB/s ({r['mib_s_per_shard']:.2f} per shard, {r['throttled']} throttled)  NiFi {r['cpu_per_million']:6.1f} CPU-s per million (net {r['cpu_per_million_net']:6.1f}, "
+                              f"{r['nifi_cores']:.2f} cores)  source {r['source_cpu_per_million']:5.1f}  heap {r['heap_base_mb']:.0f} -> "
+                              f"{r['heap_peak_mb']:.0f} MB  RSS {r['rss_peak_mb']:.0f} MB  first record {r['first_record_s']:.1f} s",
+                              flush=True)
+            finally:
+                source.stop()
+        floors = []
+        if args.floor:
+            for run in range(1 - args.warmup_runs, args.runs + 1):
+                for content, attributes in ((0, 0), (args.record_size, 10)):
+                    f = floor_run(nifi, group, args.records, content, attributes, idle)
+                    f["run"] = run
+                    if run > 0:
+                        floors.append(f)
+                    print(f"floor {'run ' + str(run) if run > 0 else 'warm-up'} {content} B, {attributes} attributes: {f['rps']:8.0f} "
+                          f"FlowFiles/s, NiFi {f['cpu_per_million']:6.1f} CPU-s per million (net {f['cpu_per_million_net']:6.1f})", flush=True)
+        print()
+        print(f"medians of {args.runs} runs after {args.warmup_runs} warm-up round(s) per shard count; {args.records} records of "
+              f"{args.record_size} bytes per drain; GetRecords Limit {args.max_records_per_request}; NiFi heap {args.heap}")
+        print("| shards | Processing Strategy | records/s | MiB/s (per shard) | throttles | NiFi CPU-s per million (net of idle) | "
+              "NiFi cores | source CPU-s per million | peak used heap (MB) | peak RSS (MB) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        summary = {}
+        for shards in shard_counts:
+            b = ceilings[shards]
+            if b:
+                print(f"| {shards} | bare Rust SDK drain (no NiFi, no pacing) | {b['rps']:.0f} | {b['rps'] * args.record_size / 2**20:.0f} | | "
+                      f"{b['client_cpu_per_million']:.1f} (the drain process) | | {b['source_cpu_per_million']:.1f} | | |")
+            for strategy in strategies:
+                rs = [r for r in results if r["strategy"] == strategy and r["shards"] == shards]
+                med = {k: statistics.median(r[k] for r in rs) for k in
+                       ("rps", "mib_s", "mib_s_per_shard", "throttled", "cpu_per_million", "cpu_per_million_net", "nifi_cores", "source_cpu_per_million",
+                        "heap_peak_mb", "rss_peak_mb")}
+                summary[f"{shards}/{strategy}"] = med
+                print(f"| {shards} | {strategy} | {med['rps']:.0f} | {med['mib_s']:.1f} ({med['mib_s_per_shard']:.2f}) | "
+                      f"{med['throttled']:.0f} | {med['cpu_per_million']:.1f} "
+                      f"({med['cpu_per_million_net']:.1f}) | {med['nifi_cores']:.2f} | {med['source_cpu_per_million']:.1f} | "
+                      f"{med['heap_peak_mb']:.0f} | {med['rss_peak_mb']:.0f} |")
+        for content, attributes in ((0, 0), (args.record_size, 10)):
+            fs = [f for f in floors if f["content"] == content and f["attributes"] == attributes]
+            if fs:
+                med = {k: statistics.median(f[k] for f in fs) for k in ("rps", "cpu_per_million", "cpu_per_million_net")}
+                summary[f"floor/{content}/{attributes}"] = med
+                print(f"| | NiFi's floor: FlowFiles of {content} bytes with {attributes} attributes, RECEIVE each, 1000 per "
+                      f"session | {med['rps']:.0f} | | | {med['cpu_per_million']:.1f} ({med['cpu_per_million_net']:.1f}) | | | | |")
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump({"args": vars(args), "idle_nifi_cores": idle, "ceilings": ceilings, "runs": results,
+                           "floors": floors, "medians": summary}, f, indent=1)
+    finally:
+        if nifi is not None:
+            nifi.stop()
+        services.stop_if_started()
+
+
+if __name__ == "__main__":
+    main()
