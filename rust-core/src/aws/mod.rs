@@ -6,6 +6,7 @@
 //! of its own: see [`AwsClients::separate_kinesis`].
 
 pub mod credentials;
+pub mod credentials_service;
 
 use std::sync::Arc;
 use std::time::Duration;

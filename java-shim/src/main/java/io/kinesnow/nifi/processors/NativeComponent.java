@@ -47,14 +47,14 @@ final class NativeComponent {
      * Expression Language are evaluated against the verification's FlowFile attributes.
      */
     List<ConfigVerificationResult> verify(final PropertyContext context, final List<PropertyDescriptor> descriptors,
-                                          final Map<String, String> attributes) {
+                                          final Map<String, String> attributes, final String... facts) {
         final Optional<String> unavailable = NativeLibrary.load();
         if (unavailable.isPresent()) {
             return List.of(step("Native library", ConfigVerificationResult.Outcome.FAILED, unavailable.get()));
         }
         final String[] steps;
         try {
-            steps = NativeBridge.verify(componentType, evaluated(context, descriptors, attributes));
+            steps = NativeBridge.verify(componentType, withFacts(evaluated(context, descriptors, attributes), facts));
         } catch (final RuntimeException e) {
             return List.of(step("Perform Verification", ConfigVerificationResult.Outcome.FAILED, e.getMessage()));
         }
@@ -91,10 +91,7 @@ final class NativeComponent {
     void open(final PropertyContext context, final List<PropertyDescriptor> descriptors, final ComponentLog log,
               final String... facts) {
         NativeLibrary.require();
-        final String[] properties = evaluated(context, descriptors);
-        final String[] pairs = java.util.Arrays.copyOf(properties, properties.length + facts.length);
-        System.arraycopy(facts, 0, pairs, properties.length, facts.length);
-        final long opened = NativeBridge.open(componentType, pairs, new ComponentLogSink(log));
+        final long opened = NativeBridge.open(componentType, withFacts(evaluated(context, descriptors), facts), new ComponentLogSink(log));
         try {
             NativeBridge.start(opened);
         } catch (final RuntimeException e) {
@@ -102,6 +99,13 @@ final class NativeComponent {
             throw e;
         }
         handle = opened;
+    }
+
+    /** The property pairs followed by the fact pairs (names and values about the runtime, not properties). */
+    static String[] withFacts(final String[] properties, final String... facts) {
+        final String[] pairs = java.util.Arrays.copyOf(properties, properties.length + facts.length);
+        System.arraycopy(facts, 0, pairs, properties.length, facts.length);
+        return pairs;
     }
 
     long handle() {
