@@ -140,6 +140,23 @@ class ConsumeKinesisCredentialsServiceTest {
     }
 
     @Test
+    void anStsAnswerTheSdkCouldNotReadIsQuoted() throws InitializationException {
+        // moto's STS wraps its error in <Errors>, which the Java SDK does not read: the exception says only "403".
+        final String answer = "<ErrorResponse><Errors><Error><Code>AccessDenied</Code><Message>User: "
+                + "arn:aws:iam::123456789012:user/nobody is not authorized to perform: sts:AssumeRole</Message></Error>"
+                + "</Errors></ErrorResponse>";
+        service(() -> {
+            throw software.amazon.awssdk.services.sts.model.StsException.builder().statusCode(403)
+                    .awsErrorDetails(software.amazon.awssdk.awscore.exception.AwsErrorDetails.builder()
+                            .rawResponse(software.amazon.awssdk.core.SdkBytes.fromUtf8String(answer)).build())
+                    .build();
+        });
+        final String text = verify().get(0).getExplanation();
+        assertTrue(text.contains("the service answered HTTP 403: AccessDenied User: arn:aws:iam::123456789012:user/nobody "
+                + "is not authorized to perform: sts:AssumeRole"), text);
+    }
+
+    @Test
     void aServiceThatReturnsNothingUsableIsExplained() throws InitializationException {
         service(() -> null);
         final String text = verify().get(0).getExplanation();

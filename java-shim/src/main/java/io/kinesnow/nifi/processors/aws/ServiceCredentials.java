@@ -7,6 +7,7 @@ import org.apache.nifi.processors.aws.credentials.provider.AwsCredentialsProvide
 import software.amazon.awssdk.auth.credentials.AwsCredentials;
 import software.amazon.awssdk.auth.credentials.AwsCredentialsProvider;
 import software.amazon.awssdk.auth.credentials.AwsSessionCredentials;
+import software.amazon.awssdk.awscore.exception.AwsServiceException;
 
 import java.time.Instant;
 
@@ -65,7 +66,7 @@ public final class ServiceCredentials implements CredentialsCallback {
         Throwable e = error;
         for (int depth = 0; e != null && depth < 4; depth++, e = e.getCause()) {
             final String message = e.getMessage();
-            final String part = e.getClass().getSimpleName() + (message == null ? "" : ": " + message);
+            final String part = e.getClass().getSimpleName() + (message == null ? "" : ": " + message) + unreadAnswer(e);
             if (text.indexOf(part) < 0) {
                 text.append(text.isEmpty() ? "" : "; caused by ").append(part);
             }
@@ -74,5 +75,23 @@ public final class ServiceCredentials implements CredentialsCallback {
             }
         }
         return text.toString();
+    }
+
+    /**
+     * The status and text of an AWS error answer whose code the SDK could not read (its message then says nothing
+     * but the status): an STS look-alike answering in another XML shape, or a proxy's HTML page. Error answers carry
+     * no credentials.
+     */
+    static String unreadAnswer(final Throwable e) {
+        if (!(e instanceof AwsServiceException service) || service.awsErrorDetails() == null
+                || service.awsErrorDetails().errorCode() != null || service.awsErrorDetails().rawResponse() == null) {
+            return "";
+        }
+        final String body = service.awsErrorDetails().rawResponse().asUtf8String();
+        String text = body.replaceAll("<[^>]*>", " ").replaceAll("\\s+", " ").trim();
+        if (text.length() > 400) {
+            text = text.substring(0, 400) + "...";
+        }
+        return text.isEmpty() ? "" : " (the service answered HTTP " + service.statusCode() + ": " + text + ")";
     }
 }
