@@ -119,6 +119,19 @@ def verify(client, processor_id: str, properties: dict, timeout: float = 120) ->
     return {r["verificationStepName"]: (r["outcome"], r.get("explanation", "")) for r in req["results"]}
 
 
+def test_kinesnow_aws_nar_offers_the_service_property(nifi):
+    definition = nifi.client.processor_definition("io.kinesnow.nifi.processors.ConsumeKinesis", AWS_BUNDLE)
+    documented = definition["propertyDescriptors"][PROPERTY]
+    assert documented["typeProvidedByValue"]["type"] == \
+        "org.apache.nifi.processors.aws.credentials.provider.AwsCredentialsProviderService", documented
+    group = nifi.client.create_process_group(unique("svc-offered"))["id"]
+    flow = ConsumerFlow.add(nifi.client, group, consumer_properties("s", "s-app"), bundle=AWS_BUNDLE)
+    descriptor = nifi.client.get_processor(flow.processor_id)["component"]["config"]["descriptors"][PROPERTY]
+    assert descriptor["identifiesControllerService"] == \
+        "org.apache.nifi.processors.aws.credentials.provider.AwsCredentialsProviderService", descriptor
+    assert descriptor["required"] is False
+
+
 def test_the_service_s_short_sessions_sign_every_call_across_their_renewal(nifi, sts, recorders):
     stream, app = stream_with_records("svc", 20)
     group = nifi.client.create_process_group(unique("svc"))["id"]
