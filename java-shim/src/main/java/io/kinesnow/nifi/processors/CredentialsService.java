@@ -2,6 +2,7 @@ package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.CredentialsCallback;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.context.PropertyContext;
 import org.apache.nifi.controller.ControllerService;
@@ -69,8 +70,8 @@ final class CredentialsService {
      * {@link Registration#facts} are its facts. Nothing is registered when the property is not set.
      */
     static Registration register(final PropertyContext context) {
-        if (DESCRIPTOR.isEmpty() || !context.getProperty(DESCRIPTOR.get()).isSet()) {
-            return new Registration(0, null);
+        if (DESCRIPTOR.isEmpty() || !context.getProperty(DESCRIPTOR.get()).isSet() || NativeLibrary.load().isPresent()) {
+            return new Registration(0, null); // (without the library, the native call that follows says why)
         }
         final String id = context.getProperty(DESCRIPTOR.get()).getValue();
         final String name = nameOf(context, id);
