@@ -13,10 +13,13 @@ signed each call.
 - Verify Properties resolves the service's credentials through the engine.
 
 That kinesnow-nar (no AWS parent) loads in a NiFi without nifi-aws-service-api-nar is what every other end-to-end
-test shows: their NiFi has no such NAR.
+test shows: their NiFi has no such NAR. The last test shows what the docs say of kinesnow-aws-nar in such a NiFi:
+NiFi skips it, saying its parent is missing.
 """
 
+import glob
 import json
+import os
 import subprocess
 import time
 
@@ -210,3 +213,17 @@ def test_verify_properties_resolves_the_service_s_credentials(nifi, sts, recorde
     validation = nifi.client.processor_validation(flow.processor_id)
     assert validation["status"] == "INVALID", validation
     assert any(PROPERTY in e and "Assume Role ARN" in e for e in validation["errors"]), validation
+
+
+def test_kinesnow_aws_nar_is_skipped_by_a_nifi_without_its_parent(local_services):
+    inst = NiFiInstance.start(port=free_port(), extensions=[built_aws_nar()])
+    try:
+        bundles = [t["bundle"]["artifact"] for t in inst.client.processor_types()
+                   if t["type"] == "io.kinesnow.nifi.processors.ConsumeKinesis"]
+        assert bundles == [], bundles
+        logs = glob.glob(os.path.join(inst.instance_dir, "logs", "*app*.log"))
+        text = "".join(open(path, encoding="utf-8", errors="replace").read() for path in logs)
+        assert "Unable to resolve required dependency 'nifi-aws-service-api-nar'. Skipping NAR" in text
+        assert "kinesnow-aws-nar-0.1.0.nar" in text
+    finally:
+        inst.stop()
