@@ -36,6 +36,16 @@ def built_nar() -> str:
     return nars[0]
 
 
+AWS_BUNDLE = {"group": "io.kinesnow", "artifact": "kinesnow-aws-nar", "version": "0.1.0"}
+
+
+def built_aws_nar() -> str:
+    """kinesnow-aws-nar (parent nifi-aws-service-api-nar), built by ./mvnw package next to kinesnow-nar."""
+    nars = glob.glob(os.path.join(REPO, "nar-packaging-aws", "target", "kinesnow-aws-nar-*.nar"))
+    assert nars, "kinesnow-aws-nar is not built: run ./mvnw package (tests/run-all.sh does) before this test"
+    return nars[0]
+
+
 def unique(prefix: str) -> str:
     """A stream or application name no earlier run used (the emulators live for a whole session)."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
@@ -104,8 +114,8 @@ class ConsumerFlow:
 
     @classmethod
     def add(cls, client: NiFiClient, group_id: str, properties: dict, name: str = "ConsumeKinesis",
-            position: tuple = (0, 0), **scheduling) -> "ConsumerFlow":
-        proc = client.add_processor(group_id, CONSUMER, bundle=BUNDLE, name=name, properties=properties,
+            position: tuple = (0, 0), bundle: Optional[dict] = None, **scheduling) -> "ConsumerFlow":
+        proc = client.add_processor(group_id, CONSUMER, bundle=bundle or BUNDLE, name=name, properties=properties,
                                     bulletin_level="INFO", position=position, **scheduling)
         queues = []
         for i, relationship in enumerate(("success", "parse.failure")):

@@ -26,6 +26,8 @@ pub async fn provider(settings: &AwsSettings) -> Option<SharedCredentialsProvide
     let region = Region::new(settings.region.clone());
     match (&credentials.source, &credentials.role) {
         (CredentialSource::DefaultChain, None) => None,
+        // Validation refuses a role with the service; the service's credentials are used as they are.
+        (CredentialSource::Service(service), _) => Some(service_provider(service)),
         (CredentialSource::WebIdentity { token_file }, Some(role)) => {
             let sts = sts_config(settings, role, None).await;
             let provider = WebIdentity { sts: aws_sdk_sts::Client::new(&sts), token_file: token_file.clone(), role: role.clone() };
@@ -70,6 +72,19 @@ fn describe_source(source: &CredentialSource) -> String {
             file.as_ref().map_or_else(|| "the AWS shared files".to_owned(), |f| f.display().to_string())
         ),
         CredentialSource::WebIdentity { token_file } => format!("the web identity token file {}", token_file.display()),
+        CredentialSource::Service(service) => service.describe(),
+    }
+}
+
+/// The credentials service's provider; without the supplier the shim registers (settings parsed
+/// outside an open or a verification) one that says so.
+fn service_provider(service: &crate::aws::credentials_service::ServiceRef) -> SharedCredentialsProvider {
+    match &service.supplier {
+        Some(supplier) => SharedCredentialsProvider::new(crate::aws::credentials_service::ServiceProvider::new(service.clone(), supplier.clone())),
+        None => SharedCredentialsProvider::new(Unusable(format!(
+            "{} is not reachable from the native engine here (NiFi hands it over when the processor starts or verifies)",
+            service.describe()
+        ))),
     }
 }
 
@@ -118,6 +133,7 @@ async fn base(source: &CredentialSource, region: Region, http: Option<aws_sdk_ki
         CredentialSource::WebIdentity { token_file } => {
             SharedCredentialsProvider::new(Unusable(format!("the web identity token file {} needs an Assume Role ARN", token_file.display())))
         }
+        CredentialSource::Service(service) => service_provider(service),
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod credentials;
 pub mod http;
+pub mod credentials_service;
 
 use std::sync::Arc;
 use std::time::Duration;

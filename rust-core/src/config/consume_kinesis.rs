@@ -10,6 +10,8 @@ pub use crate::consumer::resume::FailoverPosition;
 pub const STREAM_NAME: &str = "Stream Name";
 pub const APPLICATION_NAME: &str = "Application Name";
 pub const REGION: &str = "Region";
+/// NiFi's AWS credentials controller service (only offered where its API NAR is the parent).
+pub const CREDENTIALS_SERVICE: &str = "AWS Credentials Provider Service";
 pub const ACCESS_KEY_ID: &str = "AWS Access Key ID";
 pub const SECRET_ACCESS_KEY: &str = "AWS Secret Access Key";
 pub const PROFILE_NAME: &str = "Profile Name";
@@ -38,11 +40,17 @@ pub const FAILOVER_POSITION: &str = "Failover Position";
 /// Not a property: the NiFi node this processor runs on, as Java names it (FlowFiles carry it, so
 /// PutSnowflake can tell FlowFiles of its own node's consumers from others').
 pub const NODE_IDENTITY: &str = "Node Identity";
+/// Not a property: the handle of the callback the shim registered for the credentials service
+/// (`aws::credentials_service::register`), while it opens or verifies the processor.
+pub const CREDENTIALS_SERVICE_HANDLE: &str = "AWS Credentials Provider Service Handle";
+/// Not a property: the credentials service's name on the canvas, for messages.
+pub const CREDENTIALS_SERVICE_NAME: &str = "AWS Credentials Provider Service Name";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     STREAM_NAME,
     APPLICATION_NAME,
     REGION,
+    CREDENTIALS_SERVICE,
     ACCESS_KEY_ID,
     SECRET_ACCESS_KEY,
     PROFILE_NAME,
@@ -138,6 +146,9 @@ pub enum CredentialSource {
     /// An OIDC token read from this file at each refresh (what EKS mounts for IRSA), exchanged for
     /// the role's credentials with AssumeRoleWithWebIdentity.
     WebIdentity { token_file: std::path::PathBuf },
+    /// NiFi's AWS credentials controller service, through the shim. Exclusive: no other credential
+    /// property may be set with it (as NiFi's own AWS processors, where the service is the only source).
+    Service(crate::aws::credentials_service::ServiceRef),
 }
 
 /// A role to assume, as NiFi's AWS credentials service names its settings.
@@ -321,12 +332,48 @@ fn is_region_code(region: &str) -> bool {
 }
 
 fn credentials(r: &mut Reader) -> AwsCredentials {
+    if let Some(service) = credentials_service(r) {
+        return AwsCredentials { source: CredentialSource::Service(service), role: None };
+    }
     let source = credential_source(r);
     let role = assume_role(r);
     if matches!(source, CredentialSource::WebIdentity { .. }) && role.is_none() {
         r.problem(ASSUME_ROLE_ARN, "is required with Web Identity Token File: the token is exchanged for that role's credentials");
     }
     AwsCredentials { source, role }
+}
+
+/// The credentials service, when its property is set: then no other credential property may be
+/// (NiFi's own AWS processors take their credentials from the service alone; NiFi 1.x refused a
+/// service together with keys or a credentials file). The supplier comes from the handle Java
+/// registered, absent in validation.
+fn credentials_service(r: &mut Reader) -> Option<crate::aws::credentials_service::ServiceRef> {
+    let id = r.optional(CREDENTIALS_SERVICE)?;
+    let others: Vec<&str> = [ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN]
+        .into_iter()
+        .filter(|name| r.optional_raw(name).is_some())
+        .collect();
+    if !others.is_empty() {
+        r.problem(
+            CREDENTIALS_SERVICE,
+            format!(
+                "is set together with {}: the credentials service alone supplies the credentials (configure the role, \
+                 profile or keys in the service); clear those properties, or this one",
+                others.join(", ")
+            ),
+        );
+    }
+    let supplier = match r.optional(CREDENTIALS_SERVICE_HANDLE) {
+        None => None,
+        Some(text) => match text.parse::<u64>() {
+            Ok(handle) => crate::aws::credentials_service::lookup(handle),
+            Err(_) => {
+                r.problem(CREDENTIALS_SERVICE, format!("the shim passed '{text}' as the service's handle (a bug)"));
+                None
+            }
+        },
+    };
+    Some(crate::aws::credentials_service::ServiceRef { id, name: r.optional(CREDENTIALS_SERVICE_NAME), supplier })
 }
 
 /// At most one of: static keys, a profile (name and/or credentials file), a web identity token
@@ -555,6 +602,61 @@ mod tests {
         let c = parse(p).unwrap();
         assert_eq!(c.credentials.source, CredentialSource::WebIdentity { token_file: "/var/run/token".into() });
         assert_eq!(c.credentials.role.map(|r| r.role_arn).as_deref(), Some("arn:aws-cn:iam::123456789012:role/irsa"));
+    }
+
+    #[test]
+    fn the_credentials_service_stands_alone() {
+        let mut p = minimal();
+        p.push((CREDENTIALS_SERVICE, "4f1c-service-id"));
+        let c = parse(p.clone()).unwrap();
+        let CredentialSource::Service(service) = &c.credentials.source else { panic!("{:?}", c.credentials) };
+        assert_eq!((service.id.as_str(), service.name.as_deref(), service.supplier.is_none()), ("4f1c-service-id", None, true));
+        assert_eq!(c.credentials.role, None);
+
+        for (name, value) in [
+            (ACCESS_KEY_ID, "AKIAEXAMPLE"),
+            (SECRET_ACCESS_KEY, "topsecretvalue"),
+            (PROFILE_NAME, "reader"),
+            (CREDENTIALS_FILE, "/etc/nifi/aws"),
+            (WEB_IDENTITY_TOKEN_FILE, "/var/run/token"),
+            (ASSUME_ROLE_ARN, "arn:aws:iam::123456789012:role/r"),
+        ] {
+            let mut q = p.clone();
+            q.push((name, value));
+            let message = problem_for(q, CREDENTIALS_SERVICE);
+            assert!(message.contains(name) && message.contains("alone supplies"), "{name}: {message}");
+            assert!(!message.contains(value), "the values stay out of the message: {message}");
+        }
+        // Role settings without a role stay hidden and ignored, as without a service.
+        let mut q = p.clone();
+        q.push((ASSUME_ROLE_EXTERNAL_ID, "ext-7"));
+        assert!(parse(q).is_ok());
+    }
+
+    #[test]
+    fn the_service_s_supplier_comes_from_the_handle_the_shim_registered() {
+        use crate::aws::credentials_service::{self as svc, CredentialsSupplier, Supplied, SupplyError};
+        struct Never;
+        impl CredentialsSupplier for Never {
+            fn supply(&self) -> Result<Supplied, SupplyError> {
+                Err(SupplyError::Provider("never".into()))
+            }
+        }
+        let supplier: std::sync::Arc<dyn CredentialsSupplier> = std::sync::Arc::new(Never);
+        let handle = svc::register(supplier.clone());
+        let mut p = minimal();
+        let text = handle.to_string();
+        p.extend([(CREDENTIALS_SERVICE, "4f1c"), (CREDENTIALS_SERVICE_HANDLE, text.as_str()), (CREDENTIALS_SERVICE_NAME, "Reader")]);
+        let c = parse(p.clone()).unwrap();
+        svc::release(handle);
+        let CredentialSource::Service(service) = c.credentials.source else { panic!() };
+        assert!(service.supplier.is_some_and(|s| std::sync::Arc::ptr_eq(&s, &supplier)), "the settings keep it after the release");
+        assert_eq!(service.name.as_deref(), Some("Reader"));
+        let CredentialSource::Service(after) = parse(p.clone()).unwrap().credentials.source else { panic!() };
+        assert!(after.supplier.is_none(), "a released handle gives none");
+        p.retain(|(n, _)| *n != CREDENTIALS_SERVICE_HANDLE);
+        p.push((CREDENTIALS_SERVICE_HANDLE, "seven"));
+        assert!(problem_for(p, CREDENTIALS_SERVICE).contains("a bug"));
     }
 
     #[test]

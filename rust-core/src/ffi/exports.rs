@@ -118,6 +118,46 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_removeCon
     })
 }
 
+/// Registers a `CredentialsCallback` (NiFi's AWS credentials service, as the shim wraps it) for the
+/// engine; returns the handle Java passes as the fact `AWS Credentials Provider Service Handle` and
+/// then releases with `releaseCredentials`. Settings parsed meanwhile keep the callback.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_registerCredentials<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    callback: JObject<'l>,
+) -> jlong {
+    guard::call(&mut env, |env| {
+        if callback.is_null() {
+            return Err(BridgeError::InvalidArgument("the credentials callback was null".into()));
+        }
+        let supplier = super::credentials_callback::JavaCredentials::new(env.get_java_vm()?, env.new_global_ref(&callback)?);
+        Ok(crate::aws::credentials_service::register(std::sync::Arc::new(supplier)) as jlong)
+    })
+}
+
+/// Forgets a handle of `registerCredentials`; a second release does nothing.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_releaseCredentials<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) {
+    guard::call(&mut env, |_env| {
+        crate::aws::credentials_service::release(handle as u64);
+        Ok(())
+    })
+}
+
+/// Number of credentials callbacks registered and not released (for leak checks in tests).
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_registeredCredentials<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jint {
+    guard::call(&mut env, |_env| Ok(crate::aws::credentials_service::registered() as jint))
+}
+
 /// Parses the settings and creates the component; returns its handle. Log events of the
 /// component go to `sink` from now until `close`.
 #[no_mangle]

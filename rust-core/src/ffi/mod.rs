@@ -6,6 +6,7 @@
 //! records cross in one call per batch.
 
 pub mod batch;
+mod credentials_callback;
 pub mod guard;
 pub mod handles;
 pub mod log_bridge;

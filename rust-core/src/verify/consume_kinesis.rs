@@ -327,7 +327,8 @@ fn shape_result(a: Answer<TableShape>) -> Result<TableShape, String> {
 
 /// The steps, from the facts alone.
 pub fn steps(config: &ConsumeKinesisConfig, facts: &Facts) -> Vec<Step> {
-    let mut steps = vec![credentials_step(&facts.credentials)];
+    let from_service = matches!(config.credentials.source, crate::config::consume_kinesis::CredentialSource::Service(_));
+    let mut steps = vec![credentials_step(&facts.credentials, from_service)];
     let (Some(stream), Some(lease)) = (&facts.stream, &facts.lease) else {
         let why = "skipped: the AWS credentials did not resolve";
         steps.push(Step::skipped(STREAM_STEP, why));
@@ -341,8 +342,11 @@ pub fn steps(config: &ConsumeKinesisConfig, facts: &Facts) -> Vec<Step> {
     steps
 }
 
-fn credentials_step(c: &Result<Resolved, String>) -> Step {
+fn credentials_step(c: &Result<Resolved, String>, from_service: bool) -> Step {
     match c {
+        Err(e) if from_service => {
+            Step::failed(CREDENTIALS_STEP, format!("no AWS credentials: {e}. Check the credentials service's settings, and that it is enabled"))
+        }
         Err(e) => Step::failed(
             CREDENTIALS_STEP,
             format!(

@@ -46,6 +46,18 @@ public final class NativeBridge {
     public static native long open(String component, String[] properties, NativeLogSink sink);
 
     /**
+     * Hands a credentials callback to the engine; returns the handle that {@code open} and {@code verify} take as the
+     * fact "AWS Credentials Provider Service Handle". Components opened with it keep it; release the handle after.
+     */
+    public static native long registerCredentials(CredentialsCallback callback);
+
+    /** Releases a handle of {@link #registerCredentials}; releasing twice does nothing. */
+    public static native void releaseCredentials(long handle);
+
+    /** Credentials callbacks registered and not released; for leak checks in tests. */
+    public static native int registeredCredentials();
+
+    /**
      * Starts the component's engine. ConsumeKinesis's engine starts in the background (a KCL migration by another
      * node, an Enhanced Fan-Out consumer becoming ACTIVE can take minutes): this returns at once, and
      * {@link #startupStatus} says when it runs.

@@ -222,11 +222,14 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                     + "the processor's additional details for the topologies that are exactly once.")
             .required(true).allowableValues(NIFI_COMMIT, SNOWFLAKE_COMMIT).defaultValue(NIFI_COMMIT.getValue()).build();
 
-    static final List<PropertyDescriptor> PROPERTIES = List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID,
+    /** NiFi's AWS credentials service; offered only where its API is the parent NAR (see {@link CredentialsService}). */
+    static final java.util.Optional<PropertyDescriptor> CREDENTIALS_SERVICE = CredentialsService.DESCRIPTOR;
+
+    static final List<PropertyDescriptor> PROPERTIES = CredentialsService.offeredWith(List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID,
             SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME,
             ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
-            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION);
+            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION), REGION);
 
     /** What NiFi shows: the properties the engine reads, and NiFi's Proxy Configuration Service (see {@link ProxyService}). */
     static final List<PropertyDescriptor> DESCRIPTORS = ProxyService.withProxy(PROPERTIES);
@@ -278,7 +281,12 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     @Override
     public List<ConfigVerificationResult> verify(final ProcessContext context, final ComponentLog verificationLogger,
                                                  final Map<String, String> attributes) {
-        return rules.verify(context, PROPERTIES, attributes, ProxyService.facts(context));
+        try (CredentialsService.Registration credentials = CredentialsService.register(context)) {
+            return rules.verify(context, PROPERTIES, attributes, credentials.facts(ProxyService.facts(context)));
+        } catch (final RuntimeException e) {
+            return List.of(new ConfigVerificationResult.Builder().verificationStepName("AWS Credentials")
+                    .outcome(ConfigVerificationResult.Outcome.FAILED).explanation(e.getMessage()).build());
+        }
     }
 
     @Override
@@ -321,8 +329,9 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         if (NativeLibrary.load().isPresent()) {
             return;
         }
-        try {
-            final String done = NativeBridge.removeConsumer(ProxyService.concat(NativeComponent.evaluated(context, PROPERTIES), ProxyService.facts(context)));
+        try (CredentialsService.Registration credentials = CredentialsService.register(context)) {
+            final String done = NativeBridge.removeConsumer(NativeComponent.withFacts(
+                    NativeComponent.evaluated(context, PROPERTIES), credentials.facts(ProxyService.facts(context))));
             if (!done.isEmpty()) {
                 getLogger().info("{}", done);
             }

@@ -54,7 +54,7 @@ final class NativeComponent {
         }
         final String[] steps;
         try {
-            steps = NativeBridge.verify(componentType, ProxyService.concat(evaluated(context, descriptors, attributes), facts));
+            steps = NativeBridge.verify(componentType, withFacts(evaluated(context, descriptors, attributes), facts));
         } catch (final RuntimeException e) {
             return List.of(step("Perform Verification", ConfigVerificationResult.Outcome.FAILED, e.getMessage()));
         }
@@ -91,8 +91,7 @@ final class NativeComponent {
     void open(final PropertyContext context, final List<PropertyDescriptor> descriptors, final ComponentLog log,
               final String... facts) {
         NativeLibrary.require();
-        final String[] pairs = ProxyService.concat(evaluated(context, descriptors), facts);
-        final long opened = NativeBridge.open(componentType, pairs, new ComponentLogSink(log));
+        final long opened = NativeBridge.open(componentType, withFacts(evaluated(context, descriptors), facts), new ComponentLogSink(log));
         try {
             NativeBridge.start(opened);
         } catch (final RuntimeException e) {
@@ -100,6 +99,13 @@ final class NativeComponent {
             throw e;
         }
         handle = opened;
+    }
+
+    /** The property pairs followed by the fact pairs (names and values about the runtime, not properties). */
+    static String[] withFacts(final String[] properties, final String... facts) {
+        final String[] pairs = java.util.Arrays.copyOf(properties, properties.length + facts.length);
+        System.arraycopy(facts, 0, pairs, properties.length, facts.length);
+        return pairs;
     }
 
     long handle() {

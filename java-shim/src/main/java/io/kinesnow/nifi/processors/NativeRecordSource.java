@@ -10,8 +10,11 @@ final class NativeRecordSource implements RecordSource {
 
     @Override
     public void open(final PropertyContext context, final ComponentLog log, final String node) {
-        component.open(context, ConsumeKinesis.PROPERTIES, log,
-                ProxyService.concat(ProxyService.facts(context), NativeComponent.NODE_IDENTITY, node));
+        // The engine keeps the credentials service's callback once open; the registration only spans the open.
+        try (CredentialsService.Registration credentials = CredentialsService.register(context)) {
+            component.open(context, ConsumeKinesis.PROPERTIES, log,
+                    credentials.facts(ProxyService.concat(ProxyService.facts(context), NativeComponent.NODE_IDENTITY, node)));
+        }
     }
 
     @Override
