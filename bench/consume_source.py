@@ -192,6 +192,29 @@ def floor_run(nifi: NiFiInstance, group: str, n: int, content: int, attributes: 
             "cpu_per_million": cpu / done * 1e6, "cpu_per_million_net": (cpu - idle * elapsed) / done * 1e6}
 
 
+def kcl_run(source: Source, size: int) -> dict:
+    """The KCL 2.7.2 consumer of tests/kcl-legacy (polling, as NiFi's ConsumeKinesisStream) draining the same
+    stream with a new application name: no output per record, one checkpoint per batch (--throughput true). Its
+    time and CPU include the JVM's start and KCL's lease bootstrap, as NiFi's include the processor's start."""
+    java = subprocess.run([os.path.join(REPO, "tests", "kcl-legacy", "build.sh")], capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1].split()
+    cmd = ["/usr/bin/time", "-f", "%U %S"] + java + [
+        "--stream", STREAM, "--application", unique("kcl-peer"), "--kinesis-endpoint", source.url,
+        "--dynamodb-endpoint", dynamodb_endpoint(), "--max-records", str(source.records), "--exit", "halt",
+        "--throughput", "true", "--retrieval", "polling"]
+    src0, t0 = source.cpu(), time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    elapsed = time.monotonic() - t0
+    # --exit halt ends the JVM right after the checkpoint that reaches --max-records, saying so on stderr.
+    if proc.returncode != 0 or f"halting: max records {source.records}" not in proc.stderr:
+        raise SystemExit(f"KCL did not read {source.records} records (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    cpu = sum(float(x) for x in proc.stderr.strip().splitlines()[-1].split())
+    n = source.records
+    return {"shards": source.shards, "strategy": "KCL 2.7.2 (polling)", "seconds": elapsed, "rps": n / elapsed,
+            "mib_s": n * size / elapsed / 2**20, "cpu_per_million": cpu / n * 1e6,
+            "source_cpu_per_million": (source.cpu() - src0) / n * 1e6}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default="1,16,64,256")
@@ -206,6 +229,7 @@ def main() -> None:
                     help="the source enforces Kinesis' per-shard limits (5 GetRecords/s, 2 MiB/s) and counts throttles")
     ap.add_argument("--heap", default="1g")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--kcl", action="store_true", help="also drain each stream with the KCL 2.7.2 consumer (the peer)")
     ap.add_argument("--floor", action="store_true",
                     help="also measure NiFi's own cost of FlowFiles (a trivial processor creating and committing them)")
     ap.add_argument("--profile", help="record the first measured run of each shard count and strategy with perf "
@@ -222,7 +246,7 @@ def main() -> None:
 
     services = ensure_services()
     nifi = None
-    results, ceilings = [], {}
+    results, ceilings, kcls = [], {}, []
     try:
         extensions = [built_nar()]
         if args.floor:
@@ -245,6 +269,14 @@ def main() -> None:
                         print(f"{shards:4d} shards  bare Rust SDK drain: {b['rps']:8.0f} records/s, client {b['client_cpu_per_million']:5.1f} "
                           f"CPU-s per million, source {b['source_cpu_per_million']:5.1f}", flush=True)
                 for run in range(1 - args.warmup_runs, args.runs + 1):
+                    if args.kcl:
+                        k = kcl_run(source, args.record_size)
+                        k["run"] = run
+                        if run > 0:
+                            kcls.append(k)
+                        print(f"{shards:4d} shards  {'run ' + str(run) if run > 0 else 'warm-up'} KCL 2.7.2 polling  {k['rps']:8.0f} records/s "
+                              f"{k['mib_s']:6.1f} MiB/s  KCL process {k['cpu_per_million']:6.1f} CPU-s per million  source "
+                              f"{k['source_cpu_per_million']:5.1f}", flush=True)
                     for strategy in strategies:
                         data = os.path.join(args.profile, f"perf-{shards}-{strategy}.data") if args.profile and run == 1 else ""
                         r = one_run(nifi, group, source, strategy, args.record_size, args.max_records_per_request, idle, args.timeout, data)
@@ -293,6 +325,13 @@ def main() -> None:
                       f"{med['throttled']:.0f} | {med['cpu_per_million']:.1f} "
                       f"({med['cpu_per_million_net']:.1f}) | {med['nifi_cores']:.2f} | {med['source_cpu_per_million']:.1f} | "
                       f"{med['heap_peak_mb']:.0f} | {med['rss_peak_mb']:.0f} |")
+        for shards in shard_counts:
+            ks = [k for k in kcls if k["shards"] == shards]
+            if ks:
+                med = {k: statistics.median(x[k] for x in ks) for k in ("rps", "mib_s", "cpu_per_million", "source_cpu_per_million")}
+                summary[f"{shards}/KCL"] = med
+                print(f"| {shards} | KCL 2.7.2 polling (its own JVM, start included) | {med['rps']:.0f} | {med['mib_s']:.1f} | | "
+                      f"{med['cpu_per_million']:.1f} (the KCL process) | | {med['source_cpu_per_million']:.1f} | | |")
         for content, attributes in ((0, 0), (args.record_size, 10)):
             fs = [f for f in floors if f["content"] == content and f["attributes"] == attributes]
             if fs:
@@ -303,7 +342,7 @@ def main() -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump({"args": vars(args), "idle_nifi_cores": idle, "ceilings": ceilings, "runs": results,
-                           "floors": floors, "medians": summary}, f, indent=1)
+                           "floors": floors, "kcl": kcls, "medians": summary}, f, indent=1)
     finally:
         if nifi is not None:
             nifi.stop()

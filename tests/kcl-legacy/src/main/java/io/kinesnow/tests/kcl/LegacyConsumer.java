@@ -66,7 +66,7 @@ import software.amazon.kinesis.retrieval.polling.PollingConfig;
  * --stream NAME --application NAME [--kinesis-endpoint URL] [--dynamodb-endpoint URL]
  * [--initial-position TRIM_HORIZON|LATEST] [--max-records N (0 = no limit)] [--exit halt|graceful]
  * [--idle-exit-seconds S] [--failover-millis MS] [--lease-cleanup-millis MS] [--worker-id ID]
- * [--retrieval polling|fanout]
+ * [--retrieval polling|fanout] [--throughput true (no output per record, one checkpoint per batch: the benchmark peer)]
  * </pre>
  *
  * --retrieval fanout: enhanced fan-out (KCL's FanOutConfig: a stream consumer named after the application,
@@ -91,6 +91,8 @@ public final class LegacyConsumer {
     private static long maxRecords;
     private static boolean halt;
     private static long processed;                 // guarded by LOCK
+    private static long dataBytes;                 // guarded by LOCK; --throughput only
+    private static boolean throughput;
     private static volatile boolean limitReached;
     private static final AtomicLong lastActivity = new AtomicLong(System.nanoTime());
     private static volatile boolean started;      // a shard consumer has been initialized: the idle clock runs
@@ -120,6 +122,7 @@ public final class LegacyConsumer {
             throw new IllegalArgumentException("--exit must be halt or graceful");
         }
         halt = exit.equals("halt");
+        throughput = Boolean.parseBoolean(a.getOrDefault("throughput", "false"));
         long idleExitSeconds = Long.parseLong(a.getOrDefault("idle-exit-seconds", "0"));
         long failoverMillis = Long.parseLong(a.getOrDefault("failover-millis", "2000"));
         String retrieval = a.getOrDefault("retrieval", "polling");
@@ -306,6 +309,10 @@ public final class LegacyConsumer {
 
         @Override
         public void processRecords(ProcessRecordsInput input) {
+            if (throughput) {
+                processBatch(input);
+                return;
+            }
             for (KinesisClientRecord r : input.records()) {
                 synchronized (LOCK) {
                     if (limitReached) {
@@ -327,6 +334,34 @@ public final class LegacyConsumer {
                         finish("max records " + maxRecords, halt);
                         return;
                     }
+                }
+            }
+        }
+
+        /**
+         * --throughput true (bench/consume-source.sh's KCL peer): every record's data is read, nothing is printed, and
+         * the batch is checkpointed once, at its last record, as a consumer that hands batches on would.
+         */
+        private void processBatch(ProcessRecordsInput input) {
+            long bytes = 0;
+            KinesisClientRecord last = null;
+            for (KinesisClientRecord r : input.records()) {
+                bytes += r.data().remaining();
+                last = r;
+            }
+            if (last == null) {
+                return;
+            }
+            synchronized (LOCK) {
+                if (limitReached || !checkpoint(input.checkpointer(), last.sequenceNumber(), last.subSequenceNumber())) {
+                    return;
+                }
+                processed += input.records().size();
+                dataBytes += bytes;
+                activity();
+                if (maxRecords > 0 && processed >= maxRecords) {
+                    limitReached = true;
+                    finish("max records " + maxRecords, halt);
                 }
             }
         }
