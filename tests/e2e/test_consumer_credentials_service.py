@@ -32,8 +32,6 @@ from services import dynamodb_endpoint, kinesis_endpoint, local_services  # noqa
 from sts import Recorder, StsEmulator, signed_by_issued_keys
 
 SERVICE_TYPE = "com.kinesnow.tests.awscreds.TestAwsCredentialsService"
-SERVICE_BUNDLE = {"group": "com.kinesnow.tests", "artifact": "kinesnow-test-aws-credentials-service-nar",
-                  "version": "2.3.0"}
 PROPERTY = "AWS Credentials Provider Service"
 
 
@@ -67,20 +65,8 @@ def recorders(sts):
 
 
 def add_service(client, group: str, name: str, properties: dict) -> str:
-    entity = client.post(f"process-groups/{group}/controller-services", {
-        "revision": {"version": 0},
-        "component": {"type": SERVICE_TYPE, "bundle": SERVICE_BUNDLE, "name": name, "properties": properties}})
-    service = entity["id"]
-    deadline = time.monotonic() + 30
-    while client.get(f"controller-services/{service}")["component"]["validationStatus"] == "VALIDATING":
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    current = client.get(f"controller-services/{service}")
-    client.put(f"controller-services/{service}/run-status",
-               {"revision": current["revision"], "state": "ENABLED"})
-    while client.get(f"controller-services/{service}")["component"]["state"] != "ENABLED":
-        assert time.monotonic() < deadline, client.get(f"controller-services/{service}")["component"]
-        time.sleep(0.2)
+    service = client.create_controller_service(group, SERVICE_TYPE, properties=properties, name=name)["id"]
+    client.set_controller_service_state(service, "ENABLED")
     return service
 
 

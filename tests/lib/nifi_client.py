@@ -473,10 +473,14 @@ class NiFiClient:
                          {"revision": self._new_revision(), "component": component})
 
     def set_controller_service_state(self, service_id: str, state: str, timeout: float = 30.0) -> dict:
-        """"ENABLED" or "DISABLED", waiting until the service gets there."""
+        """"ENABLED" or "DISABLED", waiting until the service gets there (and first until it is validated)."""
+        deadline = time.monotonic() + timeout
+        while self.get(f"controller-services/{service_id}")["component"].get("validationStatus") == "VALIDATING":
+            if time.monotonic() > deadline:
+                raise NiFiError(f"controller service {service_id} is still validating after {timeout} s")
+            time.sleep(0.2)
         self.put(f"controller-services/{service_id}/run-status",
                  {"revision": self._revision(f"controller-services/{service_id}"), "state": state})
-        deadline = time.monotonic() + timeout
         while True:
             entity = self.get(f"controller-services/{service_id}")
             if entity["component"]["state"] == state:

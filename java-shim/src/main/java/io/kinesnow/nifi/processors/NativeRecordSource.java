@@ -13,7 +13,7 @@ final class NativeRecordSource implements RecordSource {
         // The engine keeps the credentials service's callback once open; the registration only spans the open.
         try (CredentialsService.Registration credentials = CredentialsService.register(context)) {
             component.open(context, ConsumeKinesis.PROPERTIES, log,
-                    credentials.facts(ProxyService.concat(ProxyService.facts(context), NativeComponent.NODE_IDENTITY, node)));
+                    credentials.facts(NativeComponent.withFacts(ProxyService.facts(context), NativeComponent.NODE_IDENTITY, node)));
         }
     }
 

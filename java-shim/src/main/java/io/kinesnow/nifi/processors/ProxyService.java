@@ -65,13 +65,6 @@ final class ProxyService {
         return facts.toArray(String[]::new);
     }
 
-    /** {@code first} followed by {@code second}. */
-    static String[] concat(final String[] first, final String... second) {
-        final String[] all = java.util.Arrays.copyOf(first, first.length + second.length);
-        System.arraycopy(second, 0, all, first.length, second.length);
-        return all;
-    }
-
     private static String nonNull(final String value) {
         return value == null ? "" : value;
     }

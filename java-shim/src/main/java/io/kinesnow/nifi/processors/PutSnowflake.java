@@ -281,7 +281,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
-        engine.open(context, PROPERTIES, getLogger(), ProxyService.concat(ProxyService.facts(context), "PutSnowflake Instance", instance,
+        engine.open(context, PROPERTIES, getLogger(), NativeComponent.withFacts(ProxyService.facts(context), "PutSnowflake Instance", instance,
                 NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider())));
         transitBase = "snowflake://" + accountForProvenance(context);
     }

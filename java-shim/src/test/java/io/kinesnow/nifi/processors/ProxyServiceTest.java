@@ -88,7 +88,7 @@ class ProxyServiceTest {
 
     @Test
     void factsFollowTheEngineProperties() {
-        assertArrayEquals(new String[]{"a", "b", "c"}, ProxyService.concat(new String[]{"a"}, "b", "c"));
-        assertEquals(List.of(), Arrays.asList(ProxyService.concat(new String[0])));
+        assertArrayEquals(new String[]{"a", "b", "c"}, NativeComponent.withFacts(new String[]{"a"}, "b", "c"));
+        assertEquals(List.of(), Arrays.asList(NativeComponent.withFacts(new String[0])));
     }
 }
