@@ -5,6 +5,7 @@ this project) in the venv of tests/kpl/venv.sh, which creates it on first use.
     [{"partition_key", "explicit_hash_key", "data_b64"}] = aggregate([[("k1", '{"id":1}'), ("k1", '{"id":2}')]])
 """
 
+import base64
 import json
 import os
 import subprocess
@@ -19,7 +20,9 @@ def venv_python() -> str:
 
 
 def aggregate(groups: list) -> list:
-    """One KPL aggregate per group of (partition_key, text) user records, in order."""
+    """One KPL aggregate per group of (partition_key, text or bytes) user records, in order."""
+    groups = [[(key, {"b64": base64.b64encode(data).decode()} if isinstance(data, bytes) else data) for key, data in group]
+              for group in groups]
     proc = subprocess.run([venv_python(), os.path.join(KPL, "aggregate.py")], input=json.dumps(groups),
                           check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     return json.loads(proc.stdout)
