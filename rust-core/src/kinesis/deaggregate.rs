@@ -40,7 +40,6 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use md5::{Digest, Md5};
 
 use super::kpl_view::{entries, Entry, RecordView};
 use super::record::{record_cost, KinesisRecord};
@@ -332,7 +331,7 @@ fn verified_body(data: &[u8]) -> Result<&[u8], InvalidAggregate> {
         return Err(InvalidAggregate::TooShort { len });
     }
     let (body, digest) = data[KPL_MAGIC.len()..].split_at(len - KPL_MAGIC.len() - KPL_DIGEST_LEN);
-    if Md5::digest(body).as_slice() != digest {
+    if super::digest::md5(body).as_slice() != digest {
         return Err(InvalidAggregate::DigestMismatch);
     }
     Ok(body)
@@ -412,7 +411,7 @@ pub fn seal(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(KPL_MAGIC.len() + body.len() + KPL_DIGEST_LEN);
     out.extend_from_slice(&KPL_MAGIC);
     out.extend_from_slice(body);
-    out.extend_from_slice(&Md5::digest(body));
+    out.extend_from_slice(&super::digest::md5(body));
     out
 }
 

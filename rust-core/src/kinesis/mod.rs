@@ -7,6 +7,7 @@ pub mod fan_out;
 mod kpl_messages;
 mod kpl_view;
 pub mod limiter;
+pub mod digest;
 pub mod position;
 pub mod record;
 pub mod shards;
