@@ -385,3 +385,26 @@ async fn rows_of_finished_shards_gone_from_the_stream_are_removed() {
     }
     engine.stop().await;
 }
+
+/// Issue 20 §3: a caught-up consumer polls each shard about once a second (KCL's default idle time),
+/// not four times a second: over 6 s, 4 caught-up shards make at most 4 × (6 + 1) GetRecords calls.
+/// With the earlier 250 ms idle delay they made about 4 × 24 (the test failed: 96 > 28).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caught_up_consumer_polls_each_shard_about_once_a_second() {
+    log();
+    let emulators = Emulators::start("idle-cadence");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "idle-cadence", 4).await;
+    let faults = Faults::default();
+    let mut engine_clients = clients(&aws(&emulators)).await;
+    faults.install(&mut engine_clients);
+    let engine = ConsumerEngine::start(settings("idle-cadence", "idle-cadence-app"), engine_clients).await.expect("starts");
+    wait_until("all four shards are leased", Duration::from_secs(20), || async { engine.leased_shards().len() == 4 }).await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // every reader has made its first, empty, read
+    let before = faults.calls("GetRecords");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let calls = faults.calls("GetRecords") - before;
+    assert!(calls >= 4 * 4, "every shard is still polled while idle: {calls} calls in 6 s");
+    assert!(calls <= 4 * 7, "a caught-up shard is polled about once a second: {calls} calls in 6 s over 4 shards");
+    engine.stop().await;
+}

@@ -31,8 +31,12 @@ enum Start {
     After(String),
 }
 
-/// Wait after an empty read of a shard that is caught up.
-const IDLE_DELAY: Duration = Duration::from_millis(250);
+/// Wait after an empty read of a shard that is caught up: one GetRecords per second, KCL's default
+/// (`PollingConfig.idleTimeBetweenReadsInMillis` = 1000). A shard allows 5 GetRecords calls per second
+/// shared by every consumer of the stream, so an idle reader of ours leaves 4 of them to the others, and
+/// a caught-up consumer costs one call per shard per second. A new record then waits at most one
+/// second longer; a shard that is behind is read back to back (see the limiter).
+const IDLE_DELAY: Duration = Duration::from_millis(1000);
 
 /// Reads the shard for its lease begun at (or rewound to) `generation`; ends when the shard ends,
 /// is lost or handed back, or the engine stops.
