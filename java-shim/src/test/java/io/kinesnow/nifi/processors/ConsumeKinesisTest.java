@@ -60,12 +60,24 @@ class ConsumeKinesisTest {
     }
 
     @Test
-    void snowflakeCommitRefusesGroupedRecordsWithoutTheirMetadata() {
+    void snowflakeCommitRefusesGroupedRecordsWithoutTheirMetadata() throws Exception {
+        // NiFi runs the processor's own validation only once the services are set.
+        final org.apache.nifi.json.JsonTreeReader reader = new org.apache.nifi.json.JsonTreeReader();
+        runner.addControllerService("reader", reader);
+        runner.enableControllerService(reader);
+        final org.apache.nifi.json.JsonRecordSetWriter writer = new org.apache.nifi.json.JsonRecordSetWriter();
+        runner.addControllerService("writer", writer);
+        runner.enableControllerService(writer);
+        runner.setProperty(ConsumeKinesis.RECORD_READER, "reader");
+        runner.setProperty(ConsumeKinesis.RECORD_WRITER, "writer");
         runner.setProperty(ConsumeKinesis.FAILOVER_POSITION, "SNOWFLAKE_COMMIT");
         for (final String strategy : List.of("LINE_DELIMITED", "DEMARCATOR", "RECORD")) {
             runner.setProperty(ConsumeKinesis.PROCESSING_STRATEGY, strategy);
             runner.setProperty(ConsumeKinesis.MESSAGE_DEMARCATOR, "|");
             assertProblem(runner, "Failover Position", "no per-record positions");
+            runner.setProperty(ConsumeKinesis.OUTPUT_STRATEGY, "INJECT_METADATA");
+            runner.assertValid();
+            runner.setProperty(ConsumeKinesis.OUTPUT_STRATEGY, "USE_VALUE");
         }
     }
 
