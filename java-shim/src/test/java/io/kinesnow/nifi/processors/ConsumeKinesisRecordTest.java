@@ -144,7 +144,9 @@ class ConsumeKinesisRecordTest {
         assertTrue(kpl.get("subSequenceNumber").isIntegralNumber());
         assertEquals(KinesisBatchBytes.sequence(9) + "00000000000000000003", kpl.get("shardedSequenceNumber").asText());
         assertEquals("pk-é", kpl.get("partitionKey").asText());
+        assertTrue(kpl.get("approximateArrival").isIntegralNumber(), kpl.toString());
         assertEquals(1_764_000_000_123L, kpl.get("approximateArrival").asLong(), "epoch milliseconds, as the JSON strategies write");
+        assertTrue(plain.get("sequenceNumber").isTextual() && kpl.get("shardedSequenceNumber").isTextual());
     }
 
     @Test
