@@ -158,7 +158,7 @@ impl Component {
         };
         let batch = crate::runtime::get().block_on(engine.poll(config.max_batch_size, config.max_batch_duration));
         let Some(Batch { id, shards, .. }) = batch else { return Ok(None) };
-        let layout = Layout { stream: &config.stream_name, processing: config.processing_strategy, output: config.output_strategy };
+        let layout = Layout { stream: &config.stream_name, processing: &config.processing_strategy, output: config.output_strategy };
         let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
         if let Some(key) = engine.link() {
             note_parse_failures(key, &shards);

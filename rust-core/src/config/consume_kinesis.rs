@@ -34,6 +34,8 @@ pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
 pub const MAX_BUFFER_SIZE: &str = "Max Buffer Size";
 pub const PROCESSING_STRATEGY: &str = "Processing Strategy";
 pub const OUTPUT_STRATEGY: &str = "Output Strategy";
+/// The bytes between records with Processing Strategy DEMARCATOR (as NiFi's ConsumeKinesis).
+pub const MESSAGE_DEMARCATOR: &str = "Message Demarcator";
 pub const LAG_WARNING_THRESHOLD: &str = "Lag Warning Threshold";
 pub const FAILOVER_TIMEOUT: &str = "Failover Timeout";
 pub const FAILOVER_POSITION: &str = "Failover Position";
@@ -72,6 +74,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     MAX_BATCH_SIZE,
     MAX_BUFFER_SIZE,
     PROCESSING_STRATEGY,
+    MESSAGE_DEMARCATOR,
     OUTPUT_STRATEGY,
     LAG_WARNING_THRESHOLD,
     FAILOVER_TIMEOUT,
@@ -93,12 +96,29 @@ pub enum InitialPosition {
     AtTimestamp(SystemTime),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessingStrategy {
     /// One FlowFile per user record.
     FlowFile,
-    /// One FlowFile per shard per batch, records separated by newlines.
-    LineDelimited,
+    /// One FlowFile per shard per batch, records joined by these bytes (never empty): LINE_DELIMITED
+    /// is a newline, DEMARCATOR the Message Demarcator's UTF-8 bytes. A record that contains them is
+    /// not escaped, so a split on the demarcator downstream cuts that record in pieces.
+    Demarcated(Vec<u8>),
+    /// One entry per user record with its bytes as they are; the shim reads them with NiFi's Record
+    /// Reader and writes each shard's records with the Record Writer (Output Strategy applied there).
+    Record,
+}
+
+impl ProcessingStrategy {
+    /// LINE_DELIMITED: DEMARCATOR with a newline.
+    pub fn line_delimited() -> Self {
+        Self::Demarcated(b"\n".to_vec())
+    }
+
+    /// Whether a FlowFile may hold several records (so, with USE_VALUE, no per-record positions).
+    pub fn groups_records(&self) -> bool {
+        !matches!(self, Self::FlowFile)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,11 +256,7 @@ impl ConsumeKinesisConfig {
                 r.problem(MAX_BUFFER_SIZE, "must be at least Max Batch Size");
             }
         }
-        let processing_strategy = r.one_of(
-            PROCESSING_STRATEGY,
-            ProcessingStrategy::FlowFile,
-            &[("FLOW_FILE", ProcessingStrategy::FlowFile), ("LINE_DELIMITED", ProcessingStrategy::LineDelimited)],
-        );
+        let processing_strategy = processing_strategy(&mut r);
         let output_strategy = r.one_of(
             OUTPUT_STRATEGY,
             OutputStrategy::UseValue,
@@ -260,17 +276,7 @@ impl ConsumeKinesisConfig {
         );
         let node = r.optional(NODE_IDENTITY).unwrap_or_default();
         let proxy = super::proxy::Proxy::read(&mut r);
-        if failover_position == FailoverPosition::SnowflakeCommit
-            && processing_strategy == ProcessingStrategy::LineDelimited
-            && output_strategy == OutputStrategy::UseValue
-        {
-            r.problem(
-                FAILOVER_POSITION,
-                "SNOWFLAKE_COMMIT needs FlowFiles whose rows PutSnowflake loads exactly once: Processing Strategy FLOW_FILE, \
-                 or Output Strategy INJECT_METADATA or USE_WRAPPER (several records of LINE_DELIMITED with USE_VALUE \
-                 carry no per-record positions)",
-            );
-        }
+        check_exactly_once_layout(&mut r, failover_position, &processing_strategy, output_strategy);
         r.finish(Self {
             failover_position,
             node,
@@ -292,6 +298,52 @@ impl ConsumeKinesisConfig {
             lag_warning_threshold_percent,
             failover_timeout,
         })
+    }
+}
+
+/// FLOW_FILE, LINE_DELIMITED, DEMARCATOR (with its Message Demarcator) or RECORD.
+fn processing_strategy(r: &mut Reader) -> ProcessingStrategy {
+    #[derive(Clone, Copy)]
+    enum Kind {
+        FlowFile,
+        LineDelimited,
+        Demarcator,
+        Record,
+    }
+    let kind = r.one_of(
+        PROCESSING_STRATEGY,
+        Kind::FlowFile,
+        &[
+            ("FLOW_FILE", Kind::FlowFile),
+            ("LINE_DELIMITED", Kind::LineDelimited),
+            ("DEMARCATOR", Kind::Demarcator),
+            ("RECORD", Kind::Record),
+        ],
+    );
+    match kind {
+        Kind::FlowFile => ProcessingStrategy::FlowFile,
+        Kind::LineDelimited => ProcessingStrategy::line_delimited(),
+        Kind::Record => ProcessingStrategy::Record,
+        Kind::Demarcator => match r.optional_exact(MESSAGE_DEMARCATOR) {
+            Some(demarcator) => ProcessingStrategy::Demarcated(demarcator.into_bytes()),
+            None => {
+                r.problem(MESSAGE_DEMARCATOR, "is required with Processing Strategy DEMARCATOR: the bytes between two records (empty would run them together)");
+                ProcessingStrategy::line_delimited()
+            }
+        },
+    }
+}
+
+/// SNOWFLAKE_COMMIT needs every row to carry its position: one record per FlowFile, or records with
+/// their own `kinesisMetadata`. The one place this rule lives (the shim only shows its verdict).
+fn check_exactly_once_layout(r: &mut Reader, failover: FailoverPosition, processing: &ProcessingStrategy, output: OutputStrategy) {
+    if failover == FailoverPosition::SnowflakeCommit && processing.groups_records() && output == OutputStrategy::UseValue {
+        r.problem(
+            FAILOVER_POSITION,
+            "SNOWFLAKE_COMMIT needs FlowFiles whose rows PutSnowflake loads exactly once: Processing Strategy FLOW_FILE, \
+             or Output Strategy INJECT_METADATA or USE_WRAPPER (several records of LINE_DELIMITED, DEMARCATOR or RECORD \
+             with USE_VALUE carry no per-record positions)",
+        );
     }
 }
 
@@ -657,6 +709,59 @@ mod tests {
         p.retain(|(n, _)| *n != CREDENTIALS_SERVICE_HANDLE);
         p.push((CREDENTIALS_SERVICE_HANDLE, "seven"));
         assert!(problem_for(p, CREDENTIALS_SERVICE).contains("a bug"));
+    }
+
+    #[test]
+    fn processing_strategies_and_their_demarcators() {
+        let strategy = |extra: Vec<(&'static str, &'static str)>| {
+            let mut p = minimal();
+            p.extend(extra);
+            parse(p).map(|c| c.processing_strategy)
+        };
+        assert_eq!(strategy(vec![]).unwrap(), ProcessingStrategy::FlowFile);
+        assert_eq!(strategy(vec![(PROCESSING_STRATEGY, "LINE_DELIMITED")]).unwrap(), ProcessingStrategy::Demarcated(b"\n".to_vec()));
+        assert_eq!(strategy(vec![(PROCESSING_STRATEGY, "RECORD")]).unwrap(), ProcessingStrategy::Record);
+        assert_eq!(
+            strategy(vec![(PROCESSING_STRATEGY, "DEMARCATOR"), (MESSAGE_DEMARCATOR, "\u{1F4A5}|\r\n")]).unwrap(),
+            ProcessingStrategy::Demarcated("\u{1F4A5}|\r\n".as_bytes().to_vec()),
+            "multi-byte UTF-8, exactly as given"
+        );
+        assert_eq!(
+            strategy(vec![(PROCESSING_STRATEGY, "DEMARCATOR"), (MESSAGE_DEMARCATOR, " ")]).unwrap(),
+            ProcessingStrategy::Demarcated(b" ".to_vec()),
+            "whitespace is a demarcator, not blank"
+        );
+        assert_eq!(
+            strategy(vec![(PROCESSING_STRATEGY, "LINE_DELIMITED"), (MESSAGE_DEMARCATOR, "|")]).unwrap(),
+            ProcessingStrategy::line_delimited(),
+            "the demarcator only counts with DEMARCATOR (it depends on it in NiFi)"
+        );
+        let mut p = minimal();
+        p.push((PROCESSING_STRATEGY, "DEMARCATOR"));
+        assert!(problem_for(p.clone(), MESSAGE_DEMARCATOR).contains("required with Processing Strategy DEMARCATOR"));
+        p.push((MESSAGE_DEMARCATOR, ""));
+        assert!(problem_for(p, MESSAGE_DEMARCATOR).contains("empty would run them together"));
+        let mut p = minimal();
+        p.push((PROCESSING_STRATEGY, "SPLIT"));
+        assert!(problem_for(p, PROCESSING_STRATEGY).contains("FLOW_FILE, LINE_DELIMITED, DEMARCATOR, RECORD"));
+    }
+
+    #[test]
+    fn snowflake_commit_refuses_grouped_records_without_their_metadata() {
+        for (processing, demarcator) in [("LINE_DELIMITED", None), ("DEMARCATOR", Some("||")), ("RECORD", None)] {
+            let mut p = minimal();
+            p.extend([(FAILOVER_POSITION, "SNOWFLAKE_COMMIT"), (PROCESSING_STRATEGY, processing)]);
+            p.extend(demarcator.map(|d| (MESSAGE_DEMARCATOR, d)));
+            assert!(problem_for(p.clone(), FAILOVER_POSITION).contains("no per-record positions"), "{processing} + USE_VALUE");
+            for output in ["INJECT_METADATA", "USE_WRAPPER"] {
+                let mut q = p.clone();
+                q.push((OUTPUT_STRATEGY, output));
+                assert!(parse(q).is_ok(), "{processing} + {output} carries per-record metadata");
+            }
+        }
+        let mut p = minimal();
+        p.extend([(FAILOVER_POSITION, "SNOWFLAKE_COMMIT"), (PROCESSING_STRATEGY, "FLOW_FILE")]);
+        assert!(parse(p).is_ok(), "one record per FlowFile");
     }
 
     #[test]

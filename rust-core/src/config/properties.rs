@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::{ConfigProblem, ConfigProblems};
 
-/// Property name to value; blank values count as unset.
+/// Property name to value; blank values count as unset, except where a value is read exactly
+/// ([`PropertyMap::get_exact`]: a demarcator may be a newline or a space).
 #[derive(Debug, Clone, Default)]
 pub struct PropertyMap {
     values: HashMap<String, String>,
@@ -24,17 +25,22 @@ impl PropertyMap {
         let values = pairs
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(_, v)| !v.trim().is_empty())
+            .filter(|(_, v)| !v.is_empty())
             .collect();
         Self { values }
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.values.get(name).map(|v| v.trim())
+        self.values.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
     }
 
-    /// The raw (untrimmed) value, for secrets and PEM text where whitespace may matter.
+    /// The raw (untrimmed) value, for secrets and PEM text where whitespace may matter; blank is unset.
     pub fn get_raw(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str).filter(|v| !v.trim().is_empty())
+    }
+
+    /// The value exactly as given, whitespace included (only the empty string is unset).
+    pub fn get_exact(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
     }
 }
@@ -60,6 +66,11 @@ impl<'a> Reader<'a> {
 
     pub fn optional_raw(&self, name: &str) -> Option<String> {
         self.props.get_raw(name).map(str::to_owned)
+    }
+
+    /// See [`PropertyMap::get_exact`].
+    pub fn optional_exact(&self, name: &str) -> Option<String> {
+        self.props.get_exact(name).map(str::to_owned)
     }
 
     pub fn required(&mut self, name: &str) -> String {

@@ -1,7 +1,12 @@
 //! Turns a shard's records into FlowFile contents, following the Processing Strategy (one FlowFile
-//! per record, or one newline-delimited FlowFile per shard) and the Output Strategy (bytes as they
-//! are, wrapped, or with `kinesisMetadata` injected). A record that must be JSON and is not goes to
-//! `parse.failure` whole, with the reason; nothing is dropped.
+//! per record; one FlowFile per shard with the records joined by a demarcator, a newline for
+//! LINE_DELIMITED; or, for RECORD, one entry per record that the shim's Record Reader and Writer
+//! turn into FlowFiles) and the Output Strategy (bytes as they are, wrapped, or with
+//! `kinesisMetadata` injected). A record that must be JSON and is not goes to `parse.failure`
+//! whole, with the reason; nothing is dropped.
+//!
+//! A demarcator is not escaped: a record that contains it is written as it is, and a split on the
+//! demarcator downstream cuts that record in pieces.
 
 use std::sync::Arc;
 
@@ -50,21 +55,23 @@ pub struct ShardFlowFiles {
 
 pub struct Layout<'a> {
     pub stream: &'a str,
-    pub processing: ProcessingStrategy,
+    pub processing: &'a ProcessingStrategy,
     pub output: OutputStrategy,
 }
 
 impl Layout<'_> {
     pub fn shard(&self, shard: ShardRecords) -> ShardFlowFiles {
         let mut flow_files = Vec::new();
-        let mut lines: Option<FlowFileOut> = None;
+        let mut joined: Option<FlowFileOut> = None;
         let mut before = shard.previous;
         for mut record in shard.records {
             let previous = std::mem::replace(&mut before, Some(Position::new(record.sequence_number.clone(), record.sub_sequence_number)));
             match self.content(&shard.shard_id, &mut record) {
                 Ok(content) => match self.processing {
-                    ProcessingStrategy::FlowFile => flow_files.push(single(&record, previous, Route::Success, content, String::new())),
-                    ProcessingStrategy::LineDelimited => append_line(&mut lines, &record, previous, content),
+                    ProcessingStrategy::FlowFile | ProcessingStrategy::Record => {
+                        flow_files.push(single(&record, previous, Route::Success, content, String::new()))
+                    }
+                    ProcessingStrategy::Demarcated(demarcator) => append(&mut joined, demarcator, &record, previous, content),
                 },
                 Err(reason) => {
                     let data = std::mem::take(&mut record.data);
@@ -72,7 +79,7 @@ impl Layout<'_> {
                 }
             }
         }
-        flow_files.extend(lines);
+        flow_files.extend(joined);
         ShardFlowFiles {
             shard_id: shard.shard_id,
             parent_shard_ids: shard.parent_shard_ids,
@@ -83,7 +90,12 @@ impl Layout<'_> {
     }
 
     /// The FlowFile content of one record; the record's data is moved, not copied, when used as is.
+    /// RECORD hands the bytes as they are: the shim applies the Output Strategy to the records its
+    /// Record Reader reads from them.
     fn content(&self, shard_id: &str, record: &mut KinesisRecord) -> Result<Vec<u8>, String> {
+        if *self.processing == ProcessingStrategy::Record {
+            return Ok(std::mem::take(&mut record.data));
+        }
         match self.output {
             OutputStrategy::UseValue => Ok(std::mem::take(&mut record.data)),
             OutputStrategy::UseWrapper => {
@@ -137,11 +149,12 @@ fn single(record: &KinesisRecord, previous: Option<Position>, route: Route, cont
     }
 }
 
-fn append_line(lines: &mut Option<FlowFileOut>, record: &KinesisRecord, previous: Option<Position>, content: Vec<u8>) {
-    match lines {
-        None => *lines = Some(single(record, previous, Route::Success, content, String::new())),
+/// Adds a record to the shard's joined FlowFile, after the demarcator (as it is, never escaped).
+fn append(joined: &mut Option<FlowFileOut>, demarcator: &[u8], record: &KinesisRecord, previous: Option<Position>, content: Vec<u8>) {
+    match joined {
+        None => *joined = Some(single(record, previous, Route::Success, content, String::new())),
         Some(ff) => {
-            ff.content.push(b'\n');
+            ff.content.extend_from_slice(demarcator);
             ff.content.extend_from_slice(&content);
             ff.record_count += 1;
             ff.last_sequence = record.sequence_number.clone();
@@ -173,11 +186,12 @@ mod tests {
         let at = |seq: &str, sub| Some(Position::new(seq, sub));
         let mut s = shard(vec![record("5", Some(0), "{}"), record("5", Some(1), "oops"), record("6", None, "{}")]);
         s.previous = at("4", None);
-        let layout = Layout { stream: "s", processing: ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
+        let layout = Layout { stream: "s", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
         let out = layout.shard(s.clone());
         let previous: Vec<_> = out.flow_files.iter().map(|f| (f.route, f.previous.clone())).collect();
         assert_eq!(previous, vec![(Route::Success, at("4", None)), (Route::ParseFailure, at("5", Some(0))), (Route::Success, at("5", Some(1)))]);
-        let layout = Layout { processing: ProcessingStrategy::LineDelimited, ..layout };
+        let lines = ProcessingStrategy::line_delimited();
+        let layout = Layout { processing: &lines, ..layout };
         let out = layout.shard(s);
         let lines = out.flow_files.iter().find(|f| f.route == Route::Success).unwrap();
         assert_eq!((lines.previous.clone(), lines.record_count), (at("4", None), 2), "the lines' FlowFile starts after the batch's previous record");
@@ -185,7 +199,8 @@ mod tests {
 
     #[test]
     fn line_delimited_joins_a_shards_records_in_order() {
-        let layout = Layout { stream: "s", processing: ProcessingStrategy::LineDelimited, output: OutputStrategy::UseValue };
+        let lines = ProcessingStrategy::line_delimited();
+        let layout = Layout { stream: "s", processing: &lines, output: OutputStrategy::UseValue };
         let out = layout.shard(shard(vec![record("1", None, "a"), record("2", Some(0), "b"), record("2", Some(1), "c")]));
         assert_eq!(out.flow_files.len(), 1);
         let ff = &out.flow_files[0];
@@ -195,7 +210,7 @@ mod tests {
 
     #[test]
     fn inject_metadata_adds_nifis_fields() {
-        let layout = Layout { stream: "orders", processing: ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
+        let layout = Layout { stream: "orders", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
         let out = layout.shard(shard(vec![record("77", Some(3), r#"{"id":1}"#)]));
         let v: Value = serde_json::from_slice(&out.flow_files[0].content).unwrap();
         assert_eq!(v["id"], 1);
@@ -211,7 +226,7 @@ mod tests {
 
     #[test]
     fn wrapper_keeps_any_json_value() {
-        let layout = Layout { stream: "s", processing: ProcessingStrategy::FlowFile, output: OutputStrategy::UseWrapper };
+        let layout = Layout { stream: "s", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::UseWrapper };
         let out = layout.shard(shard(vec![record("1", None, "[1,2]")]));
         let v: Value = serde_json::from_slice(&out.flow_files[0].content).unwrap();
         assert_eq!(v["value"], serde_json::json!([1, 2]));
@@ -219,7 +234,8 @@ mod tests {
 
     #[test]
     fn non_json_goes_to_parse_failure_whole_and_the_rest_continues() {
-        let layout = Layout { stream: "s", processing: ProcessingStrategy::LineDelimited, output: OutputStrategy::InjectMetadata };
+        let lines = ProcessingStrategy::line_delimited();
+        let layout = Layout { stream: "s", processing: &lines, output: OutputStrategy::InjectMetadata };
         let out = layout.shard(shard(vec![record("1", None, "{\"a\":1}"), record("2", None, "\u{0}not json"), record("3", None, "5")]));
         let failures: Vec<_> = out.flow_files.iter().filter(|f| f.route == Route::ParseFailure).collect();
         assert_eq!(failures.len(), 2);
@@ -229,5 +245,57 @@ mod tests {
         let ok: Vec<_> = out.flow_files.iter().filter(|f| f.route == Route::Success).collect();
         assert_eq!(ok.len(), 1);
         assert_eq!(ok[0].record_count, 1);
+    }
+
+    #[test]
+    fn a_multi_byte_demarcator_joins_records_and_is_not_escaped_inside_them() {
+        let demarcator = ProcessingStrategy::Demarcated("\u{1F4A5}\r\n".as_bytes().to_vec());
+        let layout = Layout { stream: "s", processing: &demarcator, output: OutputStrategy::UseValue };
+        let inside = "left\u{1F4A5}\r\nright";
+        let out = layout.shard(shard(vec![record("1", None, "a"), record("2", None, inside), record("3", Some(4), "c")]));
+        assert_eq!(out.flow_files.len(), 1, "one FlowFile per shard per batch");
+        let ff = &out.flow_files[0];
+        assert_eq!(ff.content, "a\u{1F4A5}\r\nleft\u{1F4A5}\r\nright\u{1F4A5}\r\nc".as_bytes(), "the record's own demarcator stays as it is");
+        assert_eq!((ff.record_count, ff.first_sequence.as_str(), ff.last_sequence.as_str(), ff.last_sub), (3, "1", "3", Some(4)));
+        let text = String::from_utf8(ff.content.clone()).unwrap();
+        assert_eq!(text.split("\u{1F4A5}\r\n").count(), 4, "a split on the demarcator downstream cuts the second record in two");
+    }
+
+    #[test]
+    fn a_demarcator_applies_the_output_strategy_per_record() {
+        let demarcator = ProcessingStrategy::Demarcated(b"||".to_vec());
+        let layout = Layout { stream: "s", processing: &demarcator, output: OutputStrategy::InjectMetadata };
+        let out = layout.shard(shard(vec![record("1", None, r#"{"a":1}"#), record("2", None, "nope"), record("3", None, r#"{"a":3}"#)]));
+        let ok = out.flow_files.iter().find(|f| f.route == Route::Success).unwrap();
+        let parts: Vec<Value> = String::from_utf8(ok.content.clone()).unwrap().split("||").map(|p| serde_json::from_str(p).unwrap()).collect();
+        assert_eq!(parts.len(), 2);
+        assert_eq!((parts[0]["a"].clone(), parts[1]["kinesisMetadata"]["sequenceNumber"].clone()), (1.into(), "3".into()));
+        assert_eq!(out.flow_files.iter().filter(|f| f.route == Route::ParseFailure).count(), 1);
+    }
+
+    #[test]
+    fn record_gives_one_entry_per_record_with_its_bytes_and_previous_positions() {
+        let at = |seq: &str, sub| Some(Position::new(seq, sub));
+        let mut s = shard(vec![record("5", Some(0), "\u{0}not json"), record("5", Some(1), r#"{"a":1}"#), record("6", None, "x,y")]);
+        s.previous = at("4", None);
+        for output in [OutputStrategy::UseValue, OutputStrategy::UseWrapper, OutputStrategy::InjectMetadata] {
+            let layout = Layout { stream: "s", processing: &ProcessingStrategy::Record, output };
+            let out = layout.shard(s.clone());
+            let entries: Vec<_> = out
+                .flow_files
+                .iter()
+                .map(|f| (f.route, f.record_count, f.first_sequence.as_str(), f.last_sub, f.previous.clone(), f.content.as_slice()))
+                .collect();
+            assert_eq!(
+                entries,
+                vec![
+                    (Route::Success, 1, "5", Some(0), at("4", None), "\u{0}not json".as_bytes()),
+                    (Route::Success, 1, "5", Some(1), at("5", Some(0)), br#"{"a":1}"#.as_slice()),
+                    (Route::Success, 1, "6", None, at("5", Some(1)), b"x,y".as_slice()),
+                ],
+                "{output:?}: no JSON parsing in Rust, the shim's reader decides"
+            );
+            assert_eq!((&*out.flow_files[2].partition_key, out.flow_files[2].arrival_ms), ("pk-6", 1_700_000_000_123));
+        }
     }
 }

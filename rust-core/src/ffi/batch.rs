@@ -238,7 +238,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
 
 /// The synthetic records as FlowFiles, one per record.
 pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) -> Vec<ShardFlowFiles> {
-    let layout = Layout { stream: "synthetic", processing: ProcessingStrategy::FlowFile, output: OutputStrategy::UseValue };
+    let layout = Layout { stream: "synthetic", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::UseValue };
     synthetic_records(shards, records_per_shard, payload_bytes).into_iter().map(|s| layout.shard(s)).collect()
 }
 

@@ -73,6 +73,23 @@ public final class RecordBatch {
             System.arraycopy(buffer, offset, copy, 0, length);
             return copy;
         }
+
+        /** This Kinesis record routed to parse failure, for {@code error}. */
+        public FlowFileData failed(final String error) {
+            return new FlowFileData(ROUTE_PARSE_FAILURE, recordCount, firstSequence, firstSubSequence, lastSequence,
+                    lastSubSequence, previousSequence, previousSubSequence, partitionKey, approximateArrivalMillis, error,
+                    buffer, offset, length);
+        }
+
+        /**
+         * A FlowFile holding {@code first} to {@code last} (entries of one shard, in order) as {@code recordCount} records:
+         * its positions are the first's and the last's, its previous, partition key and arrival the first's. No content.
+         */
+        public static FlowFileData spanning(final FlowFileData first, final FlowFileData last, final int recordCount) {
+            return new FlowFileData(ROUTE_SUCCESS, recordCount, first.firstSequence, first.firstSubSequence, last.lastSequence,
+                    last.lastSubSequence, first.previousSequence, first.previousSubSequence, first.partitionKey,
+                    first.approximateArrivalMillis, "", new byte[0], 0, 0);
+        }
     }
 
     /**

@@ -18,6 +18,7 @@ import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationContext;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.components.Validator;
+import org.apache.nifi.expression.ExpressionLanguageScope;
 import org.apache.nifi.flowfile.FlowFile;
 import org.apache.nifi.flowfile.attributes.CoreAttributes;
 import org.apache.nifi.processor.AbstractProcessor;
@@ -27,6 +28,8 @@ import org.apache.nifi.processor.Relationship;
 import org.apache.nifi.processor.VerifiableProcessor;
 import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.logging.ComponentLog;
+import org.apache.nifi.serialization.RecordReaderFactory;
+import org.apache.nifi.serialization.RecordSetWriterFactory;
 
 import java.util.Collection;
 import java.util.HashMap;
@@ -56,8 +59,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
     @WritesAttribute(attribute = "aws.kinesis.last.subsequence.number", description = "Sub-sequence number of the last record, for KPL aggregated records"),
     @WritesAttribute(attribute = "aws.kinesis.approximate.arrival.timestamp.ms", description = "Approximate arrival time of the (first) record, epoch milliseconds"),
     @WritesAttribute(attribute = "kinesis.millis.behind", description = "How far the shard's reader was behind the tip of the stream, in milliseconds"),
-    @WritesAttribute(attribute = "mime.type", description = "application/json for wrapped or metadata-injected output"),
-    @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile"),
+    @WritesAttribute(attribute = "mime.type", description = "application/json for wrapped or metadata-injected output; "
+            + "with Processing Strategy RECORD, the Record Writer's mime type"),
+    @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile (with RECORD, the "
+            + "records the Record Writer wrote)"),
     @WritesAttribute(attribute = "record.error.message", description = "Why a record went to parse.failure")
 })
 public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
@@ -77,6 +82,13 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     static final AllowableValue FLOW_FILE = new AllowableValue("FLOW_FILE", "FlowFile", "One FlowFile per Kinesis record.");
     static final AllowableValue LINE_DELIMITED = new AllowableValue("LINE_DELIMITED", "Line Delimited",
             "One FlowFile per shard per batch, records separated by newlines (NDJSON when records are JSON).");
+    static final AllowableValue DEMARCATOR = new AllowableValue("DEMARCATOR", "Demarcator",
+            "One FlowFile per shard per batch, records separated by the Message Demarcator. A record that contains the "
+                    + "demarcator is not escaped.");
+    static final AllowableValue RECORD = new AllowableValue("RECORD", "Record",
+            "Each Kinesis record is read with the Record Reader, and a shard's records are written with the Record "
+                    + "Writer into one FlowFile per batch (a new one when the schema changes). Records the reader cannot "
+                    + "read go to parse.failure.");
 
     static final AllowableValue USE_VALUE = new AllowableValue("USE_VALUE", "Use Value", "Write each record's bytes as they are.");
     static final AllowableValue USE_WRAPPER = new AllowableValue("USE_WRAPPER", "Use Wrapper",
@@ -189,9 +201,26 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
     static final PropertyDescriptor PROCESSING_STRATEGY = new PropertyDescriptor.Builder()
             .name("Processing Strategy").description("How records are laid out in FlowFiles.")
-            .required(true).allowableValues(FLOW_FILE, LINE_DELIMITED).defaultValue(FLOW_FILE.getValue()).build();
+            .required(true).allowableValues(FLOW_FILE, LINE_DELIMITED, DEMARCATOR, RECORD).defaultValue(FLOW_FILE.getValue()).build();
+    static final PropertyDescriptor MESSAGE_DEMARCATOR = new PropertyDescriptor.Builder()
+            .name("Message Demarcator")
+            .description("The text (written as UTF-8) between two records of a FlowFile with Processing Strategy DEMARCATOR. "
+                    + "Enter a new line with Shift+Enter, or use Expression Language such as ${literal('\\n')}. A record that "
+                    + "contains the demarcator is written as it is (not escaped), so a split on the demarcator cuts it.")
+            .required(true).dependsOn(PROCESSING_STRATEGY, DEMARCATOR)
+            .expressionLanguageSupported(ExpressionLanguageScope.ENVIRONMENT).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor RECORD_READER = new PropertyDescriptor.Builder()
+            .name("Record Reader")
+            .description("Reads each Kinesis record into records (JSON, Avro, CSV...); a Kinesis record it cannot read goes "
+                    + "to parse.failure whole.")
+            .required(true).dependsOn(PROCESSING_STRATEGY, RECORD).identifiesControllerService(RecordReaderFactory.class).build();
+    static final PropertyDescriptor RECORD_WRITER = new PropertyDescriptor.Builder()
+            .name("Record Writer")
+            .description("Writes a shard's records into FlowFiles, after the Output Strategy.")
+            .required(true).dependsOn(PROCESSING_STRATEGY, RECORD).identifiesControllerService(RecordSetWriterFactory.class).build();
     static final PropertyDescriptor OUTPUT_STRATEGY = new PropertyDescriptor.Builder()
-            .name("Output Strategy").description("What is written for each record.")
+            .name("Output Strategy").description("What is written for each record. With RECORD, applied to each record "
+                    + "the Record Reader read; otherwise USE_WRAPPER and INJECT_METADATA need JSON records.")
             .required(true).allowableValues(USE_VALUE, USE_WRAPPER, INJECT_METADATA).defaultValue(USE_VALUE.getValue()).build();
     static final PropertyDescriptor LAG_WARNING_THRESHOLD = new PropertyDescriptor.Builder()
             .name("Lag Warning Threshold")
@@ -229,17 +258,30 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME,
             ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
-            OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION), REGION);
+            MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION), REGION);
 
-    /** What NiFi shows: the properties the engine reads, and NiFi's Proxy Configuration Service (see {@link ProxyService}). */
-    static final List<PropertyDescriptor> DESCRIPTORS = ProxyService.withProxy(PROPERTIES);
+    /**
+     * What NiFi shows: the properties the engine reads, the Record Reader and Writer (used by the shim alone, see
+     * {@link RecordFlowFiles}) and NiFi's Proxy Configuration Service (see {@link ProxyService}).
+     */
+    static final List<PropertyDescriptor> DESCRIPTORS = ProxyService.withProxy(withRecordServices(PROPERTIES));
+
+    private static List<PropertyDescriptor> withRecordServices(final List<PropertyDescriptor> properties) {
+        final List<PropertyDescriptor> all = new java.util.ArrayList<>(properties);
+        all.add(all.indexOf(MESSAGE_DEMARCATOR), RECORD_WRITER);
+        all.add(all.indexOf(RECORD_WRITER), RECORD_READER);
+        return List.copyOf(all);
+    }
 
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles holding the records read from the stream.").build();
     public static final Relationship REL_PARSE_FAILURE = new Relationship.Builder()
             .name("parse.failure")
-            .description("Records that are not JSON (or not a JSON object) while the Output Strategy needs one; each "
-                    + "record whole, with record.error.message.").build();
+            .description("Kinesis records that could not be parsed, each whole with record.error.message: with Processing "
+                    + "Strategy RECORD, those the Record Reader cannot read (or that hold no record); with the other "
+                    + "strategies and Output Strategy USE_WRAPPER or INJECT_METADATA, records that are not JSON (or not a "
+                    + "JSON object). Nothing goes here with USE_VALUE and FLOW_FILE, LINE_DELIMITED or DEMARCATOR (offered "
+                    + "always, unlike NiFi's ConsumeKinesis: see the additional details).").build();
 
     /** While the engine starts, a notice at most this often (and whenever its status changes). */
     private static final long STARTUP_NOTICE_INTERVAL_NANOS = 60_000_000_000L;
@@ -364,7 +406,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         final Settlement settlement = new Settlement(RecordBatch.batchIdOf(bytes));
         try {
             final RecordBatch batch = RecordBatch.decode(bytes);
-            writeFlowFiles(context, session, batch);
+            writeFlowFiles(context, session, batch, recordFlowFiles(context));
             session.commitAsync(settlement::ack, failure -> settlement.nack());
         } catch (final RuntimeException | Error e) {
             // Content repository full, a corrupt batch, a failed commit: NiFi rolls the session back, and the
@@ -374,46 +416,82 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         }
     }
 
-    private void writeFlowFiles(final ProcessContext context, final ProcessSession session, final RecordBatch batch) {
+    /** With Processing Strategy RECORD, what reads and writes the records; else null. */
+    private RecordFlowFiles recordFlowFiles(final ProcessContext context) {
+        if (!RECORD.getValue().equals(context.getProperty(PROCESSING_STRATEGY).getValue())) {
+            return null;
+        }
+        return new RecordFlowFiles(context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class),
+                context.getProperty(RECORD_WRITER).asControllerService(RecordSetWriterFactory.class),
+                RecordOutput.of(context.getProperty(OUTPUT_STRATEGY).getValue()), context.getProperty(STREAM_NAME).getValue(),
+                getLogger());
+    }
+
+    private void writeFlowFiles(final ProcessContext context, final ProcessSession session, final RecordBatch batch,
+                                final RecordFlowFiles records) {
         final String stream = context.getProperty(STREAM_NAME).getValue();
         final String region = context.getProperty(REGION).getValue();
-        final boolean json = !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
+        final boolean json = records == null && !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
         final Map<String, String> link = batch.link().isEmpty() ? Map.of() : Map.of(
                 "kinesnow.stream.arn", batch.link(),
                 "kinesnow.application.name", context.getProperty(APPLICATION_NAME).getValue(),
                 "kinesnow.node", node);
-        long consumed = 0;
-        long failed = 0;
+        final Tally tally = new Tally();
         for (final RecordBatch.Shard shard : batch.shards()) {
-            for (final RecordBatch.FlowFileData data : shard.flowFiles()) {
-                FlowFile flowFile = session.create();
-                flowFile = session.write(flowFile, data::writeTo);
+            final RecordFlowFiles.Emitter emitter = (flowFile, data, extra) -> {
                 final Map<String, String> attributes = attributes(stream, region, shard, data, json);
-                if (!link.isEmpty() && shard.tenure() >= 0) {
-                    attributes.putAll(link);
-                    attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
-                    if (!data.previousSequence().isEmpty()) {
-                        attributes.put("kinesnow.previous.sequence.number", data.previousSequence());
-                        if (data.previousSubSequence() >= 0) {
-                            attributes.put("kinesnow.previous.subsequence.number", Long.toString(data.previousSubSequence()));
-                        }
-                    }
-                }
-                flowFile = session.putAllAttributes(flowFile, attributes);
-                session.getProvenanceReporter().receive(flowFile, "kinesis://" + stream + "/" + shard.shardId());
-                if (data.route() == RecordBatch.ROUTE_SUCCESS) {
-                    consumed += data.recordCount();
-                    session.transfer(flowFile, REL_SUCCESS);
-                } else {
-                    failed += data.recordCount();
-                    session.transfer(flowFile, REL_PARSE_FAILURE);
-                }
+                attributes.putAll(linkAttributes(link, shard, data));
+                attributes.putAll(extra);
+                emit(session, session.putAllAttributes(flowFile, attributes), stream, shard, data, tally);
+            };
+            if (records != null) {
+                records.writeShard(session, shard, data -> attributes(stream, region, shard, data, false), emitter);
+                continue;
+            }
+            for (final RecordBatch.FlowFileData data : shard.flowFiles()) {
+                emitter.emit(session.write(session.create(), data::writeTo), data, Map.of());
             }
         }
-        session.adjustCounter("Records Consumed", consumed, false);
-        if (failed > 0) {
-            session.adjustCounter("Records Parse Failure", failed, false);
+        session.adjustCounter("Records Consumed", tally.consumed, false);
+        if (tally.failed > 0) {
+            session.adjustCounter("Records Parse Failure", tally.failed, false);
         }
+    }
+
+    /** The attributes that tie a FlowFile to the lease that read it (Failover Position SNOWFLAKE_COMMIT), else none. */
+    private static Map<String, String> linkAttributes(final Map<String, String> link, final RecordBatch.Shard shard,
+                                                      final RecordBatch.FlowFileData data) {
+        if (link.isEmpty() || shard.tenure() < 0) {
+            return Map.of();
+        }
+        final Map<String, String> attributes = new HashMap<>(link);
+        attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
+        if (!data.previousSequence().isEmpty()) {
+            attributes.put("kinesnow.previous.sequence.number", data.previousSequence());
+            if (data.previousSubSequence() >= 0) {
+                attributes.put("kinesnow.previous.subsequence.number", Long.toString(data.previousSubSequence()));
+            }
+        }
+        return attributes;
+    }
+
+    /** Reports and routes a FlowFile by its route. */
+    private static void emit(final ProcessSession session, final FlowFile flowFile, final String stream,
+                             final RecordBatch.Shard shard, final RecordBatch.FlowFileData data, final Tally tally) {
+        session.getProvenanceReporter().receive(flowFile, "kinesis://" + stream + "/" + shard.shardId());
+        if (data.route() == RecordBatch.ROUTE_SUCCESS) {
+            tally.consumed += data.recordCount();
+            session.transfer(flowFile, REL_SUCCESS);
+        } else {
+            tally.failed += data.recordCount();
+            session.transfer(flowFile, REL_PARSE_FAILURE);
+        }
+    }
+
+    /** Records counted in one batch. */
+    private static final class Tally {
+        private long consumed;
+        private long failed;
     }
 
     /** A bulletin while the engine starts: INFO at first, WARN once it takes long, each change and every minute. */

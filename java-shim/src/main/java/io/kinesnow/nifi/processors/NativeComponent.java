@@ -8,6 +8,7 @@ import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.components.ValidationResult;
 import org.apache.nifi.context.PropertyContext;
 import org.apache.nifi.controller.NodeTypeProvider;
+import org.apache.nifi.expression.ExpressionLanguageScope;
 import org.apache.nifi.logging.ComponentLog;
 
 import java.util.ArrayList;
@@ -149,13 +150,19 @@ final class NativeComponent {
         return host + ":" + System.getProperty("nifi.properties.file.path", "");
     }
 
-    /** Alternating names and evaluated values (parameters resolved) of the given properties. */
+    /**
+     * Alternating names and evaluated values (parameters resolved) of the given properties. Expression Language of
+     * environment scope (ConsumeKinesis' Message Demarcator) is evaluated here, exactly: whitespace and multi-byte text
+     * stay as they are; expressions that read FlowFile attributes are left to the component.
+     */
     static String[] evaluated(final PropertyContext context, final List<PropertyDescriptor> descriptors) {
         final String[] pairs = new String[descriptors.size() * 2];
         int i = 0;
         for (final PropertyDescriptor descriptor : descriptors) {
             pairs[i++] = descriptor.getName();
-            pairs[i++] = context.getProperty(descriptor).getValue();
+            pairs[i++] = descriptor.getExpressionLanguageScope() == ExpressionLanguageScope.ENVIRONMENT
+                    ? context.getProperty(descriptor).evaluateAttributeExpressions().getValue()
+                    : context.getProperty(descriptor).getValue();
         }
         return pairs;
     }

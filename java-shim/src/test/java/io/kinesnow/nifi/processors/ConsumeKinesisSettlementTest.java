@@ -4,9 +4,7 @@ import io.kinesnow.nifi.nativebridge.FatalNativeException;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
-import org.apache.nifi.context.PropertyContext;
 import org.apache.nifi.flowfile.FlowFile;
-import org.apache.nifi.logging.ComponentLog;
 import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.processor.exception.FlowFileAccessException;
 import org.apache.nifi.processor.exception.ProcessException;
@@ -21,8 +19,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-import java.nio.ByteBuffer;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -156,68 +152,6 @@ class ConsumeKinesisSettlementTest {
             final ProcessException e = new ProcessException("FlowFile repository unavailable");
             onFailure.accept(e);
             throw e;
-        }
-    }
-
-    /** A stand-in engine with one shard, with the native engine's settlement contract. */
-    private static final class OneShardEngine implements RecordSource {
-        final List<String> calls = new ArrayList<>();
-        byte[] records;
-        String startup;
-        private long nextBatch = 1;
-        private long inFlight;
-        private boolean committed;
-
-        OneShardEngine(final byte[] records) {
-            this.records = records;
-        }
-
-        boolean inFlight() {
-            return inFlight != 0;
-        }
-
-        @Override
-        public void open(final PropertyContext context, final ComponentLog log, final String node) {
-        }
-
-        @Override
-        public void close() {
-        }
-
-        @Override
-        public String startupStatus() {
-            return startup;
-        }
-
-        @Override
-        public byte[] poll() {
-            if (committed || inFlight != 0) {
-                return null; // a shard whose batch is in flight hands nothing else out
-            }
-            inFlight = nextBatch++;
-            calls.add("poll " + inFlight);
-            final byte[] batch = records.clone();
-            ByteBuffer.wrap(batch).putLong(4, inFlight);
-            return batch;
-        }
-
-        @Override
-        public void ack(final long batchId) {
-            settle("ack", batchId);
-            committed = true;
-        }
-
-        @Override
-        public void nack(final long batchId) {
-            settle("nack", batchId);
-        }
-
-        private void settle(final String how, final long batchId) {
-            if (batchId != inFlight) {
-                throw new FatalNativeException("batch " + batchId + " is unknown or already settled");
-            }
-            calls.add(how + " " + batchId);
-            inFlight = 0;
         }
     }
 }

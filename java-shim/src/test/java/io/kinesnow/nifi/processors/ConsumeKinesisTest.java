@@ -38,6 +38,69 @@ class ConsumeKinesisTest {
     }
 
     @Test
+    void theMessageDemarcatorReachesTheEngineExactlyAfterExpressionLanguage() {
+        runner.setProperty(ConsumeKinesis.PROCESSING_STRATEGY, "DEMARCATOR");
+        runner.setProperty(ConsumeKinesis.MESSAGE_DEMARCATOR, "\uD83D\uDCA5${literal('\\r\\n')}|");
+        assertEquals("\uD83D\uDCA5\r\n|", engineValue(ConsumeKinesis.MESSAGE_DEMARCATOR), "multi-byte text and escapes, exactly");
+        runner.assertValid();
+        runner.setProperty(ConsumeKinesis.MESSAGE_DEMARCATOR, "\n");
+        assertEquals("\n", engineValue(ConsumeKinesis.MESSAGE_DEMARCATOR), "a new line entered as it is");
+        runner.assertValid();
+        runner.setProperty(ConsumeKinesis.MESSAGE_DEMARCATOR, "${literal('')}");
+        assertProblem(runner, "Message Demarcator", "required with Processing Strategy DEMARCATOR");
+        runner.removeProperty(ConsumeKinesis.MESSAGE_DEMARCATOR);
+        runner.assertNotValid();
+    }
+
+    @Test
+    void recordNeedsAReaderAndAWriter() {
+        runner.setProperty(ConsumeKinesis.PROCESSING_STRATEGY, "RECORD");
+        final Set<String> subjects = problems(runner).stream().map(r -> r.getSubject()).collect(Collectors.toSet());
+        assertTrue(subjects.containsAll(Set.of("Record Reader", "Record Writer")), subjects.toString());
+    }
+
+    @Test
+    void snowflakeCommitRefusesGroupedRecordsWithoutTheirMetadata() throws Exception {
+        // NiFi runs the processor's own validation only once the services are set.
+        final org.apache.nifi.json.JsonTreeReader reader = new org.apache.nifi.json.JsonTreeReader();
+        runner.addControllerService("reader", reader);
+        runner.enableControllerService(reader);
+        final org.apache.nifi.json.JsonRecordSetWriter writer = new org.apache.nifi.json.JsonRecordSetWriter();
+        runner.addControllerService("writer", writer);
+        runner.enableControllerService(writer);
+        runner.setProperty(ConsumeKinesis.RECORD_READER, "reader");
+        runner.setProperty(ConsumeKinesis.RECORD_WRITER, "writer");
+        runner.setProperty(ConsumeKinesis.FAILOVER_POSITION, "SNOWFLAKE_COMMIT");
+        for (final String strategy : List.of("LINE_DELIMITED", "DEMARCATOR", "RECORD")) {
+            runner.setProperty(ConsumeKinesis.PROCESSING_STRATEGY, strategy);
+            runner.setProperty(ConsumeKinesis.MESSAGE_DEMARCATOR, "|");
+            assertProblem(runner, "Failover Position", "no per-record positions");
+            runner.setProperty(ConsumeKinesis.OUTPUT_STRATEGY, "INJECT_METADATA");
+            runner.assertValid();
+            runner.setProperty(ConsumeKinesis.OUTPUT_STRATEGY, "USE_VALUE");
+        }
+    }
+
+    @Test
+    void parseFailureIsOfferedWithEveryStrategy() {
+        for (final String strategy : List.of("FLOW_FILE", "LINE_DELIMITED", "DEMARCATOR", "RECORD")) {
+            runner.setProperty(ConsumeKinesis.PROCESSING_STRATEGY, strategy);
+            assertEquals(Set.of("success", "parse.failure"), runner.getProcessor().getRelationships().stream()
+                    .map(r -> r.getName()).collect(Collectors.toSet()), strategy);
+        }
+    }
+
+    private String engineValue(final PropertyDescriptor descriptor) {
+        final String[] pairs = NativeComponent.evaluated(runner.getProcessContext(), ConsumeKinesis.PROPERTIES);
+        for (int i = 0; i < pairs.length; i += 2) {
+            if (pairs[i].equals(descriptor.getName())) {
+                return pairs[i + 1];
+            }
+        }
+        throw new AssertionError("not handed to the engine: " + descriptor.getName());
+    }
+
+    @Test
     void missingStreamNameIsInvalid() {
         runner.removeProperty(ConsumeKinesis.STREAM_NAME);
         runner.assertNotValid();

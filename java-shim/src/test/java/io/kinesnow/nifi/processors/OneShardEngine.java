@@ -1,0 +1,74 @@
+package io.kinesnow.nifi.processors;
+
+import io.kinesnow.nifi.nativebridge.FatalNativeException;
+import org.apache.nifi.context.PropertyContext;
+import org.apache.nifi.logging.ComponentLog;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A stand-in engine with one shard, with the native engine's settlement contract: a batch stays in flight until acked
+ * or nacked, nothing else is handed out meanwhile, a nack hands the same records out again in a new batch.
+ */
+final class OneShardEngine implements RecordSource {
+    final List<String> calls = new ArrayList<>();
+    byte[] records;
+    String startup;
+    private long nextBatch = 1;
+    private long inFlight;
+    private boolean committed;
+
+    OneShardEngine(final byte[] records) {
+        this.records = records;
+    }
+
+    boolean inFlight() {
+        return inFlight != 0;
+    }
+
+    @Override
+    public void open(final PropertyContext context, final ComponentLog log, final String node) {
+    }
+
+    @Override
+    public void close() {
+    }
+
+    @Override
+    public String startupStatus() {
+        return startup;
+    }
+
+    @Override
+    public byte[] poll() {
+        if (committed || inFlight != 0) {
+            return null; // a shard whose batch is in flight hands nothing else out
+        }
+        inFlight = nextBatch++;
+        calls.add("poll " + inFlight);
+        final byte[] batch = records.clone();
+        ByteBuffer.wrap(batch).putLong(4, inFlight);
+        return batch;
+    }
+
+    @Override
+    public void ack(final long batchId) {
+        settle("ack", batchId);
+        committed = true;
+    }
+
+    @Override
+    public void nack(final long batchId) {
+        settle("nack", batchId);
+    }
+
+    private void settle(final String how, final long batchId) {
+        if (batchId != inFlight) {
+            throw new FatalNativeException("batch " + batchId + " is unknown or already settled");
+        }
+        calls.add(how + " " + batchId);
+        inFlight = 0;
+    }
+}
