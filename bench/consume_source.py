@@ -82,6 +82,17 @@ def record_services_for(client, group: str, strategies: list, binary: str) -> di
     return out
 
 
+def check_strategies(client, group: str, strategies: list, services: dict) -> None:
+    """Stops before any run, with a clear message, if this NAR's ConsumeKinesis lacks a strategy's properties."""
+    pid = client.add_processor(group, CONSUMER, bundle=BUNDLE, name="strategy check")["id"]
+    try:
+        for strategy in strategies:
+            record_services.require(client, pid, f"ConsumeKinesis strategy {strategy}",
+                                    strategy_properties(strategy, services))
+    finally:
+        client.delete_processor(pid)
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="utf-8") as f:
         for line in f:
@@ -319,6 +330,7 @@ def main() -> None:
         print(f"NiFi up (PID {nifi.pid}, heap {args.heap}) in {nifi.start_seconds:.0f} s", flush=True)
         group = nifi.client.create_process_group("source benchmark")["id"]
         services_ids = record_services_for(nifi.client, group, strategies, binary)
+        check_strategies(nifi.client, group, strategies, services_ids)
         idle0, t_idle = cpu_seconds(nifi.pid), time.monotonic()
         time.sleep(15)
         idle = (cpu_seconds(nifi.pid) - idle0) / (time.monotonic() - t_idle)
