@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -186,6 +187,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--no-input-run", action="store_true", help="skip measuring the input processor alone")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (contents, key, stand-in state)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -247,6 +249,10 @@ def main() -> None:
         if nifi is not None:
             nifi.stop()
         sf.stop()
+        if args.keep:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
