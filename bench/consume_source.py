@@ -11,6 +11,16 @@ after a GC) and peak RSS of the NiFi JVM. Success FlowFiles are auto-terminated:
 reading, the JNI hand-off, FlowFile creation and the commit.
 
     bench/consume-source.sh [--shards 1,16,64,256] [--records 200000] [--runs 3] [--strategies FLOW_FILE,LINE_DELIMITED]
+
+Strategies (issue 18): FLOW_FILE, LINE_DELIMITED, DEMARCATOR (Message Demarcator "|~", two bytes no payload
+contains), RECORD_JSON (Processing Strategy RECORD, JsonTreeReader inferring the schema, JsonRecordSetWriter
+one line per record, no schema) and RECORD_AVRO (RECORD, AvroReader with the source's schema as Schema Text,
+AvroRecordSetWriter with the schema embedded). The record services are created in the benchmark's process group
+and enabled once, before any processor starts. A source serves one payload: FLOW_FILE, LINE_DELIMITED and
+DEMARCATOR read the `--text-payload` one (ascii, as before issue 18, or json: then they read the very bytes
+RECORD_JSON reads), RECORD_JSON the json payload and RECORD_AVRO the avro payload; a strategy whose payload
+differs reads its own source process, with the same shards, records and record size (the output says which).
+The strategies of a shard count run in turn, round by round, so every round measures each of them once.
 """
 
 from __future__ import annotations
@@ -32,10 +42,55 @@ sys.path.insert(0, HERE)
 
 from consumer_flow import BUNDLE, CONSUMER, built_nar, consumer_properties, unique  # noqa: E402
 from e2e_consume import cpu_seconds, jcmd_gc, records_consumed, used_heap  # noqa: E402
+import record_services  # noqa: E402
 from nifi_instance import NiFiInstance, free_port  # noqa: E402
 from services import dynamodb_endpoint, ensure_services  # noqa: E402
 
 STREAM = "bench-stream"
+DEMARCATOR = "|~"
+STRATEGIES = ("FLOW_FILE", "LINE_DELIMITED", "DEMARCATOR", "RECORD_JSON", "RECORD_AVRO")
+
+
+def payload_of(strategy: str, text_payload: str) -> str:
+    """The source payload a strategy reads."""
+    return {"RECORD_JSON": "json", "RECORD_AVRO": "avro"}.get(strategy, text_payload)
+
+
+def strategy_properties(strategy: str, services: dict) -> dict:
+    """ConsumeKinesis' properties for a strategy of this benchmark (display names)."""
+    if strategy == "DEMARCATOR":
+        return {"Processing Strategy": "DEMARCATOR", "Message Demarcator": DEMARCATOR}
+    if strategy == "RECORD_JSON":
+        return {"Processing Strategy": "RECORD", "Record Reader": services["json_reader"],
+                "Record Writer": services["json_writer"]}
+    if strategy == "RECORD_AVRO":
+        return {"Processing Strategy": "RECORD", "Record Reader": services["avro_reader"],
+                "Record Writer": services["avro_writer"]}
+    return {"Processing Strategy": strategy}
+
+
+def record_services_for(client, group: str, strategies: list, binary: str) -> dict:
+    """The controller services the RECORD strategies need, created and enabled in `group`."""
+    out = {}
+    if "RECORD_JSON" in strategies:
+        out["json_reader"] = record_services.json_reader(client, group)
+        out["json_writer"] = record_services.json_writer(client, group)
+    if "RECORD_AVRO" in strategies:
+        schema = subprocess.run([binary, "--avro-schema"], capture_output=True, text=True, check=True).stdout.strip()
+        out["avro_reader"] = record_services.avro_reader(client, group, schema)
+        out["avro_writer"] = record_services.avro_writer(client, group)
+    return out
+
+
+def check_strategies(client, group: str, strategies: list, services: dict) -> None:
+    """Stops before any run, with a clear message, if this NAR's ConsumeKinesis lacks a strategy's properties."""
+    pid = client.add_processor(group, CONSUMER, bundle=BUNDLE, name="strategy check")["id"]
+    try:
+        for strategy in strategies:
+            record_services.require(client, pid, f"ConsumeKinesis strategy {strategy}",
+                                    strategy_properties(strategy, services))
+    finally:
+        client.delete_processor(pid)
 
 
 def rss_kib(pid: int) -> int:
@@ -49,16 +104,17 @@ def rss_kib(pid: int) -> int:
 class Source:
     """One kinesis-source process serving `shards` shards of `records` records in all."""
 
-    def __init__(self, binary: str, shards: int, records: int, size: int, threads: int, limits: bool):
+    def __init__(self, binary: str, shards: int, records: int, size: int, threads: int, limits: bool,
+                 payload: str = "ascii"):
         self.process = subprocess.Popen([binary, "--port", "0", "--stream", STREAM, "--shards", str(shards),
                                          "--records-total", str(records), "--record-size", str(size),
-                                         "--threads", str(threads)] + (["--limits"] if limits else []),
+                                         "--payload", payload, "--threads", str(threads)] + (["--limits"] if limits else []),
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.process.stdout.readline().strip()
         if not line.startswith("listening on 127.0.0.1:"):
             raise SystemExit(f"kinesis-source did not start: {line!r}")
         self.url = "http://" + line.split("listening on ", 1)[1]
-        self.shards, self.records = shards, records
+        self.shards, self.records, self.payload = shards, records, payload
 
     def cpu(self) -> float:
         return cpu_seconds(self.process.pid)
@@ -103,13 +159,20 @@ def profile_report(nifi: NiFiInstance, data: str) -> str:
 
 
 def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size: int, limit: int, idle: float,
-            timeout: float, profile: str = "") -> dict:
+            timeout: float, profile: str = "", services: dict | None = None) -> dict:
     c = nifi.client
     props = consumer_properties(STREAM, unique("bench-app"), **{
         "Endpoint Override URL": source.url, "DynamoDB Endpoint Override URL": dynamodb_endpoint(),
-        "Processing Strategy": strategy, "Max Records Per Request": str(limit)})
-    pid = c.add_processor(group, CONSUMER, bundle=BUNDLE, name=f"bench {strategy}", properties=props,
-                          auto_terminate=["success", "parse.failure"])["id"]
+        "Max Records Per Request": str(limit)})
+    pid = c.add_processor(group, CONSUMER, bundle=BUNDLE, name=f"bench {strategy}", properties=props)["id"]
+    wanted = strategy_properties(strategy, services or {})
+    try:
+        record_services.require(c, pid, f"ConsumeKinesis strategy {strategy}", wanted)
+    except SystemExit:
+        c.delete_processor(pid)
+        raise
+    c.update_processor(pid, properties=wanted)
+    record_services.auto_terminate_all(c, pid)  # success, and parse.failure where the strategy has it
     jcmd_gc(nifi.pid)
     time.sleep(1)
     heap_base = used_heap(c)
@@ -222,7 +285,9 @@ def main() -> None:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--warmup-runs", type=int, default=1)
-    ap.add_argument("--strategies", default="FLOW_FILE,LINE_DELIMITED")
+    ap.add_argument("--strategies", default="FLOW_FILE,LINE_DELIMITED", help=f"comma-separated, of {', '.join(STRATEGIES)}")
+    ap.add_argument("--text-payload", default="ascii", choices=("ascii", "json"),
+                    help="the payload FLOW_FILE, LINE_DELIMITED and DEMARCATOR read (json: the same bytes as RECORD_JSON)")
     ap.add_argument("--max-records-per-request", type=int, default=1000)
     ap.add_argument("--source-threads", type=int, default=1)
     ap.add_argument("--limits", action="store_true",
@@ -240,6 +305,15 @@ def main() -> None:
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        ap.error(f"unknown strategies {unknown}: use {', '.join(STRATEGIES)}")
+    payloads = list(dict.fromkeys(payload_of(s, args.text_payload) for s in strategies))
+    main_payload = args.text_payload if args.text_payload in payloads else payloads[0]
+    for p in payloads:
+        print(f"source payload {p}: {', '.join(s for s in strategies if payload_of(s, args.text_payload) == p)}"
+              + ("" if p == main_payload else " (its own source process: same shards, records and record size)"),
+              flush=True)
     shard_counts = [int(s) for s in args.shards.split(",") if s.strip()]
     binary = subprocess.run([os.path.join(HERE, "kinesis-source", "build.sh")], capture_output=True, text=True,
                             check=True).stdout.strip().splitlines()[-1]
@@ -255,12 +329,17 @@ def main() -> None:
         nifi = NiFiInstance.start(port=free_port(), extensions=extensions, heap=args.heap)
         print(f"NiFi up (PID {nifi.pid}, heap {args.heap}) in {nifi.start_seconds:.0f} s", flush=True)
         group = nifi.client.create_process_group("source benchmark")["id"]
+        services_ids = record_services_for(nifi.client, group, strategies, binary)
+        check_strategies(nifi.client, group, strategies, services_ids)
         idle0, t_idle = cpu_seconds(nifi.pid), time.monotonic()
         time.sleep(15)
         idle = (cpu_seconds(nifi.pid) - idle0) / (time.monotonic() - t_idle)
         print(f"idle NiFi: {idle:.3f} CPU-s per second", flush=True)
         for shards in shard_counts:
-            source = Source(binary, shards, args.records, args.record_size, args.source_threads, args.limits)
+            sources = {}
+            for p in [main_payload] + [p for p in payloads if p != main_payload]:
+                sources[p] = Source(binary, shards, args.records, args.record_size, args.source_threads, args.limits, p)
+            source = sources[main_payload]  # the bare drain's and KCL's
             try:
                 # The bare drain does not pace itself: with the source's limits on it would be throttled.
                 ceilings[shards] = None if args.limits else bare_drain(binary, source, args.max_records_per_request)
@@ -279,7 +358,8 @@ def main() -> None:
                               f"{k['source_cpu_per_million']:5.1f}", flush=True)
                     for strategy in strategies:
                         data = os.path.join(args.profile, f"perf-{shards}-{strategy}.data") if args.profile and run == 1 else ""
-                        r = one_run(nifi, group, source, strategy, args.record_size, args.max_records_per_request, idle, args.timeout, data)
+                        r = one_run(nifi, group, sources[payload_of(strategy, args.text_payload)], strategy, args.record_size,
+                                    args.max_records_per_request, idle, args.timeout, data, services_ids)
                         if data:
                             with open(data[:-5] + ".txt", "w", encoding="utf-8") as f:
                                 f.write(profile_report(nifi, data))
@@ -292,7 +372,8 @@ def main() -> None:
                               f"{r['heap_peak_mb']:.0f} MB  RSS {r['rss_peak_mb']:.0f} MB  first record {r['first_record_s']:.1f} s",
                               flush=True)
             finally:
-                source.stop()
+                for src in sources.values():
+                    src.stop()
         floors = []
         if args.floor:
             for run in range(1 - args.warmup_runs, args.runs + 1):
@@ -305,7 +386,9 @@ def main() -> None:
                           f"FlowFiles/s, NiFi {f['cpu_per_million']:6.1f} CPU-s per million (net {f['cpu_per_million_net']:6.1f})", flush=True)
         print()
         print(f"medians of {args.runs} runs after {args.warmup_runs} warm-up round(s) per shard count; {args.records} records of "
-              f"{args.record_size} bytes per drain; GetRecords Limit {args.max_records_per_request}; NiFi heap {args.heap}")
+              f"{args.record_size} bytes per drain; GetRecords Limit {args.max_records_per_request}; NiFi heap {args.heap}; "
+              f"payloads: " + "; ".join(f"{s} {payload_of(s, args.text_payload)}" for s in strategies)
+              + (f"; Message Demarcator {DEMARCATOR!r}" if "DEMARCATOR" in strategies else ""))
         print("| shards | Processing Strategy | records/s | MiB/s (per shard) | throttles | NiFi CPU-s per million (net of idle) | "
               "NiFi cores | source CPU-s per million | peak used heap (MB) | peak RSS (MB) |")
         print("|---|---|---|---|---|---|---|---|---|---|")
@@ -325,6 +408,19 @@ def main() -> None:
                       f"{med['throttled']:.0f} | {med['cpu_per_million']:.1f} "
                       f"({med['cpu_per_million_net']:.1f}) | {med['nifi_cores']:.2f} | {med['source_cpu_per_million']:.1f} | "
                       f"{med['heap_peak_mb']:.0f} | {med['rss_peak_mb']:.0f} |")
+        if len(strategies) > 1:
+            base = strategies[0]
+            print()
+            print(f"ratios to {base} (medians over medians, same run)")
+            print(f"| shards | Processing Strategy | NiFi CPU-s per million ÷ {base}'s | net of idle ÷ {base}'s | records/s ÷ {base}'s |")
+            print("|---|---|---|---|---|")
+            for shards in shard_counts:
+                b = summary[f"{shards}/{base}"]
+                for strategy in strategies[1:]:
+                    m = summary[f"{shards}/{strategy}"]
+                    print(f"| {shards} | {strategy} | {m['cpu_per_million'] / b['cpu_per_million']:.2f} | "
+                          f"{m['cpu_per_million_net'] / b['cpu_per_million_net']:.2f} | {m['rps'] / b['rps']:.2f} |")
+            print()
         for shards in shard_counts:
             ks = [k for k in kcls if k["shards"] == shards]
             if ks:

@@ -4,8 +4,15 @@
 //! pseudo-random pool made once), so a stream of any length costs the same memory and a test or `--dump`
 //! can recompute every byte the server sends.
 //!
-//! A user record's data is `<shard>.<index>.<sub>:` followed by pool bytes, cut at `record_size`; all of
-//! it is printable ASCII (letters, digits, `-_.:`), so a consumer printing it as text shows it exactly.
+//! A user record's data depends on the payload (`--payload`), each `record_size` bytes, the filler always a
+//! slice of the pool (letters, digits, `-_`: nothing JSON would escape):
+//! - `ascii`: `<shard>.<index>.<sub>:` followed by filler; printable ASCII, so a consumer printing it as text
+//!   shows it exactly;
+//! - `json`: `{"shard":S,"index":I,"sub":U,"data":"<filler>"}`;
+//! - `avro`: a bare Avro binary datum of [`AVRO_SCHEMA`]: zigzag varints for `shard`, `index` (longs) and `sub`
+//!   (int), then `data` as a length (a zigzag varint long) and the filler. When the filler's length sits on a
+//!   varint boundary (its length field could be neither 1 nor 2 bytes long, e.g. 63/64 bytes) the record is
+//!   one byte shorter than `record_size`; at 1 KiB it never does.
 
 use std::io::Write;
 
@@ -13,7 +20,10 @@ use md5::{Digest, Md5};
 
 use crate::kpl;
 use crate::sequence::{SequenceLayout, SequenceNumber};
-use crate::spec::{KeyScheme, StreamSpec};
+use crate::spec::{KeyScheme, Payload, StreamSpec};
+
+/// The writer's schema of the `avro` payload (what an AvroReader's Schema Text needs); `--avro-schema` prints it.
+pub const AVRO_SCHEMA: &str = r#"{"type":"record","name":"BenchRecord","namespace":"kinesnow.bench","fields":[{"name":"shard","type":"long"},{"name":"index","type":"long"},{"name":"sub","type":"int"},{"name":"data","type":"string"}]}"#;
 
 /// The window of pool offsets a record's filler starts from; the pool is this long plus a record.
 const POOL_WINDOW: usize = 1 << 16;
@@ -162,18 +172,47 @@ impl Generator {
         }
     }
 
-    /// Appends user record `(shard, index, sub)`'s data to `out`.
+    /// Appends user record `(shard, index, sub)`'s data to `out`, in the spec's payload format.
     pub fn user_data_into(&self, shard: u32, index: u64, sub: u32, out: &mut Vec<u8>) {
         let size = self.spec.record_size;
         let start = out.len();
-        write!(out, "{shard}.{index}.{sub}:").expect("writing to a Vec");
-        let header = out.len() - start;
-        if header >= size {
-            out.truncate(start + size);
-            return;
+        match self.spec.payload {
+            Payload::Ascii => {
+                write!(out, "{shard}.{index}.{sub}:").expect("writing to a Vec");
+                if out.len() - start >= size {
+                    out.truncate(start + size);
+                    return;
+                }
+                let filler = size - (out.len() - start);
+                out.extend_from_slice(self.filler(shard, index, sub, filler));
+            }
+            Payload::Json => {
+                // validate() keeps record_size >= MIN_STRUCTURED_RECORD_BYTES, more than the fields take
+                write!(out, r#"{{"shard":{shard},"index":{index},"sub":{sub},"data":""#).expect("writing to a Vec");
+                let filler = size - (out.len() - start) - 2;
+                out.extend_from_slice(self.filler(shard, index, sub, filler));
+                out.extend_from_slice(b"\"}");
+            }
+            Payload::Avro => {
+                put_zigzag(out, shard as i64);
+                put_zigzag(out, index as i64);
+                put_zigzag(out, sub as i64);
+                let room = size - (out.len() - start);
+                // the filler plus its own length field must fill the room: try length fields of 1..=4 bytes
+                let filler = (1..=4)
+                    .map(|k| room - k)
+                    .find(|&n| zigzag_len(n as i64) == room - n)
+                    .unwrap_or_else(|| room - zigzag_len((room - 1) as i64).max(2));
+                put_zigzag(out, filler as i64);
+                out.extend_from_slice(self.filler(shard, index, sub, filler));
+            }
         }
+    }
+
+    /// `len` bytes of the pool at the record's offset (the whole per-record cost: a hash and a slice).
+    fn filler(&self, shard: u32, index: u64, sub: u32, len: usize) -> &[u8] {
         let offset = (self.record_hash(shard, index, sub) % POOL_WINDOW as u64) as usize;
-        out.extend_from_slice(&self.pool[offset..offset + size - header]);
+        &self.pool[offset..offset + len]
     }
 
     pub fn partition_key(&self, shard: u32, index: u64, sub: u32) -> String {
@@ -254,6 +293,22 @@ impl Generator {
     }
 }
 
+/// Appends `v` as Avro writes an int or a long: zigzag, then a little-endian base-128 varint.
+pub fn put_zigzag(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+/// Bytes `put_zigzag` writes for `v`.
+fn zigzag_len(v: i64) -> usize {
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    (64 - z.max(1).leading_zeros() as usize).div_ceil(7)
+}
+
 fn make_pool(seed: u64, len: usize) -> Vec<u8> {
     let mut state = mix(seed, 0x9001);
     (0..len)
@@ -329,6 +384,85 @@ mod tests {
         let mut d = Vec::new();
         tiny.user_data_into(2, 17, 1, &mut d);
         assert_eq!(d, b"2.1");
+    }
+
+    #[test]
+    fn json_payload_is_one_object_of_the_record_size() {
+        for size in [80, 100, 1024, 4000] {
+            let g = Generator::new(StreamSpec { payload: Payload::Json, record_size: size, ..test_spec() });
+            let mut a = Vec::new();
+            g.user_data_into(3, 123_456, 2, &mut a);
+            assert_eq!(a.len(), size);
+            let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+            assert_eq!((v["shard"].as_u64(), v["index"].as_u64(), v["sub"].as_u64()), (Some(3), Some(123_456), Some(2)));
+            assert!(v["data"].as_str().unwrap().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+            assert_eq!(v.as_object().unwrap().len(), 4);
+        }
+        // the largest values the spec allows still fit the smallest structured record
+        let g = Generator::new(StreamSpec { payload: Payload::Json, record_size: 80, ..test_spec() });
+        let mut b = Vec::new();
+        g.user_data_into(999_999, u64::MAX, 100_000, &mut b);
+        assert_eq!(b.len(), 80);
+        assert!(serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+    }
+
+    /// A reader of the avro payload's datum, written from the Avro specification for this test.
+    fn read_avro(mut bytes: &[u8]) -> (i64, i64, i64, Vec<u8>) {
+        let mut long = || {
+            let (mut z, mut shift) = (0u64, 0);
+            loop {
+                let b = bytes[0];
+                bytes = &bytes[1..];
+                z |= ((b & 0x7f) as u64) << shift;
+                shift += 7;
+                if b < 0x80 {
+                    return ((z >> 1) as i64) ^ -((z & 1) as i64);
+                }
+            }
+        };
+        let (shard, index, sub, len) = (long(), long(), long(), long());
+        assert_eq!(bytes.len(), len as usize, "the string runs to the end of the datum");
+        (shard, index, sub, bytes.to_vec())
+    }
+
+    #[test]
+    fn avro_payload_is_a_datum_of_the_schema() {
+        let schema: serde_json::Value = serde_json::from_str(AVRO_SCHEMA).unwrap();
+        let names: Vec<&str> = schema["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["shard", "index", "sub", "data"]);
+        for size in 80..1200 {
+            let g = Generator::new(StreamSpec { payload: Payload::Avro, record_size: size, ..test_spec() });
+            let mut a = Vec::new();
+            g.user_data_into(3, 70_000, 2, &mut a);
+            let (shard, index, sub, data) = read_avro(&a);
+            assert_eq!((shard, index, sub), (3, 70_000, 2));
+            assert!(data.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_'));
+            // exact, except one byte short where the string's length sits on a varint boundary (63/64)
+            let boundary = data.len() == 63;
+            assert_eq!(a.len() + boundary as usize, size, "size {size}");
+        }
+        let g = Generator::new(StreamSpec { payload: Payload::Avro, record_size: 1024, ..test_spec() });
+        let mut b = Vec::new();
+        g.user_data_into(999_999, i64::MAX as u64, 100_000, &mut b);
+        assert_eq!(b.len(), 1024);
+        assert_eq!(read_avro(&b).0, 999_999);
+    }
+
+    #[test]
+    fn zigzag_matches_the_avro_specification() {
+        let enc = |v| {
+            let mut out = Vec::new();
+            put_zigzag(&mut out, v);
+            assert_eq!(out.len(), zigzag_len(v));
+            out
+        };
+        // the examples of the specification
+        assert_eq!(enc(0), [0x00]);
+        assert_eq!(enc(-1), [0x01]);
+        assert_eq!(enc(1), [0x02]);
+        assert_eq!(enc(-64), [0x7f]);
+        assert_eq!(enc(64), [0x80, 0x01]);
+        assert_eq!(enc(i64::MAX).len(), 10);
     }
 
     #[test]

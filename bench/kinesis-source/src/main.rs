@@ -1,5 +1,5 @@
 //! The command line: builds the stream spec from flags, then either prints the expected records
-//! (`--dump`) or serves the stream, printing `listening on 127.0.0.1:PORT` as its first stdout line.
+//! (`--dump`), or the avro payload's schema (`--avro-schema`), or serves the stream, printing `listening on 127.0.0.1:PORT` as its first stdout line.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -12,7 +12,7 @@ use clap::Parser;
 use kinesis_source::generate::Generator;
 use kinesis_source::ops::Source;
 use kinesis_source::server::Server;
-use kinesis_source::spec::{KeyScheme, RecordCount, StreamSpec};
+use kinesis_source::spec::{KeyScheme, Payload, RecordCount, StreamSpec};
 
 /// A Kinesis server for benchmarks only: serves a stream of records generated in memory.
 #[derive(Debug, Parser)]
@@ -43,6 +43,12 @@ struct Args {
     /// Partition keys: shard-pool[:K] (K keys per shard, hashing into it) or unique.
     #[arg(long, default_value = "shard-pool:16")]
     keys: String,
+    /// User records' bytes: ascii (text), json (one object each) or avro (a bare datum, see --avro-schema).
+    #[arg(long, default_value = "ascii")]
+    payload: String,
+    /// Print the avro payload's schema (JSON, what an Avro reader's schema text needs) and exit.
+    #[arg(long)]
+    avro_schema: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Stream creation and first arrival time, epoch ms (default: now minus the longest shard's
@@ -87,6 +93,7 @@ fn spec(args: &Args) -> Result<StreamSpec, String> {
         aggregate_share: args.aggregate_share,
         records_per_aggregate: args.records_per_aggregate,
         keys: KeyScheme::parse(&args.keys).map_err(|e| e.to_string())?,
+        payload: Payload::parse(&args.payload).map_err(|e| e.to_string())?,
         seed: args.seed,
         created_at_ms: 0,
         arrival_interval_ms: args.arrival_interval_ms,
@@ -104,6 +111,10 @@ fn spec(args: &Args) -> Result<StreamSpec, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.avro_schema {
+        println!("{}", kinesis_source::generate::AVRO_SCHEMA);
+        return ExitCode::SUCCESS;
+    }
     let spec = match spec(&args) {
         Ok(s) => s,
         Err(e) => {
@@ -145,12 +156,13 @@ async fn serve(generator: Generator, port: u16, limits: bool, subscription_lifet
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     eprintln!(
-        "kinesis-source: stream {} ({}), {} shards, {} records in shard 0, {} B records, aggregates {} of {}, keys {:?}, seed {}, created at {} ms, limits {}",
+        "kinesis-source: stream {} ({}), {} shards, {} records in shard 0, {} B {} records, aggregates {} of {}, keys {:?}, seed {}, created at {} ms, limits {}",
         spec.stream_name,
         spec.stream_arn(),
         spec.shard_count,
         spec.records_in(0),
         spec.record_size,
+        spec.payload.name(),
         spec.aggregate_share,
         spec.records_per_aggregate,
         spec.keys,

@@ -1,5 +1,5 @@
 //! The stream to serve, as the command line describes it, validated: shard count, records per shard,
-//! record size, share of KPL aggregates, partition-key scheme, seed and timeline. Everything served is a
+//! record size, payload format, share of KPL aggregates, partition-key scheme, seed and timeline. Everything served is a
 //! pure function of this value (see `generate`), so a test that knows the flags can recompute every byte.
 
 use thiserror::Error;
@@ -39,6 +39,40 @@ impl KeyScheme {
     }
 }
 
+/// What a user record's bytes are (`--payload`): all three are the same size, `record_size`, and rebuilt on
+/// demand from the same pool of filler bytes (see `generate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// `<shard>.<index>.<sub>:` then filler: printable ASCII.
+    Ascii,
+    /// One JSON object: `{"shard":S,"index":I,"sub":U,"data":"<filler>"}`.
+    Json,
+    /// A bare Avro binary datum of `generate::AVRO_SCHEMA` (no container, no schema in the record).
+    Avro,
+}
+
+impl Payload {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        match text {
+            "ascii" => Ok(Payload::Ascii),
+            "json" => Ok(Payload::Json),
+            "avro" => Ok(Payload::Avro),
+            _ => Err(SpecError::Payload(text.to_string())),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Payload::Ascii => "ascii",
+            Payload::Json => "json",
+            Payload::Avro => "avro",
+        }
+    }
+}
+
+/// The smallest record size of the json and avro payloads: room for their fields with the largest values.
+pub const MIN_STRUCTURED_RECORD_BYTES: usize = 80;
+
 /// How many Kinesis records each shard holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordCount {
@@ -62,6 +96,7 @@ pub struct StreamSpec {
     /// User records in each aggregate.
     pub records_per_aggregate: u32,
     pub keys: KeyScheme,
+    pub payload: Payload,
     pub seed: u64,
     /// The stream's creation time and the arrival time of every shard's first record (epoch ms).
     pub created_at_ms: u64,
@@ -85,6 +120,10 @@ pub enum SpecError {
     KeyScheme(String),
     #[error("{shards} shards × {keys} pool keys is too many keys to search for (at most 4,000,000)")]
     KeyPool { shards: u32, keys: u32 },
+    #[error("unknown payload {0:?} (use ascii, json or avro)")]
+    Payload(String),
+    #[error("the {payload} payload needs a record size of at least {MIN_STRUCTURED_RECORD_BYTES} bytes, not {size}")]
+    PayloadTooSmall { payload: &'static str, size: usize },
     #[error("stream name must be 1..=128 characters of [a-zA-Z0-9_.-], not {0:?}")]
     StreamName(String),
 }
@@ -103,6 +142,9 @@ impl StreamSpec {
         }
         if self.record_size == 0 || self.record_size > MAX_RECORD_BYTES {
             return Err(SpecError::RecordSize(self.record_size));
+        }
+        if self.payload != Payload::Ascii && self.record_size < MIN_STRUCTURED_RECORD_BYTES {
+            return Err(SpecError::PayloadTooSmall { payload: self.payload.name(), size: self.record_size });
         }
         if !(0.0..=1.0).contains(&self.aggregate_share) {
             return Err(SpecError::AggregateShare(self.aggregate_share));
@@ -158,6 +200,7 @@ pub(crate) fn test_spec() -> StreamSpec {
         aggregate_share: 0.25,
         records_per_aggregate: 3,
         keys: KeyScheme::ShardPool(8),
+        payload: Payload::Ascii,
         seed: 7,
         created_at_ms: 1_700_000_000_000,
         arrival_interval_ms: 2,
@@ -178,6 +221,14 @@ mod tests {
     }
 
     #[test]
+    fn payloads_parse() {
+        for p in [Payload::Ascii, Payload::Json, Payload::Avro] {
+            assert_eq!(Payload::parse(p.name()), Ok(p));
+        }
+        assert!(Payload::parse("xml").is_err());
+    }
+
+    #[test]
     fn total_records_spread_over_shards() {
         let spec = StreamSpec { records: RecordCount::Total(10), ..test_spec() };
         let per: Vec<u64> = (0..4).map(|s| spec.records_in(s)).collect();
@@ -193,6 +244,9 @@ mod tests {
         // no aggregates: a record may then use the whole 1 MiB
         assert!(StreamSpec { record_size: MAX_RECORD_BYTES, aggregate_share: 0.0, ..test_spec() }.validate().is_ok());
         assert!(StreamSpec { stream_name: "a b".into(), ..test_spec() }.validate().is_err());
+        assert!(StreamSpec { payload: Payload::Json, record_size: 79, ..test_spec() }.validate().is_err());
+        assert!(StreamSpec { payload: Payload::Avro, record_size: 80, ..test_spec() }.validate().is_ok());
+        assert!(StreamSpec { payload: Payload::Ascii, record_size: 1, ..test_spec() }.validate().is_ok());
         assert!(test_spec().validate().is_ok());
     }
 }

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use kinesis_source::generate::{ExpectedRecord, Generator};
-use kinesis_source::spec::{KeyScheme, RecordCount, StreamSpec};
+use kinesis_source::spec::{KeyScheme, Payload, RecordCount, StreamSpec};
 
 /// A running kinesis-source; killed (by its own PID, through the Child handle) when dropped.
 pub struct ServerProcess {
@@ -58,6 +58,7 @@ pub fn args(spec: &StreamSpec) -> Vec<String> {
         ("--aggregate-share", spec.aggregate_share.to_string()),
         ("--records-per-aggregate", spec.records_per_aggregate.to_string()),
         ("--keys", keys),
+        ("--payload", spec.payload.name().to_string()),
         ("--seed", spec.seed.to_string()),
         ("--created-at-ms", spec.created_at_ms.to_string()),
         ("--arrival-interval-ms", spec.arrival_interval_ms.to_string()),
@@ -80,6 +81,7 @@ pub fn small_stream(keys: KeyScheme, seed: u64) -> StreamSpec {
         aggregate_share: 0.2,
         records_per_aggregate: 5,
         keys,
+        payload: Payload::Ascii,
         seed,
         created_at_ms: 1_767_225_600_000,
         arrival_interval_ms: 3,

@@ -7,7 +7,7 @@ use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use aws_sdk_kinesis::Client;
 use kinesis_source::generate::{hash_ranges, shard_id, Generator};
-use kinesis_source::spec::{KeyScheme, StreamSpec};
+use kinesis_source::spec::{KeyScheme, Payload, StreamSpec};
 
 use crate::common::{assert_same, expected_in_shard, small_stream, Seen, ServerProcess};
 use crate::kpl_reference::deaggregate;
@@ -99,6 +99,21 @@ async fn rust_sdk_reads_every_record_byte_exact() {
         }
         // 40 aggregates of 5 per shard: 4 records past sub 0 each
         assert_eq!(aggregated_user_records, 4 * 40 * 4);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_avro_payloads_are_served_byte_exact() {
+    for payload in [Payload::Json, Payload::Avro] {
+        let spec = StreamSpec { payload, ..small_stream(KeyScheme::ShardPool(8), 12) };
+        let server = ServerProcess::start(&spec, &[]);
+        let c = client(&server, true);
+        for shard in 0..4 {
+            let it = iterator(&c, &spec, shard, ShardIteratorType::TrimHorizon, None, None).await;
+            let seen = drain(&c, &spec, shard, it, 100).await;
+            assert_same(shard, &seen, &expected_in_shard(&spec, shard));
+            assert!(seen.iter().all(|s| s.3.len() == spec.record_size), "{payload:?}: every record of the record size");
+        }
     }
 }
 
