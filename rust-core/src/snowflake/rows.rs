@@ -9,6 +9,14 @@
 //! structured OBJECT column rejects missing fields. Anything that is not a JSON object makes the
 //! whole FlowFile invalid, before a byte is sent.
 //!
+//! **Record Reader content.** With PutSnowflake's Record Reader, Java reads the FlowFile with the
+//! reader and hands over one JSON object per record as NDJSON, in the same submit call; the rules
+//! below then apply unchanged. Java writes decimals (and integers beyond 64 bits) as JSON strings:
+//! serde_json here parses numbers into `i64`/`u64`/`f64` (no `arbitrary_precision`), so a 38-digit
+//! number would lose digits when a row is written out again to add `kinesisMetadata`, while a
+//! string is kept exactly and Snowflake converts it to NUMBER exactly. When no record of the
+//! FlowFile could be read, Java says why in [`ATTR_RECORDS_UNREADABLE`] and the FlowFile is invalid.
+//!
 //! **Exact tokens.** A shard's rows are loaded exactly once only when each row's token names one
 //! Kinesis record and no other row anywhere has it. That holds when
 //! - every row carries `kinesisMetadata.shardedSequenceNumber` of its shard, strictly increasing
@@ -39,6 +47,9 @@ pub const ATTR_LAST_SEQUENCE: &str = "aws.kinesis.last.sequence.number";
 pub const ATTR_LAST_SUB: &str = "aws.kinesis.last.subsequence.number";
 pub const ATTR_ARRIVAL_MS: &str = "aws.kinesis.approximate.arrival.timestamp.ms";
 pub const ATTR_RECORD_COUNT: &str = "record.count";
+/// Set by PutSnowflake's Java side (never taken from the FlowFile) when its Record Reader could not
+/// read any record of the FlowFile: why, for the FlowFile's `snowflake.error.message`.
+pub const ATTR_RECORDS_UNREADABLE: &str = "kinesnow.records.unreadable";
 /// The shard's parents (comma-separated) when it was created by a split or merge.
 pub const ATTR_PARENT_SHARDS: &str = "aws.kinesis.parent.shard.ids";
 /// What NiFi's split processors set on each piece (`fragment.identifier`, `.index`, `.count`).
@@ -113,6 +124,9 @@ pub struct Mapping {
 
 impl Mapping {
     pub fn prepare(&self, flow_file: &FlowFileIn) -> Prepared {
+        if let Some(reason) = flow_file.attributes.get(ATTR_RECORDS_UNREADABLE) {
+            return Prepared::Invalid(reason.clone());
+        }
         let mut objects = match objects(&flow_file.content) {
             Ok(objects) if objects.is_empty() => return Prepared::Empty,
             Ok(objects) => objects,
@@ -503,5 +517,77 @@ mod tests {
         attrs.push((ATTR_REGION, "eu-west-1"));
         let (source, _) = rows(PLAIN.prepare(&flow_file("{}", &attrs)));
         assert_eq!(source, Source::Shard { region: Some("eu-west-1".into()), stream: "orders".into(), shard_id: "shardId-000000000001".into() });
+    }
+
+    /// What PutSnowflake's Record Reader path hands over when no record could be read.
+    #[test]
+    fn a_flow_file_whose_records_could_not_be_read_is_invalid_with_javas_reason() {
+        let mut attrs: Vec<_> = SHARD.to_vec();
+        attrs.push((ATTR_RECORDS_UNREADABLE, "the Record Reader cannot read the FlowFile: bad header"));
+        assert_eq!(invalid(PLAIN.prepare(&flow_file("", &attrs))), "the Record Reader cannot read the FlowFile: bad header");
+    }
+
+    const DECIMAL_38: &str = "12345678901234567890123456789012345678";
+
+    /// The Record Reader path writes decimals as strings: kept digit for digit even when the row is
+    /// written out again to add `kinesisMetadata` (a number would not be, see the next test).
+    #[test]
+    fn a_38_digit_decimal_written_as_a_string_survives_metadata_injection() {
+        let line = format!(r#"{{"amount":"{DECIMAL_38}","small":"0.000000000000000000000000000000000001"}}"#);
+        for attrs in [SHARD, &[]] {
+            match PLAIN.prepare(&flow_file(&format!("{line}\n{line}\n"), attrs)) {
+                Prepared::Rows { rows, .. } => {
+                    for row in rows {
+                        let text = String::from_utf8(row.json).unwrap();
+                        assert!(text.contains(&format!(r#""amount":"{DECIMAL_38}""#)), "{text}");
+                        assert!(text.contains(r#""small":"0.000000000000000000000000000000000001""#), "{text}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// Why decimals are strings: serde_json without `arbitrary_precision` reads a 38-digit number as
+    /// an f64, and a row written out again (metadata added) no longer holds the same number.
+    #[test]
+    fn a_38_digit_number_would_lose_digits_when_the_row_is_written_again() {
+        let (_, rows) = rows(PLAIN.prepare(&flow_file(&format!(r#"{{"amount":{DECIMAL_38}}}"#), SHARD)));
+        assert_ne!(rows[0].0["amount"].to_string(), DECIMAL_38);
+    }
+
+    /// Records read by a Record Reader from ConsumeKinesis' Inject Metadata output: `kinesisMetadata`
+    /// as Java writes it (approximateArrival in epoch milliseconds as the JSON path has it, or an
+    /// ISO-8601 text) gives exact per-record tokens and is sent as it came.
+    #[test]
+    fn record_reader_rows_with_their_metadata_use_its_tokens_whatever_the_arrival_format() {
+        let meta = |seq: &str, arrival: &str| {
+            format!(
+                r#"{{"id":1,"kinesisMetadata":{{"stream":"orders","shardId":"shardId-000000000001","sequenceNumber":"{seq}","subSequenceNumber":0,"shardedSequenceNumber":"{seq}00000000000000000000","partitionKey":"k","approximateArrival":{arrival}}}}}"#
+            )
+        };
+        let first = meta("4958", "1700000000000");
+        let second = meta("4959", r#""2023-11-14T22:13:20.123Z""#);
+        let mut attrs: Vec<_> = SHARD.iter().copied().filter(|(k, _)| *k != ATTR_RECORD_COUNT).collect();
+        attrs.push((ATTR_RECORD_COUNT, "2"));
+        match PLAIN.prepare(&flow_file(&format!("{first}\n{second}\n"), &attrs)) {
+            Prepared::Rows { delivery, rows, .. } => {
+                assert_eq!(delivery, Delivery::ExactlyOnce);
+                assert_eq!(rows[0].token.to_string(), "495800000000000000000000");
+                assert_eq!(rows[1].token.to_string(), "495900000000000000000000");
+                assert_eq!(rows[0].json, first.as_bytes());
+                assert_eq!(rows[1].json, second.as_bytes());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// ConsumeKinesis' Use Wrapper records keep their shape: columns `value` and `kinesisMetadata`.
+    #[test]
+    fn wrapped_records_are_rows_with_a_value_column() {
+        let line = r#"{"value":{"id":7},"kinesisMetadata":{"shardId":"shardId-000000000001","shardedSequenceNumber":"495800000000000000000000"}}"#;
+        let (_, rows) = rows(PLAIN.prepare(&flow_file(line, SHARD)));
+        assert_eq!(rows[0].0["value"]["id"], 7);
+        assert_eq!(rows[0].1, "495800000000000000000000");
     }
 }

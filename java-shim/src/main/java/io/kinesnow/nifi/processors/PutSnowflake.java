@@ -31,6 +31,7 @@ import org.apache.nifi.processor.Relationship;
 import org.apache.nifi.processor.VerifiableProcessor;
 import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.logging.ComponentLog;
+import org.apache.nifi.serialization.RecordReaderFactory;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -48,10 +49,12 @@ import java.util.UUID;
 @InputRequirement(InputRequirement.Requirement.INPUT_REQUIRED)
 @TriggerSerially
 @TriggerWhenEmpty
-@CapabilityDescription("Streams JSON records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
+@CapabilityDescription("Streams records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
         + "high-performance REST API, with its client written in Rust. Each source shard gets its own channel and its records' "
         + "shardedSequenceNumber is the offset token, so every record lands exactly once across restarts and replays. A "
-        + "FlowFile goes to success only after Snowflake reports its rows committed.")
+        + "FlowFile goes to success only after Snowflake reports its rows committed. Content is JSON (an object, an array of "
+        + "objects, or one object per line), or, with a Record Reader, any record format NiFi reads (Avro, CSV, JSON, ...): "
+        + "each record becomes a row, and a record that cannot be read or become a row goes to invalid while the others load.")
 @Stateful(scopes = Scope.LOCAL, description = "This processor's own id (instance.id), part of every channel name, so "
         + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
@@ -62,7 +65,13 @@ import java.util.UUID;
     @WritesAttribute(attribute = "snowflake.rows.sent", description = "Rows of the FlowFile sent by this processor"),
     @WritesAttribute(attribute = "snowflake.rows.skipped",
             description = "Rows of the FlowFile skipped because Snowflake had already committed them (a replay)"),
-    @WritesAttribute(attribute = "snowflake.error.message", description = "Why the FlowFile went to failure or invalid")
+    @WritesAttribute(attribute = "snowflake.error.message", description = "Why the FlowFile went to failure or invalid"),
+    @WritesAttribute(attribute = "snowflake.records.invalid", description = "With a Record Reader: the numbers (from 1, "
+            + "comma-separated) of the records that could not be read or become rows, on the FlowFile and on its invalid child"),
+    @WritesAttribute(attribute = "snowflake.records.sent", description = "With a Record Reader, on the invalid child: how "
+            + "many records of the parent FlowFile were handed to Snowflake with it (they load when the parent goes to success)"),
+    @WritesAttribute(attribute = "snowflake.records.unread", description = "With a Record Reader, on the invalid child: true "
+            + "when reading stopped at a record the reader could not get past, so the content after it was not loaded")
 })
 public class PutSnowflake extends AbstractSessionFactoryProcessor implements VerifiableProcessor {
 
@@ -179,20 +188,41 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                     + "committed. Bounds the processor's memory; at least Max Batch Size.")
             .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
 
+    static final AllowableValue BINARY_HEX = new AllowableValue("HEX", "Hex",
+            "Bytes become hexadecimal text, what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT HEX).");
+    static final AllowableValue BINARY_BASE64 = new AllowableValue("BASE64", "Base64",
+            "Bytes become Base64 text, for BINARY columns of a pipe or table set to BINARY_INPUT_FORMAT BASE64, or for text columns.");
+    static final PropertyDescriptor RECORD_READER = new PropertyDescriptor.Builder()
+            .name("Record Reader")
+            .description("Reads the FlowFile's records in any format (Avro, CSV, JSON, ...): each record becomes one row, its "
+                    + "first-level fields the columns. Without it the content must be JSON objects. A record that cannot be "
+                    + "read or become a row goes to invalid (in a copy of the FlowFile) while the others load; see the "
+                    + "processor's documentation for the type mapping.")
+            .required(false).identifiesControllerService(RecordReaderFactory.class).build();
+    static final PropertyDescriptor BINARY_ENCODING = new PropertyDescriptor.Builder()
+            .name("Binary Encoding").description("How the records' bytes fields are written into the row.")
+            .required(true).allowableValues(BINARY_HEX, BINARY_BASE64).defaultValue(BINARY_HEX.getValue())
+            .dependsOn(RECORD_READER).build();
+
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,
             USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE,
             DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE,
             MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE);
 
-    /** What NiFi shows: the properties the engine reads, and NiFi's Proxy Configuration Service (see {@link ProxyService}). */
-    static final List<PropertyDescriptor> DESCRIPTORS = ProxyService.withProxy(PROPERTIES);
+    /**
+     * What NiFi shows: the properties the engine reads, NiFi's Proxy Configuration Service (see {@link ProxyService}),
+     * and the Record Reader with its Binary Encoding, which only the Java side uses (see {@link RecordContent}).
+     */
+    static final List<PropertyDescriptor> DESCRIPTORS = withRecordReader(ProxyService.withProxy(PROPERTIES));
 
     public static final Relationship REL_SUCCESS = new Relationship.Builder()
             .name("success").description("FlowFiles whose rows Snowflake has committed.").build();
     public static final Relationship REL_FAILURE = new Relationship.Builder()
             .name("failure").description("FlowFiles that could not be delivered: missing table or pipe, no privilege, and similar.").build();
     public static final Relationship REL_INVALID = new Relationship.Builder()
-            .name("invalid").description("FlowFiles whose content is not JSON objects, or whose rows Snowflake rejected.").build();
+            .name("invalid").description("FlowFiles whose content is not JSON objects, or whose rows Snowflake rejected. With a "
+                    + "Record Reader: FlowFiles it cannot read at all, and copies of FlowFiles some of whose records could not "
+                    + "be read or become rows (the other records load with the original).").build();
     public static final Relationship REL_EMPTY = new Relationship.Builder()
             .name("empty").description("FlowFiles without any row (no content, blank lines, or an empty JSON array): nothing is "
                     + "sent. Auto-terminated unless connected.")
@@ -203,6 +233,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     static final String ATTR_SCHEMA = "kinesnow.snowflake.schema";
     static final String ATTR_TABLE = "kinesnow.snowflake.table";
     static final String ATTR_PIPE = "kinesnow.snowflake.pipe";
+    /** Why no record of the FlowFile could be read with the Record Reader (read by rust-core's rows, which routes it to invalid). */
+    static final String ATTR_RECORDS_UNREADABLE = "kinesnow.records.unreadable";
 
     /** The local-state key of this processor's own id. */
     static final String INSTANCE_STATE_KEY = "instance.id";
@@ -230,6 +262,13 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         HeldSession(final ProcessSession session) {
             this.session = session;
         }
+    }
+
+    private static List<PropertyDescriptor> withRecordReader(final List<PropertyDescriptor> properties) {
+        final List<PropertyDescriptor> all = new ArrayList<>(properties);
+        all.add(RECORD_READER);
+        all.add(BINARY_ENCODING);
+        return List.copyOf(all);
     }
 
     @Override
@@ -335,11 +374,22 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         final HeldSession h = new HeldSession(session);
         try {
             final SinkBatch batch = new SinkBatch();
-            for (final FlowFile flowFile : flowFiles) {
+            final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
+            final RecordRows rows = reader == null ? null
+                    : new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
+            for (FlowFile flowFile : flowFiles) {
                 final Map<String, String> attributes = sourceAttributes(flowFile);
                 final Map<String, String> destination = destination(context, flowFile);
                 attributes.putAll(destination);
-                batch.add(flowFile.getId(), attributes, content(session, flowFile));
+                final byte[] content;
+                if (reader == null) {
+                    content = content(session, flowFile);
+                } else {
+                    final RecordContent.Read read = readRecords(session, reader, rows, flowFile);
+                    flowFile = splitOffInvalid(session, flowFile, read, attributes);
+                    content = read.rows();
+                }
+                batch.add(flowFile.getId(), attributes, content);
                 h.waiting.put(flowFile.getId(), flowFile);
                 h.destinations.put(flowFile.getId(), String.join("/", destination.get(ATTR_DATABASE),
                         destination.get(ATTR_SCHEMA), destination.get(ATTR_TABLE)));
@@ -402,6 +452,46 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private static String evaluated(final ProcessContext context, final PropertyDescriptor property, final FlowFile flowFile) {
         final String value = context.getProperty(property).evaluateAttributeExpressions(flowFile).getValue();
         return value == null ? "" : value;
+    }
+
+    private RecordContent.Read readRecords(final ProcessSession session, final RecordReaderFactory reader, final RecordRows rows,
+                                           final FlowFile flowFile) {
+        try (InputStream in = session.read(flowFile)) {
+            return RecordContent.read(reader, rows, flowFile, in, getLogger());
+        } catch (final IOException e) {
+            throw new UncheckedIOException("cannot read the content of " + flowFile, e);
+        }
+    }
+
+    /**
+     * Applies what reading found. No record loads: the engine is told why (it routes the FlowFile to invalid whole).
+     * Some records could not become rows: a copy of the FlowFile (its content whole, since a record's exact bytes are not
+     * known) goes to invalid at once in the same session, naming them, while the FlowFile itself carries the other
+     * records' rows on. Returns the FlowFile as it now is.
+     */
+    private FlowFile splitOffInvalid(final ProcessSession session, final FlowFile flowFile, final RecordContent.Read read,
+                                     final Map<String, String> attributes) {
+        attributes.remove(ATTR_RECORDS_UNREADABLE);
+        if (read.wholeInvalid()) {
+            attributes.put(ATTR_RECORDS_UNREADABLE, read.reason());
+            return read.problems().isEmpty() ? flowFile : session.putAttribute(flowFile, "snowflake.records.invalid", read.indexes());
+        }
+        if (read.problems().isEmpty()) {
+            return flowFile;
+        }
+        FlowFile invalid = session.clone(flowFile);
+        final Map<String, String> said = new HashMap<>();
+        said.put("snowflake.error.message", read.reason() + ". The other " + read.rowCount() + " record(s) were sent with FlowFile "
+                + flowFile.getAttribute("uuid"));
+        said.put("snowflake.records.invalid", read.indexes());
+        said.put("snowflake.records.sent", Long.toString(read.rowCount()));
+        if (read.stoppedAt() > 0) {
+            said.put("snowflake.records.unread", "true");
+        }
+        invalid = session.putAllAttributes(invalid, said);
+        getLogger().warn("{}: {}", flowFile, said.get("snowflake.error.message"));
+        session.transfer(invalid, REL_INVALID);
+        return session.putAttribute(flowFile, "snowflake.records.invalid", read.indexes());
     }
 
     private static byte[] content(final ProcessSession session, final FlowFile flowFile) {
