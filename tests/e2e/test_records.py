@@ -244,10 +244,13 @@ def test_avro_plain_and_aggregated_loads_exact_values_across_stop_start_and_kill
     time.sleep(3)  # anything still in flight would show up now as a duplicate
     count, distinct = wait_rows(sf, "ORDERS", 600, 1)
     assert (count, distinct) == (600, 600), f"{distinct} distinct of 600, {count - distinct} repeated"
+    # The malformed record goes whole to parse.failure; a kill -9 between NiFi's commit and the checkpoint can
+    # route it a second time after the restart (as any record: the checkpoint never runs ahead of NiFi).
     failures = queued(c, ids["parse_failure_queue"])
-    assert len(failures) == 1, failures
-    assert failures[0]["content"] == b"\x02\x04not avro at all \xff\xfe", "the malformed record goes whole"
-    assert failures[0]["attributes"].get("record.error.message"), failures[0]["attributes"]
+    assert 1 <= len(failures) <= 2, failures
+    for failure in failures:
+        assert failure["content"] == b"\x02\x04not avro at all \xff\xfe", "the malformed record goes whole"
+        assert failure["attributes"].get("record.error.message"), failure["attributes"]
     assert c.connection_queue_count(ids["failure_queue"]) == 0
 
     rows = sf.query("SELECT ID, CAST(AMOUNT AS VARCHAR) AS AMOUNT, CAST(PLACED_AT AS VARCHAR) AS PLACED_AT, "
@@ -411,7 +414,8 @@ def test_put_snowflake_reads_csv_and_avro_flow_files_and_sends_bad_records_to_in
     for p in (gen["id"], getter["id"], csv["sink"], avro_ids["sink"]):
         c.stop_processor(p)
     rows = {r["ID"]: r for r in sf.query("SELECT ID, NAME, CAST(PRICE AS VARCHAR) AS PRICE FROM KINESNOW.PUBLIC.FROM_FILES")}
-    assert set(rows) == {1, 2, 4} | set(range(10, 20)), sorted(rows)
+    assert set(rows) == {1, 2, 4} | set(range(10, 20)), (sorted(rows), [f["attributes"] for f in queued(c, csv["failure_queue"])],
+                                                        [b["message"] for b in c.bulletins(source_id=csv["sink"])])
     assert _decimal_text(rows[2]["PRICE"]) == _decimal_text("123456789012345678901234567890.000000001")
     assert rows[12]["NAME"] == "file-12"
     invalid = queued(c, csv["failure_queue"])
