@@ -16,7 +16,9 @@ use crate::consumer::output::ShardFlowFiles;
 use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
 use crate::ffi::batch::{self, BatchError};
+use crate::feedback::{LinkKey, Skip};
 use crate::ffi::sink_io::{self, SinkIoError};
+use crate::ffi::skips::{self, SkipsError};
 use crate::snowflake::{SinkEngine, SinkError, SinkSettings};
 use startup::{Backoff, Startup};
 
@@ -36,6 +38,8 @@ pub enum ComponentError {
     Sink(#[from] SinkError),
     #[error("{0}")]
     SinkIo(#[from] SinkIoError),
+    #[error("{0}")]
+    Skips(#[from] SkipsError),
     #[error("{0} is not started")]
     NotStarted(&'static str),
 }
@@ -47,7 +51,7 @@ impl Classify for ComponentError {
             Self::Consumer(e) => e.class(),
             Self::Sink(SinkError::Api(e)) => e.class(),
             Self::Sink(SinkError::NoInstance) => ErrorClass::Configuration,
-            Self::Batch(_) | Self::SinkIo(_) => ErrorClass::Fatal,
+            Self::Batch(_) | Self::SinkIo(_) | Self::Skips(_) => ErrorClass::Fatal,
             Self::NotStarted(_) => ErrorClass::Retryable,
         }
     }
@@ -167,6 +171,14 @@ impl Component {
         Ok(Some(encode_or_nack(id, link, &shards, |id| engine.nack(id))?))
     }
 
+    /// Processing Strategy RECORD: the Kinesis records of a batch the shim sent to `parse.failure`
+    /// (the `ffi::skips` layout), before it commits the batch, so PutSnowflake's chain of their
+    /// lease passes over them; nothing to do without Failover Position `SNOWFLAKE_COMMIT`.
+    pub fn note_skipped(&self, skips: &[u8]) -> Result<(), ComponentError> {
+        let (engine, _) = self.consumer()?;
+        note_skipped_records(engine.link(), skips)
+    }
+
     pub fn ack(&self, batch_id: i64) -> Result<(), ComponentError> {
         let (engine, _) = self.consumer()?;
         Ok(crate::runtime::get().block_on(engine.ack(batch_id))?)
@@ -234,16 +246,34 @@ fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> S
 
 /// Records of a tracked lease routed to `parse.failure` never reach PutSnowflake: its chain passes
 /// over them (see `feedback`).
-fn note_parse_failures(key: &crate::feedback::LinkKey, shards: &[crate::consumer::output::ShardFlowFiles]) {
+fn note_parse_failures(key: &LinkKey, shards: &[ShardFlowFiles]) {
     use crate::consumer::output::Route;
     use crate::kinesis::position::Position;
     let failures = shards.iter().filter_map(|s| s.tenure.map(|t| (s, t))).flat_map(|(s, tenure)| {
-        s.flow_files.iter().filter(|f| f.route == Route::ParseFailure).map(move |f| (s, tenure, f))
+        s.flow_files.iter().filter(|f| f.route == Route::ParseFailure).map(move |f| Skip {
+            shard: s.shard_id.clone(),
+            tenure,
+            previous: f.previous.clone(),
+            last: Position::new(f.last_sequence.clone(), f.last_sub),
+        })
     });
+    note_skips(key, failures);
+}
+
+/// Processing Strategy RECORD: the Kinesis records of a batch the shim's Record Reader sent to
+/// `parse.failure` (the `ffi::skips` layout), as [`note_parse_failures`] notes the engine's own.
+/// Nothing to do without a link (a consumer that does not track what Snowflake has).
+fn note_skipped_records(key: Option<&LinkKey>, skips: &[u8]) -> Result<(), ComponentError> {
+    let Some(key) = key else { return Ok(()) };
+    note_skips(key, skips::decode(skips)?);
+    Ok(())
+}
+
+/// Tells the board of skipped records, locking it only when there is one.
+fn note_skips(key: &LinkKey, skips: impl IntoIterator<Item = Skip>) {
     let mut board = None;
-    for (shard, tenure, f) in failures {
-        let board = board.get_or_insert_with(crate::feedback::board);
-        board.skipped(key, &shard.shard_id, tenure, f.previous.clone(), Position::new(f.last_sequence.clone(), f.last_sub));
+    for Skip { shard, tenure, previous, last } in skips {
+        board.get_or_insert_with(crate::feedback::board).skipped(key, &shard, tenure, previous, last);
     }
 }
 
@@ -286,6 +316,29 @@ mod tests {
         })
         .unwrap();
         assert_eq!(nacked, None, "an encoded batch stays in flight until NiFi settles it");
+    }
+
+    #[test]
+    fn record_parse_failures_the_shim_reports_keep_the_lease_chain_unbroken() {
+        use crate::feedback::{board, Chain};
+        use crate::kinesis::position::Position;
+        let at = |seq: &str| Position::new(seq, None);
+        let key = LinkKey { stream: "arn:aws:kinesis:us-east-1:1:stream/record-gap".into(), application: "app".into() };
+        board().took_here(&key, "engine", "shard-1", 7, Some(at("10")));
+        board().put_in_channel(&key, "shard-1", 7, &at("11"));
+        let chain = |previous: &str| board().chain(&key, "shard-1", 7, Some(&at(previous)));
+        assert_eq!(chain("12"), Chain::Broken, "record 12 went to parse.failure, unreported");
+        let skips = skips::encode(&[
+            ("shard-1", 7, Some(at("11")), at("12")),
+            ("shard-1", 7, Some(at("12")), at("13")),
+            ("shard-1", -1, Some(at("13")), at("14")),
+        ]);
+        note_skipped_records(None, &skips).unwrap();
+        assert_eq!(chain("12"), Chain::Broken, "no link: nothing to note");
+        note_skipped_records(Some(&key), &skips).unwrap();
+        assert_eq!(chain("13"), Chain::Linked, "12 and 13 went to parse.failure: the next FlowFile follows on");
+        assert_eq!(chain("14"), Chain::Broken, "14's skip names no lease");
+        assert!(matches!(note_skipped_records(Some(&key), &skips[..9]), Err(ComponentError::Skips(_))));
     }
 
     #[test]

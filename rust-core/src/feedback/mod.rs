@@ -129,6 +129,16 @@ struct ChainState {
     passed: Vec<Span>,
 }
 
+/// Records of lease `tenure` of `shard` routed to `parse.failure`: those after `previous` (`None`:
+/// from the lease's start) through `last`. See [`Board::skipped`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub shard: String,
+    pub tenure: u64,
+    pub previous: Option<Position>,
+    pub last: Position,
+}
+
 /// Records routed to `parse.failure`: (the record before them, the last of them).
 type Span = (Option<Position>, Position);
 

@@ -235,6 +235,22 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
     })
 }
 
+/// Processing Strategy RECORD: the Kinesis records of a batch the Record Reader sent to
+/// `parse.failure` (layout in `skips`), once per batch before its commit.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_noteSkipped<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    skips: JByteArray<'l>,
+) {
+    guard::call(&mut env, |env| {
+        let c = COMPONENTS.get(handle(component))?;
+        let bytes = env.convert_byte_array(&skips)?;
+        c.note_skipped(&bytes).map_err(|e| BridgeError::core(&e))
+    })
+}
+
 /// NiFi committed the batch: write its checkpoints.
 #[no_mangle]
 pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_ack<'l>(
@@ -382,6 +398,26 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_partition
         let mut shards = batch::synthetic(1, 2, 8);
         shards[0].flow_files[0].partition_key = batch::long_partition_key(len).into();
         encoded_batch(env, &shards)
+    })
+}
+
+/// The skips in `skips` (layout in `skips`) as the core reads them, one line each: shard, lease
+/// counter, the record before and the last record (`sequence/sub`, `-` for none); for the codec test.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_describeSkippedForTest<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    skips: JByteArray<'l>,
+) -> jobjectArray {
+    guard::call(&mut env, |env| {
+        let bytes = env.convert_byte_array(&skips)?;
+        let skips = super::skips::decode(&bytes).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
+        let position = |p: Option<&crate::kinesis::position::Position>| {
+            p.map_or("-".to_owned(), |p| format!("{}/{}", p.sequence_number, p.sub_sequence_number.map_or("-".to_owned(), |s| s.to_string())))
+        };
+        let lines: Vec<String> =
+            skips.iter().map(|s| format!("{} {} {} {}", s.shard, s.tenure, position(s.previous.as_ref()), position(Some(&s.last)))).collect();
+        java::string_array(env, &lines)
     })
 }
 

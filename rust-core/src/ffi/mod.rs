@@ -11,6 +11,7 @@ pub mod guard;
 pub mod handles;
 pub mod log_bridge;
 pub mod sink_io;
+pub mod skips;
 mod wire;
 
 mod exports;

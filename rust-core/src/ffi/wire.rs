@@ -25,6 +25,11 @@ impl<'a> Reader<'a> {
         self.at == self.bytes.len()
     }
 
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or(WireError::Truncated(self.at))?;
         let slice = &self.bytes[self.at..end];

@@ -73,6 +73,13 @@ public final class NativeBridge {
      */
     public static native byte[] poll(long handle);
 
+    /**
+     * ConsumeKinesis with Processing Strategy RECORD: the Kinesis records of a batch that Java sent to parse.failure
+     * ({@link SkippedRecords#encode}), once per batch before its session commits, so PutSnowflake knows they never
+     * come (Failover Position SNOWFLAKE_COMMIT; nothing happens without it).
+     */
+    public static native void noteSkipped(long handle, byte[] skippedRecords);
+
     /** NiFi committed the batch: the engine writes its checkpoints. */
     public static native void ack(long handle, long batchId);
 
@@ -102,6 +109,12 @@ public final class NativeBridge {
 
     /** A batch of one shard and two FlowFiles whose first partition key is {@code keyBytes} UTF-8 bytes long; for tests. */
     public static native byte[] partitionKeyBatch(int keyBytes);
+
+    /**
+     * The skipped records of {@link SkippedRecords#encode} as the core reads them, one line each: shard, lease counter,
+     * the record before and the last record ({@code sequence/sub}, {@code -} for none); for tests.
+     */
+    public static native String[] describeSkippedForTest(byte[] skippedRecords);
 
     /** Logs {@code lines} native INFO events for the component and returns once they reached its sink; for tests. */
     public static native void logForTest(long handle, int lines);

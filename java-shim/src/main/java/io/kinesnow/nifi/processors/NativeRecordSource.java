@@ -33,6 +33,11 @@ final class NativeRecordSource implements RecordSource {
     }
 
     @Override
+    public void noteSkipped(final byte[] skippedRecords) {
+        NativeBridge.noteSkipped(component.handle(), skippedRecords);
+    }
+
+    @Override
     public void ack(final long batchId) {
         NativeBridge.ack(component.handle(), batchId);
     }

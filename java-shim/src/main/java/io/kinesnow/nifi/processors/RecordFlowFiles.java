@@ -58,10 +58,13 @@ final class RecordFlowFiles {
 
     /**
      * Writes one shard's Kinesis records. {@code attributesOf} gives the attributes of a Kinesis record (the variables
-     * the reader and writer see, for schema names and the like).
+     * the reader and writer see, for schema names and the like). Returns the Kinesis records the reader sent to
+     * parse.failure (the engine knows of those it routed there itself).
      */
-    void writeShard(final ProcessSession session, final RecordBatch.Shard shard,
-                    final Function<RecordBatch.FlowFileData, Map<String, String>> attributesOf, final Emitter emitter) {
+    List<RecordBatch.FlowFileData> writeShard(final ProcessSession session, final RecordBatch.Shard shard,
+                                              final Function<RecordBatch.FlowFileData, Map<String, String>> attributesOf,
+                                              final Emitter emitter) {
+        final List<RecordBatch.FlowFileData> unread = new ArrayList<>();
         Run run = null;
         for (final RecordBatch.FlowFileData kinesisRecord : shard.flowFiles()) {
             final Map<String, String> variables = attributesOf.apply(kinesisRecord);
@@ -71,6 +74,9 @@ final class RecordFlowFiles {
                 flush(session, run, emitter);
                 run = null;
                 emitRaw(session, kinesisRecord.failed(parsed.error), emitter);
+                if (kinesisRecord.route() == RecordBatch.ROUTE_SUCCESS) {
+                    unread.add(kinesisRecord);
+                }
                 continue;
             }
             final RecordSchema schema = writerSchema(output.writeSchema(parsed.schema), variables);
@@ -84,6 +90,7 @@ final class RecordFlowFiles {
             run.add(parsed, KinesisMetadata.of(stream, shard.shardId(), kinesisRecord));
         }
         flush(session, run, emitter);
+        return unread;
     }
 
     /** Reads one Kinesis record whole; any failure of the reader is the record's parse failure. */

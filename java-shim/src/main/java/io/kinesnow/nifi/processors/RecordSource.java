@@ -23,6 +23,12 @@ interface RecordSource {
     /** The next batch in the {@link io.kinesnow.nifi.nativebridge.RecordBatch} layout, or null. */
     byte[] poll();
 
+    /**
+     * The Kinesis records of the batch in hand that Java sent to parse.failure ({@link
+     * io.kinesnow.nifi.nativebridge.SkippedRecords}), before its session commits; only for a batch with a link.
+     */
+    void noteSkipped(byte[] skippedRecords);
+
     /** NiFi committed the batch. */
     void ack(long batchId);
 

@@ -122,6 +122,31 @@ class NativeBridgeTest {
     }
 
     @Test
+    void skippedRecordsReachTheCoreAsJavaWroteThemAndThoseOfNoTrackingLeaseAreLeftOut() {
+        final SkippedRecords skipped = new SkippedRecords();
+        final RecordBatch.Shard tracked = new RecordBatch.Shard("shardId-000000000001", "", 0, 7, List.of());
+        final RecordBatch.Shard untracked = new RecordBatch.Shard("shardId-000000000002", "", 0, -1, List.of());
+        skipped.add(tracked, kinesisRecord("", -1, "49630000000000000000000000000000000000000000000000000011", -1));
+        skipped.add(tracked, kinesisRecord("12", 1, "12", 2));
+        skipped.add(untracked, kinesisRecord("12", -1, "13", -1));
+        assertEquals(3, skipped.count());
+        assertArrayEquals(new String[] {
+            "shardId-000000000001 7 - 49630000000000000000000000000000000000000000000000000011/-",
+            "shardId-000000000001 7 12/1 12/2"
+        }, NativeBridge.describeSkippedForTest(skipped.encode()));
+        final byte[] cut = java.util.Arrays.copyOf(skipped.encode(), 20);
+        assertThrows(FatalNativeException.class, () -> NativeBridge.describeSkippedForTest(cut));
+        assertThrows(FatalNativeException.class, () -> NativeBridge.noteSkipped(Long.MAX_VALUE, skipped.encode()),
+                "an unknown handle is an exception, never a crash");
+    }
+
+    private static RecordBatch.FlowFileData kinesisRecord(final String previous, final long previousSub, final String last,
+                                                          final long lastSub) {
+        return new RecordBatch.FlowFileData(RecordBatch.ROUTE_SUCCESS, 1, last, lastSub, last, lastSub, previous, previousSub,
+                "key", 0, "", new byte[0], 0, 0);
+    }
+
+    @Test
     void aPartitionKeyBeyond64KiBReachesJavaIntact() throws Exception {
         final RecordBatch batch = RecordBatch.decode(NativeBridge.partitionKeyBatch(70_000));
         final List<RecordBatch.FlowFileData> flowFiles = batch.shards().get(0).flowFiles();

@@ -33,6 +33,7 @@ import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -41,6 +42,7 @@ import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -121,7 +123,59 @@ class ConsumeKinesisRecordTest {
         assertEquals(List.of(1, 3), ids, "nothing of the malformed record is written, not even its first object");
         assertEquals(2, stand.runner.getCounterValue("Records Consumed"));
         assertEquals(2, stand.runner.getCounterValue("Records Parse Failure"));
+        assertEquals(List.of("poll 1", "ack 1"), stand.engine.calls, "no link: the engine tracks no chain to tell");
+        assertTrue(stand.engine.skipped.isEmpty());
+    }
+
+    @Test
+    void withALinkTheKinesisRecordsTheReaderCannotReadAreReportedOncePerBatchBeforeTheCommit() throws Exception {
+        final Entry aggregated = new Entry(KinesisBatchBytes.sequence(5), 2, KinesisBatchBytes.sequence(5), 1, "key-5",
+                1_764_000_000_005L, "{\"id\":".getBytes(StandardCharsets.UTF_8));
+        final Entry afterAggregated = new Entry(KinesisBatchBytes.sequence(6), -1, KinesisBatchBytes.sequence(5), 2, "key-6",
+                1_764_000_000_006L, "{\"id\":6}".getBytes(StandardCharsets.UTF_8));
+        final Stand stand = json(LINK, List.of(Entry.of(1, "{\"id\":1}"), Entry.of(2, "{\"id\":"), Entry.of(3, "{\"id\":3}"),
+                Entry.of(4, "[]"), aggregated, afterAggregated), "INJECT_METADATA");
+        stand.runner.run(1);
+        stand.runner.assertTransferCount(ConsumeKinesis.REL_PARSE_FAILURE, 3);
+        assertEquals(List.of("poll 1", "skipped 1", "ack 1"), stand.engine.calls, "one call for the batch, before the commit");
+        final String shard = KinesisBatchBytes.SHARD;
+        assertEquals(List.of(
+                new Skip(shard, 7, KinesisBatchBytes.sequence(1), -1, KinesisBatchBytes.sequence(2), -1),
+                new Skip(shard, 7, KinesisBatchBytes.sequence(3), -1, KinesisBatchBytes.sequence(4), -1),
+                new Skip(shard, 7, KinesisBatchBytes.sequence(5), 1, KinesisBatchBytes.sequence(5), 2)),
+                Skip.decode(stand.engine.skipped.get(0)));
+        final List<MockFlowFile> out = stand.runner.getFlowFilesForRelationship(ConsumeKinesis.REL_SUCCESS);
+        out.get(1).assertAttributeEquals("kinesnow.previous.sequence.number", KinesisBatchBytes.sequence(2));
+        out.get(2).assertAttributeEquals("kinesnow.previous.sequence.number", KinesisBatchBytes.sequence(5));
+        out.get(2).assertAttributeEquals("kinesnow.previous.subsequence.number", "2");
+    }
+
+    @Test
+    void withALinkABatchWhoseRecordsAllReadReportsNothing() throws Exception {
+        final Stand stand = json(LINK, List.of(Entry.of(1, "{\"id\":1}"), Entry.of(2, "{\"id\":2}")), "USE_WRAPPER");
+        stand.runner.run(1);
         assertEquals(List.of("poll 1", "ack 1"), stand.engine.calls);
+    }
+
+    /** One entry of {@code SkippedRecords}' layout (rust-core/src/ffi/skips.rs), read back. */
+    private record Skip(String shard, long tenure, String previous, long previousSub, String last, long lastSub) {
+        static List<Skip> decode(final byte[] bytes) {
+            final ByteBuffer in = ByteBuffer.wrap(bytes);
+            assertEquals(0x4B4E5331, in.getInt(), "KNS1");
+            final int count = in.getInt();
+            final List<Skip> skips = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                skips.add(new Skip(str16(in), in.getLong(), str16(in), in.getLong(), str16(in), in.getLong()));
+            }
+            assertFalse(in.hasRemaining());
+            return skips;
+        }
+
+        private static String str16(final ByteBuffer in) {
+            final byte[] utf8 = new byte[Short.toUnsignedInt(in.getShort())];
+            in.get(utf8);
+            return new String(utf8, StandardCharsets.UTF_8);
+        }
     }
 
     @Test

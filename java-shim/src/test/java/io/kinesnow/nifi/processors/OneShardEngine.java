@@ -14,6 +14,8 @@ import java.util.List;
  */
 final class OneShardEngine implements RecordSource {
     final List<String> calls = new ArrayList<>();
+    /** What each {@link #noteSkipped} call carried. */
+    final List<byte[]> skipped = new ArrayList<>();
     byte[] records;
     String startup;
     private long nextBatch = 1;
@@ -51,6 +53,15 @@ final class OneShardEngine implements RecordSource {
         final byte[] batch = records.clone();
         ByteBuffer.wrap(batch).putLong(4, inFlight);
         return batch;
+    }
+
+    @Override
+    public void noteSkipped(final byte[] skippedRecords) {
+        if (inFlight == 0) {
+            throw new FatalNativeException("skipped records reported with no batch in flight");
+        }
+        calls.add("skipped " + inFlight);
+        skipped.add(skippedRecords);
     }
 
     @Override
