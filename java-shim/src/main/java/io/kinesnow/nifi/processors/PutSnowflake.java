@@ -184,8 +184,10 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             .required(true).defaultValue("90 sec").addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_IN_FLIGHT_SIZE = new PropertyDescriptor.Builder()
             .name("Max In-Flight Size")
-            .description("The most FlowFile content held by the processor, over all channels, until Snowflake reports it "
-                    + "committed. Bounds the processor's memory; at least Max Batch Size.")
+            .description("The most row data held by the processor, over all channels, until Snowflake reports it "
+                    + "committed: the FlowFiles' content, or with a Record Reader the JSON rows made from their records. "
+                    + "Bounds the processor's memory; at least Max Batch Size. One FlowFile is always taken, so a single "
+                    + "FlowFile (or its rows) larger than the room left can go over it by its own size.")
             .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
 
     static final AllowableValue BINARY_HEX = new AllowableValue("HEX", "Hex",
@@ -359,40 +361,31 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
     }
 
-    /** Takes as many FlowFiles as the engine's in-flight budget allows and hands them over in one call. */
+    /**
+     * Takes as many FlowFiles as the engine's in-flight budget allows and hands them over in one call. The budget counts
+     * what crosses to the engine: the content itself, or with a Record Reader the rows made from it (JSON, often several
+     * times the size of Avro or CSV), so FlowFiles are then read one at a time until their rows fill it.
+     */
     private boolean submit(final ProcessContext context, final ProcessSessionFactory sessionFactory, final long handle) {
         final long capacity = NativeBridge.capacity(handle);
         if (capacity <= 0) {
             return false;
         }
         final ProcessSession session = sessionFactory.createSession();
-        final List<FlowFile> flowFiles = session.get(sizeLimit(capacity));
-        if (flowFiles.isEmpty()) {
-            session.commitAsync();
-            return false;
-        }
+        final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
         final HeldSession h = new HeldSession(session);
+        final SinkBatch batch = new SinkBatch();
         try {
-            final SinkBatch batch = new SinkBatch();
-            final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
-            final RecordRows rows = reader == null ? null
-                    : new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
-            for (FlowFile flowFile : flowFiles) {
-                final Map<String, String> attributes = sourceAttributes(flowFile);
-                final Map<String, String> destination = destination(context, flowFile);
-                attributes.putAll(destination);
-                final byte[] content;
-                if (reader == null) {
-                    content = content(session, flowFile);
-                } else {
-                    final RecordContent.Read read = readRecords(session, reader, rows, flowFile);
-                    flowFile = splitOffInvalid(session, flowFile, read, attributes);
-                    content = read.rows();
+            if (reader == null) {
+                for (final FlowFile flowFile : session.get(sizeLimit(capacity))) {
+                    add(context, h, batch, flowFile, sourceAttributes(flowFile), content(session, flowFile));
                 }
-                batch.add(flowFile.getId(), attributes, content);
-                h.waiting.put(flowFile.getId(), flowFile);
-                h.destinations.put(flowFile.getId(), String.join("/", destination.get(ATTR_DATABASE),
-                        destination.get(ATTR_SCHEMA), destination.get(ATTR_TABLE)));
+            } else {
+                addRecords(context, session, reader, h, batch, capacity);
+            }
+            if (h.waiting.isEmpty()) {
+                session.commitAsync();
+                return false;
             }
             NativeBridge.submit(handle, batch.encode());
         } catch (final RuntimeException e) {
@@ -406,6 +399,36 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         return true;
     }
 
+    /** Reads FlowFiles with the Record Reader, one at a time, until their rows reach {@code capacity} bytes (at least one). */
+    private void addRecords(final ProcessContext context, final ProcessSession session, final RecordReaderFactory reader,
+                            final HeldSession h, final SinkBatch batch, final long capacity) {
+        final RecordRows rows = new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
+        long taken = 0;
+        while (taken < capacity && h.waiting.size() < MAX_FLOW_FILES_PER_SUBMIT) {
+            final List<FlowFile> next = session.get(oneWithin(capacity - taken, h.waiting.isEmpty()));
+            if (next.isEmpty()) {
+                return;
+            }
+            FlowFile flowFile = next.get(0);
+            final Map<String, String> attributes = sourceAttributes(flowFile);
+            final RecordContent.Read read = readRecords(session, reader, rows, flowFile);
+            flowFile = splitOffInvalid(session, flowFile, read, attributes);
+            add(context, h, batch, flowFile, attributes, read.rows());
+            taken += read.rows().length;
+        }
+    }
+
+    /** Adds one FlowFile, with its evaluated destination, to the batch and to the FlowFiles its session waits on. */
+    private static void add(final ProcessContext context, final HeldSession h, final SinkBatch batch, final FlowFile flowFile,
+                            final Map<String, String> attributes, final byte[] content) {
+        final Map<String, String> destination = destination(context, flowFile);
+        attributes.putAll(destination);
+        batch.add(flowFile.getId(), attributes, content);
+        h.waiting.put(flowFile.getId(), flowFile);
+        h.destinations.put(flowFile.getId(), String.join("/", destination.get(ATTR_DATABASE),
+                destination.get(ATTR_SCHEMA), destination.get(ATTR_TABLE)));
+    }
+
     /** FlowFiles up to {@code capacity} bytes of content (always at least one). */
     private static FlowFileFilter sizeLimit(final long capacity) {
         final long[] taken = {0, 0};
@@ -417,6 +440,16 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             taken[1]++;
             return FlowFileFilter.FlowFileFilterResult.ACCEPT_AND_CONTINUE;
         };
+    }
+
+    /**
+     * The next FlowFile, if its content fits in {@code room} bytes or it would be the first of the batch. Its size is only
+     * a first guess at its rows' size; the caller counts the rows.
+     */
+    private static FlowFileFilter oneWithin(final long room, final boolean first) {
+        return flowFile -> first || flowFile.getSize() <= room
+                ? FlowFileFilter.FlowFileFilterResult.ACCEPT_AND_TERMINATE
+                : FlowFileFilter.FlowFileFilterResult.REJECT_AND_TERMINATE;
     }
 
     /**

@@ -299,4 +299,24 @@ class PutSnowflakeRecordReaderTest {
         assertEquals(3, read.stoppedAt());
         assertEquals("2,3", read.indexes());
     }
+
+    /**
+     * The in-flight budget counts the rows that cross to the engine, not the FlowFiles' size: Avro FlowFiles whose JSON rows
+     * are several times their size are taken only until their rows fill Max In-Flight Size (the first always).
+     */
+    @Test
+    void theInFlightBudgetCountsTheRowsMadeFromRecordsNotTheFlowFileSize() throws Exception {
+        final RecordReaderFactory reader = use(new AvroReader(), Map.of());
+        runner.setProperty(PutSnowflake.MAX_BATCH_SIZE, "1 MB");
+        runner.setProperty(PutSnowflake.MAX_IN_FLIGHT_SIZE, "1 MB");
+        final byte[] content = avro(5_000, 1 << 16, 0.5);
+        final int rows = read(reader, content).rows().length;
+        assertTrue(3L * content.length < 1 << 20, "three FlowFiles fit the budget by their size: " + content.length);
+        assertTrue(rows > 1 << 20, "one FlowFile's rows fill it: " + rows);
+        for (int i = 0; i < 3; i++) {
+            runner.enqueue(content);
+        }
+        runner.run(1);
+        assertEquals(2, runner.getQueueSize().getObjectCount(), "one FlowFile taken, whose rows filled the budget");
+    }
 }
