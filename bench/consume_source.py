@@ -42,6 +42,7 @@ sys.path.insert(0, HERE)
 
 from consumer_flow import BUNDLE, CONSUMER, built_nar, consumer_properties, unique  # noqa: E402
 from e2e_consume import cpu_seconds, jcmd_gc, records_consumed, used_heap  # noqa: E402
+import nifi_profile  # noqa: E402
 import record_services  # noqa: E402
 from nifi_instance import NiFiInstance, free_port  # noqa: E402
 from services import dynamodb_endpoint, ensure_services  # noqa: E402
@@ -146,18 +147,6 @@ def bare_drain(binary: str, source: Source, limit: int) -> dict:
             "source_cpu_per_million": (source.cpu() - s0) / out["records"] * 1e6, "seconds": seconds}
 
 
-def profile_report(nifi: NiFiInstance, data: str) -> str:
-    """perf's report of a recording of the NiFi JVM: shares by library, then the top symbols (JIT-compiled Java
-    named through the JVM's perf map, written by `jcmd Compiler.perfmap` after the run)."""
-    subprocess.run(["jcmd", str(nifi.pid), "Compiler.perfmap"], capture_output=True, timeout=120)
-    by_dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio"],
-                            capture_output=True, text=True).stdout
-    by_sym = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym", "--stdio"],
-                            capture_output=True, text=True).stdout
-    keep = lambda text, n: "\n".join([l for l in text.splitlines() if l.strip() and not l.startswith("#")][:n])
-    return "by library:\n" + keep(by_dso, 15) + "\n\ntop symbols:\n" + keep(by_sym, 40)
-
-
 def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size: int, limit: int, idle: float,
             timeout: float, profile: str = "", services: dict | None = None) -> dict:
     c = nifi.client
@@ -191,10 +180,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
     sampler = threading.Thread(target=sample, daemon=True)
     cpu0, src0, throttled0, t0 = cpu_seconds(nifi.pid), source.cpu(), source.throttled(), time.monotonic()
     sampler.start()
-    perf = None
-    if profile:
-        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "499", "-g", "-p", str(nifi.pid), "-o", profile],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    perf = nifi_profile.Recording(nifi.pid, profile) if profile else None
     c.start_processor(pid)
     done, first = 0, None
     while done < source.records:
@@ -208,8 +194,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
     elapsed = time.monotonic() - t0
     cpu, src = cpu_seconds(nifi.pid) - cpu0, source.cpu() - src0
     if perf is not None:
-        perf.send_signal(signal.SIGINT)
-        perf.wait(60)
+        perf.stop()
     stop.set()
     sampler.join()
     c.stop_processor(pid)
@@ -362,7 +347,7 @@ def main() -> None:
                                     args.max_records_per_request, idle, args.timeout, data, services_ids)
                         if data:
                             with open(data[:-5] + ".txt", "w", encoding="utf-8") as f:
-                                f.write(profile_report(nifi, data))
+                                f.write(nifi_profile.report(nifi.pid, data))
                         r["run"] = run
                         if run > 0:
                             results.append(r)

@@ -50,6 +50,7 @@ import avro  # noqa: E402
 import record_services  # noqa: E402
 from consumer_flow import built_nar  # noqa: E402
 from e2e_consume import cpu_seconds, jcmd_gc  # noqa: E402
+import nifi_profile  # noqa: E402
 from nifi_instance import NiFiInstance, free_port  # noqa: E402
 from standin import Standin, make_key_pair  # noqa: E402
 
@@ -129,12 +130,13 @@ class Variant:
         c.start_processor(self.sink)
 
 
-def run(nifi: NiFiInstance, v: Variant, rows: int, idle: float, timeout: float) -> dict:
+def run(nifi: NiFiInstance, v: Variant, rows: int, idle: float, timeout: float, profile: str = "") -> dict:
     c = nifi.client
     base = table_rows(v.sf, v.table)
     jcmd_gc(nifi.pid)
     time.sleep(1)
     cpu0, t0 = cpu_seconds(nifi.pid), time.monotonic()
+    perf = nifi_profile.Recording(nifi.pid, profile) if profile else None
     c.start_processor(v.source)
     got = base
     while got < base + rows:
@@ -145,6 +147,10 @@ def run(nifi: NiFiInstance, v: Variant, rows: int, idle: float, timeout: float) 
         time.sleep(0.25)
         got = table_rows(v.sf, v.table)
     elapsed, cpu = time.monotonic() - t0, cpu_seconds(nifi.pid) - cpu0
+    if perf is not None:
+        perf.stop()
+        with open(profile[:-5] + ".txt", "w", encoding="utf-8") as f:
+            f.write(nifi_profile.report(nifi.pid, profile))
     c.stop_processor(v.source)
     time.sleep(1)
     extra = table_rows(v.sf, v.table) - base - rows
@@ -187,6 +193,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--no-input-run", action="store_true", help="skip measuring the input processor alone")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--profile", help="record the first measured run of each variant with perf (cpu-clock) into this "
+                    "directory: perf-<variant>.data and a report by part, library and symbol in perf-<variant>.txt; those "
+                    "runs' CPU includes perf's overhead")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (contents, key, stand-in state)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -195,6 +204,8 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown variants {unknown}: use {', '.join(VARIANTS)}")
     rows = args.flow_files * args.records_per_flow_file
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
     os.makedirs(os.path.join(REPO, "bench", ".work"), exist_ok=True)
     work = tempfile.mkdtemp(prefix="put-records-", dir=os.path.join(REPO, "bench", ".work"))
     files = contents(work, args.record_size, args.records_per_flow_file)
@@ -221,7 +232,8 @@ def main() -> None:
             order = variants + ([] if args.no_input_run else ["INPUT"])
             for name in order:  # in turn, so slow drifts of the machine hit every variant alike
                 res = (input_run(nifi, input_group, files["INPUT"], args, idle) if name == "INPUT"
-                       else run(nifi, groups[name], rows, idle, args.timeout))
+                       else run(nifi, groups[name], rows, idle, args.timeout,
+                                os.path.join(args.profile, f"perf-{name}.data") if args.profile and r == 1 else ""))
                 res["run"] = r
                 if r > 0:
                     results.append(res)

@@ -54,11 +54,14 @@ final class RecordRows {
         this.binary = binary;
     }
 
+    /** Reused from row to row (an instance serves one thread): holds at most the largest row made so far. */
+    private final StringBuilder scratch = new StringBuilder(2048);
+
     /** The record as one line of JSON, without a line end. */
     String row(final Record record) throws NotARow {
-        final StringBuilder out = new StringBuilder(256);
-        object(out, record, "", false);
-        return out.toString();
+        scratch.setLength(0);
+        object(scratch, record, "", false);
+        return scratch.toString();
     }
 
     private void object(final StringBuilder out, final Record record, final String path, final boolean millis) throws NotARow {
@@ -227,25 +230,30 @@ final class RecordRows {
         return binary == BinaryEncoding.BASE64 ? Base64.getEncoder().encodeToString(bytes) : HexFormat.of().formatHex(bytes);
     }
 
+    /** The string as a JSON string: characters that need no escape are appended in runs, not one by one. */
     private static void string(final StringBuilder out, final String s) {
         out.append('"');
-        for (int i = 0; i < s.length(); i++) {
+        final int length = s.length();
+        int run = 0;
+        for (int i = 0; i < length; i++) {
             final char c = s.charAt(i);
+            if (c >= 0x20 && c != '"' && c != '\\') {
+                continue;
+            }
+            out.append(s, run, i);
             switch (c) {
                 case '"' -> out.append("\\\"");
                 case '\\' -> out.append("\\\\");
                 case '\n' -> out.append("\\n");
                 case '\r' -> out.append("\\r");
                 case '\t' -> out.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        out.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        out.append(c);
-                    }
-                }
+                default -> out.append("\\u00").append(HEX_DIGITS[c >> 4]).append(HEX_DIGITS[c & 0xf]);
             }
+            run = i + 1;
         }
+        out.append(s, run, length);
         out.append('"');
     }
+
+    private static final char[] HEX_DIGITS = "0123456789abcdef".toCharArray();
 }

@@ -74,6 +74,35 @@ class RecordRowsTest {
                         "by", RecordFieldType.BYTE.getDataType(), (byte) 4)));
     }
 
+    /**
+     * Any string, field name or value, reads back exactly from its row with a real JSON parser: random strings drawn
+     * mostly from the characters that need escaping (controls, quote, backslash), around plain ASCII, non-ASCII and
+     * surrogate pairs, so that every way an escape can start, end or follow another run of characters is met.
+     */
+    @Test
+    void everyStringReadsBackExactlyFromItsRow() throws Exception {
+        final com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+        final java.util.Random random = new java.util.Random(18);
+        final String alphabet = "\u0000\u0001\u001f\b\f\n\r\t\"\\ /aZ~\u007f\u0080é€\uffff";
+        for (int n = 0; n < 5_000; n++) {
+            final StringBuilder sb = new StringBuilder();
+            final int length = random.nextInt(12);
+            for (int i = 0; i < length; i++) {
+                if (random.nextInt(8) == 0) {
+                    sb.append("\ud83d\ude00"); // a surrogate pair
+                } else {
+                    sb.append(alphabet.charAt(random.nextInt(alphabet.length())));
+                }
+            }
+            final String s = sb.toString();
+            final String line = row(record(s.isEmpty() ? "k" : s, RecordFieldType.STRING.getDataType(), s));
+            final com.fasterxml.jackson.databind.JsonNode parsed = json.readTree(line);
+            assertEquals(1, parsed.size(), line);
+            assertEquals(s, parsed.get(s.isEmpty() ? "k" : s).textValue(), line);
+            assertTrue(line.chars().noneMatch(c -> c < 0x20), line);
+        }
+    }
+
     @Test
     void decimalsAndBigIntegersAreExactStrings() throws Exception {
         final String digits38 = "12345678901234567890123456789012345678";
