@@ -120,6 +120,13 @@ class Source:
     def cpu(self) -> float:
         return cpu_seconds(self.process.pid)
 
+    def get_records_calls(self) -> int:
+        """GetRecords requests served so far, over both protocols."""
+        import urllib.request
+        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
+            stats = json.load(r)
+        return sum(int(ops.get("GetRecords", 0)) for ops in stats.get("requests", {}).values())
+
     def throttled(self) -> int:
         """GetRecords calls the source refused with ProvisionedThroughputExceededException (--limits)."""
         import urllib.request
@@ -147,8 +154,20 @@ def bare_drain(binary: str, source: Source, limit: int) -> dict:
             "source_cpu_per_million": (source.cpu() - s0) / out["records"] * 1e6, "seconds": seconds}
 
 
+def caught_up(nifi: NiFiInstance, source: Source, seconds: float, idle: float) -> dict:
+    """The consumer, still running, after it has read everything: NiFi's CPU and the GetRecords calls over
+    `seconds`, after 5 s for the last batches to commit and checkpoint."""
+    time.sleep(5)
+    cpu0, calls0, t0 = cpu_seconds(nifi.pid), source.get_records_calls(), time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - t0
+    cores = (cpu_seconds(nifi.pid) - cpu0) / elapsed
+    return {"caught_up_cores": cores, "caught_up_cores_net": cores - idle,
+            "caught_up_get_records_per_shard_s": (source.get_records_calls() - calls0) / elapsed / source.shards}
+
+
 def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size: int, limit: int, idle: float,
-            timeout: float, profile: str = "", services: dict | None = None) -> dict:
+            timeout: float, profile: str = "", services: dict | None = None, caught_up_seconds: float = 0) -> dict:
     c = nifi.client
     props = consumer_properties(STREAM, unique("bench-app"), **{
         "Endpoint Override URL": source.url, "DynamoDB Endpoint Override URL": dynamodb_endpoint(),
@@ -197,6 +216,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
         perf.stop()
     stop.set()
     sampler.join()
+    idle_consumer = caught_up(nifi, source, caught_up_seconds, idle) if caught_up_seconds > 0 else {}
     c.stop_processor(pid)
     c.delete_processor(pid)
     n = source.records
@@ -205,7 +225,8 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
             "mib_s": n * size / elapsed / 2**20, "cpu_per_million": cpu / n * 1e6,
             "cpu_per_million_net": (cpu - idle * elapsed) / n * 1e6, "nifi_cores": cpu / elapsed,
             "source_cpu_per_million": src / n * 1e6, "heap_base_mb": heap_base / 2**20,
-            "heap_peak_mb": peak["heap"] / 2**20, "rss_peak_mb": peak["rss"] / 1024, "first_record_s": first}
+            "heap_peak_mb": peak["heap"] / 2**20, "rss_peak_mb": peak["rss"] / 1024, "first_record_s": first,
+            **idle_consumer}
 
 
 FIXTURE = {"group": "com.kinesnow.tests", "artifact": "kinesnow-harness-probe-nar", "version": "1.0.0"}
@@ -284,6 +305,9 @@ def main() -> None:
                     help="also measure NiFi's own cost of FlowFiles (a trivial processor creating and committing them)")
     ap.add_argument("--profile", help="record the first measured run of each shard count and strategy with perf "
                                       "(cpu-clock samples of the NiFi JVM) and write the reports into this directory")
+    ap.add_argument("--caught-up-seconds", type=float, default=0,
+                    help="after each measured drain of the first strategy, keep the consumer running this long once it "
+                         "has read everything, and measure its CPU and GetRecords calls per shard (the idle cost)")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -343,8 +367,9 @@ def main() -> None:
                               f"{k['source_cpu_per_million']:5.1f}", flush=True)
                     for strategy in strategies:
                         data = os.path.join(args.profile, f"perf-{shards}-{strategy}.data") if args.profile and run == 1 else ""
+                        idle_window = args.caught_up_seconds if run > 0 and strategy == strategies[0] else 0
                         r = one_run(nifi, group, sources[payload_of(strategy, args.text_payload)], strategy, args.record_size,
-                                    args.max_records_per_request, idle, args.timeout, data, services_ids)
+                                    args.max_records_per_request, idle, args.timeout, data, services_ids, idle_window)
                         if data:
                             with open(data[:-5] + ".txt", "w", encoding="utf-8") as f:
                                 f.write(nifi_profile.report(nifi.pid, data))
@@ -356,6 +381,10 @@ def main() -> None:
                               f"{r['nifi_cores']:.2f} cores)  source {r['source_cpu_per_million']:5.1f}  heap {r['heap_base_mb']:.0f} -> "
                               f"{r['heap_peak_mb']:.0f} MB  RSS {r['rss_peak_mb']:.0f} MB  first record {r['first_record_s']:.1f} s",
                               flush=True)
+                        if "caught_up_cores" in r:
+                            print(f"{shards:4d} shards  caught up ({args.caught_up_seconds:.0f} s): NiFi {r['caught_up_cores']:.3f} cores "
+                                  f"(net of idle NiFi {r['caught_up_cores_net']:.3f}), "
+                                  f"{r['caught_up_get_records_per_shard_s']:.2f} GetRecords per shard per second", flush=True)
             finally:
                 for src in sources.values():
                     src.stop()
@@ -393,6 +422,20 @@ def main() -> None:
                       f"{med['throttled']:.0f} | {med['cpu_per_million']:.1f} "
                       f"({med['cpu_per_million_net']:.1f}) | {med['nifi_cores']:.2f} | {med['source_cpu_per_million']:.1f} | "
                       f"{med['heap_peak_mb']:.0f} | {med['rss_peak_mb']:.0f} |")
+        idles = [r for r in results if "caught_up_cores" in r]
+        if idles:
+            print()
+            print(f"caught-up consumer ({strategies[0]}, {args.caught_up_seconds:.0f} s after each measured drain; medians)")
+            print("| shards | NiFi cores | net of idle NiFi | GetRecords per shard per second |")
+            print("|---|---|---|---|")
+            for shards in shard_counts:
+                rs = [r for r in idles if r["shards"] == shards]
+                if rs:
+                    med = {k: statistics.median(r[k] for r in rs) for k in
+                           ("caught_up_cores", "caught_up_cores_net", "caught_up_get_records_per_shard_s")}
+                    summary[f"{shards}/caught_up"] = med
+                    print(f"| {shards} | {med['caught_up_cores']:.3f} | {med['caught_up_cores_net']:.3f} | "
+                          f"{med['caught_up_get_records_per_shard_s']:.2f} |")
         if len(strategies) > 1:
             base = strategies[0]
             print()

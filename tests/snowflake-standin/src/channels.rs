@@ -19,6 +19,8 @@ pub const ELASTIC: &str = "ELASTIC";
 #[derive(Debug, Clone)]
 pub enum ParsedRow {
     Row(Map<String, Value>),
+    /// Bench mode: a line that looks like a JSON object, counted and not parsed.
+    Counted,
     /// Not a JSON object: kept as text with the parse error.
     Bad { raw: String, error: String },
 }

@@ -70,6 +70,9 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
             return outcome;
         }
     };
+    if state.settings().bench_mode {
+        return count_batch(state, &table, &item, outcome);
+    }
     let table = match evolve(state, &table, &item.batch.rows) {
         Ok(t) => t,
         Err(e) => {
@@ -84,6 +87,7 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
     for (i, row) in item.batch.rows.iter().enumerate() {
         let converted = match row {
             ParsedRow::Bad { raw, error } => Err(error_record(&item, i, "100069", error.clone(), None, raw.clone())),
+            ParsedRow::Counted => Err(error_record(&item, i, "100069", "Row was counted in bench mode, which has since been turned off".into(), None, String::new())),
             ParsedRow::Row(map) if i < forced => {
                 Err(error_record(&item, i, "100038", "Injected row error (fault row_errors)".into(), None, Value::Object(map.clone()).to_string()))
             }
@@ -106,6 +110,17 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
             outcome.first_error = Some(format!("Internal error while inserting: {e}"));
         }
     }
+    outcome
+}
+
+/// Bench mode: the batch's counted rows are committed as inserted (added to the table's count), its bad lines
+/// as errors; nothing is converted or stored.
+fn count_batch(state: &AppState, table: &TableDef, item: &DueBatch, mut outcome: BatchOutcome) -> BatchOutcome {
+    let bad: Vec<&str> = item.batch.rows.iter().filter_map(|r| if let ParsedRow::Bad { error, .. } = r { Some(error.as_str()) } else { None }).collect();
+    outcome.errors = bad.len() as u64;
+    outcome.inserted = outcome.parsed - outcome.errors;
+    outcome.first_error = bad.first().map(|e| e.to_string());
+    *state.bench_counts.lock().unwrap().entry(table.name.to_string()).or_default() += outcome.inserted;
     outcome
 }
 

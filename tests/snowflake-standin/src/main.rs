@@ -48,6 +48,9 @@ struct Cli {
     /// Lifetime of scoped tokens from /oauth/token, seconds.
     #[arg(long, default_value_t = 3600)]
     scoped_token_ttl_s: i64,
+    /// Benchmark mode: check the protocol and count rows, never parse or store them (see `Settings::bench_mode`).
+    #[arg(long)]
+    bench_mode: bool,
 }
 
 #[tokio::main]
@@ -70,6 +73,7 @@ async fn main() {
             max_wire_bytes: cli.max_wire_bytes,
             max_body_bytes: cli.max_body_bytes,
             scoped_token_ttl_s: cli.scoped_token_ttl_s,
+            bench_mode: cli.bench_mode,
         },
     };
     let _ = cli.tls;

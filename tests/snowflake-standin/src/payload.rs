@@ -44,12 +44,32 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], max_wire: usize, max_decode
     Ok(out)
 }
 
-/// Splits NDJSON into rows; blank lines and `\r\n` endings are skipped.
-/// Lines that are not JSON objects become `ParsedRow::Bad` (row errors, not a 400).
-pub fn parse_ndjson(body: &[u8]) -> Vec<ParsedRow> {
+/// The non-blank lines of NDJSON, without `\r\n` endings.
+fn ndjson_lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
     body.split(|b| *b == b'\n')
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
         .filter(|line| line.iter().any(|b| !b.is_ascii_whitespace()))
+}
+
+/// Bench mode: the rows of NDJSON counted, not parsed. A line counts when it is delimited like a JSON object
+/// (`{`…`}` around optional whitespace); any other line is a `ParsedRow::Bad` as in `parse_ndjson`.
+pub fn count_ndjson(body: &[u8]) -> Vec<ParsedRow> {
+    ndjson_lines(body)
+        .map(|line| {
+            let trimmed = line.trim_ascii();
+            if trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}') {
+                ParsedRow::Counted
+            } else {
+                ParsedRow::Bad { raw: String::from_utf8_lossy(line).into_owned(), error: "Row is not a JSON object (bench mode)".into() }
+            }
+        })
+        .collect()
+}
+
+/// Splits NDJSON into rows; blank lines and `\r\n` endings are skipped.
+/// Lines that are not JSON objects become `ParsedRow::Bad` (row errors, not a 400).
+pub fn parse_ndjson(body: &[u8]) -> Vec<ParsedRow> {
+    ndjson_lines(body)
         .map(|line| match serde_json::from_slice::<serde_json::Value>(line) {
             Ok(serde_json::Value::Object(map)) => ParsedRow::Row(map),
             Ok(other) => ParsedRow::Bad { raw: other.to_string(), error: "Row is not a JSON object".into() },

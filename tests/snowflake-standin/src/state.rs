@@ -33,6 +33,11 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Lifetime of scoped tokens minted by `/oauth/token`.
     pub scoped_token_ttl_s: i64,
+    /// Benchmark mode: the protocol is checked and bodies decompressed as always, but rows are only counted
+    /// (each line must look like a JSON object, `{`…`}`), never parsed, converted or stored; committed counts per
+    /// table are read at `GET /admin/bench-counts`. For measuring clients, not for testing what lands.
+    #[serde(default)]
+    pub bench_mode: bool,
 }
 
 impl Default for Settings {
@@ -45,6 +50,7 @@ impl Default for Settings {
             max_wire_bytes: 4 * 1024 * 1024,
             max_body_bytes: 16 * 1024 * 1024,
             scoped_token_ttl_s: 3600,
+            bench_mode: false,
         }
     }
 }
@@ -70,6 +76,8 @@ pub struct AppState {
     pub faults: Faults,
     pub requests: Mutex<VecDeque<LoggedRequest>>,
     pub telemetry_batches: std::sync::atomic::AtomicU64,
+    /// Bench mode: rows committed per table (`DB.SCHEMA.TABLE`).
+    pub bench_counts: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +197,7 @@ impl AppState {
             faults: Faults::default(),
             requests: Mutex::new(VecDeque::new()),
             telemetry_batches: Default::default(),
+            bench_counts: Default::default(),
         }
     }
 
@@ -243,6 +252,7 @@ impl AppState {
                     return Err(CatalogError::TableNotFound(name.to_string()).into());
                 }
                 self.store.drop_table(&name)?;
+                self.bench_counts.lock().unwrap().remove(&name.to_string());
                 self.persist_catalog()?;
                 Ok(format!("{name} successfully dropped."))
             }
@@ -260,6 +270,7 @@ impl AppState {
     pub fn create_table(&self, table: TableDef, replace: bool) -> Result<(), StateError> {
         table.validate().map_err(StateError::Invalid)?;
         self.store.create_table(&table, replace)?;
+        self.bench_counts.lock().unwrap().remove(&table.name.to_string());
         self.catalog.write().unwrap().put_table(table);
         self.persist_catalog()
     }

@@ -675,3 +675,33 @@ async fn sql_api_describes_tables_and_their_settings() {
     let anonymous = e.http.post(format!("{}/api/v2/statements", e.base)).header("Accept", "application/json").json(&json!({"statement": "SHOW TABLES IN SCHEMA DB.PUBLIC"})).send().await.unwrap();
     assert_eq!(anonymous.status(), 401, "the SQL API needs a token too");
 }
+
+// ---------------------------------------------------------------- bench mode
+
+/// Bench mode counts rows instead of storing them: the protocol still holds (continuation tokens, offset tokens,
+/// commit lag, channel counters), a line that is not delimited like a JSON object is still a row error, and the
+/// counts per table are at /admin/bench-counts while the table itself stays empty.
+#[tokio::test]
+async fn bench_mode_counts_committed_rows_without_storing_them() {
+    let e = env_with(snowflake_standin::Settings { commit_lag_ms: 50, bench_mode: true, ..Default::default() }).await;
+    e.sql(T_DDL).await;
+    let t = e.open_ok("T", "c").await;
+    let r = e.append("T", "c", &t, "3", &[json!({"id": 1}), json!({"id": 2}), json!({"id": 3})]).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let next = r.json()["next_continuation_token"].as_str().unwrap().to_string();
+    let q = format!("continuationToken={next}&offsetToken=5&requestId={}&retryCount=0", uuid::Uuid::new_v4());
+    let r = e.append_raw("T", "c", &q, b"{\"id\":4}\r\n\nnot json\n".to_vec(), None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let s = e.wait_committed("T", "c", "5").await;
+    assert_eq!(s["rows_inserted"], 4, "{s}");
+    assert_eq!(s["rows_error_count"], 1, "{s}");
+    let counts = e.admin("GET", "/admin/bench-counts", json!(null)).await;
+    assert_eq!(counts, json!({"bench_mode": true, "tables": {"DB.PUBLIC.T": 4}}));
+    assert_eq!(e.query("SELECT COUNT(*) AS C FROM DB.PUBLIC.T").await, vec![json!({"C": 0})]);
+    // A stale continuation token is refused as always.
+    let r = e.append("T", "c", &t, "6", &[json!({"id": 6})]).await;
+    assert_ne!(r.status, 200, "{}", r.text);
+    // A table made again starts from zero.
+    e.sql(T_DDL).await;
+    assert_eq!(e.admin("GET", "/admin/bench-counts", json!(null)).await["tables"], json!({}));
+}

@@ -33,6 +33,7 @@ pub fn router() -> Router<Shared> {
         .route("/admin/commit-now", post(commit_now))
         .route("/admin/requests", get(list_requests).delete(clear_requests))
         .route("/admin/checkpoint", post(checkpoint))
+        .route("/admin/bench-counts", get(bench_counts))
 }
 
 impl From<StateError> for ApiError {
@@ -202,6 +203,11 @@ async fn set_settings(State(state): State<Shared>, Json(patch): Json<Value>) -> 
 
 async fn list_channels(State(state): State<Shared>) -> Json<Value> {
     Json(json!({ "channels": state.channels.all(), "uncommitted_batches": state.channels.uncommitted_batches() }))
+}
+
+/// `GET /admin/bench-counts`: in bench mode, the rows committed per table (`{"tables": {"DB.SCHEMA.T": n}}`).
+async fn bench_counts(State(state): State<Shared>) -> Json<Value> {
+    Json(json!({ "bench_mode": state.settings().bench_mode, "tables": *state.bench_counts.lock().unwrap() }))
 }
 
 async fn commit_now(State(state): State<Shared>) -> Json<Value> {

