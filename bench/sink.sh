@@ -24,6 +24,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 export PYTHONDONTWRITEBYTECODE=1
 
+command_line="bench/sink.sh${*:+ $*}"  # before the arguments are shifted away
 rows=100000 runs=3 per_ff=500 lag=200 tables="full,narrow" write=1 bench_mode=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -37,7 +38,6 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-command_line="bench/sink.sh${*:+ $*}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/kinesnow-sink-bench.XXXXXX")"
 echo "work directory: $work" >&2
 started=$(date +%s)
