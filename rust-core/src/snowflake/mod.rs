@@ -14,6 +14,7 @@ pub mod link;
 pub mod naming;
 pub mod offset;
 pub mod rows;
+pub mod row_probe;
 pub mod sink;
 pub mod status;
 pub mod supervise;

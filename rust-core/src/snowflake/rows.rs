@@ -127,20 +127,27 @@ impl Mapping {
         if let Some(reason) = flow_file.attributes.get(ATTR_RECORDS_UNREADABLE) {
             return Prepared::Invalid(reason.clone());
         }
+        let source = source_of(&flow_file.attributes);
+        if let (false, Source::Shard { stream, shard_id, .. }) = (self.iceberg, &source) {
+            // Rows that already carry this shard's metadata pass through as they came (row_probe).
+            if std::str::from_utf8(&flow_file.content).is_ok() {
+                if let Some(rows) = super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
+                    return Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows };
+                }
+            }
+        }
+        self.prepare_general(flow_file, source)
+    }
+
+    /// Every FlowFile the general way: each row parsed into a JSON tree, completed and written out
+    /// again when it changed.
+    fn prepare_general(&self, flow_file: &FlowFileIn, source: Source) -> Prepared {
         let mut objects = match objects(&flow_file.content) {
             Ok(objects) if objects.is_empty() => return Prepared::Empty,
             Ok(objects) => objects,
             Err(reason) => return Prepared::Invalid(reason),
         };
         let attrs = &flow_file.attributes;
-        let source = match (attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
-            (Some(stream), Some(shard)) => Source::Shard {
-                region: attrs.get(ATTR_REGION).map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()),
-                stream: stream.clone(),
-                shard_id: shard.clone(),
-            },
-            _ => Source::Direct,
-        };
         let (delivery, tokens) = tokens(&source, attrs, &objects);
         let single = objects.len() == 1;
         let mut rows = Vec::with_capacity(objects.len());
@@ -192,6 +199,18 @@ impl Mapping {
             }
         }
         changed
+    }
+}
+
+/// Where the FlowFile's records came from, by its attributes.
+fn source_of(attrs: &HashMap<String, String>) -> Source {
+    match (attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
+        (Some(stream), Some(shard)) => Source::Shard {
+            region: attrs.get(ATTR_REGION).map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()),
+            stream: stream.clone(),
+            shard_id: shard.clone(),
+        },
+        _ => Source::Direct,
     }
 }
 
@@ -589,5 +608,85 @@ mod tests {
         let (_, rows) = rows(PLAIN.prepare(&flow_file(line, SHARD)));
         assert_eq!(rows[0].0["value"]["id"], 7);
         assert_eq!(rows[0].1, "495800000000000000000000");
+    }
+
+    /// A `kinesisMetadata` field's JSON text (None: absent), drawn from what a row may carry.
+    fn field(name: &'static str) -> impl proptest::strategy::Strategy<Value = Option<String>> {
+        use proptest::prelude::*;
+        let ours = if name == "stream" { "orders" } else { "shardId-000000000001" };
+        prop_oneof![
+            3 => Just(None),
+            6 => Just(Some(format!("\"{ours}\""))),
+            1 => Just(Some("\"other\"".to_string())),
+            1 => Just(Some("null".to_string())),
+            1 => Just(Some("7".to_string())),
+            1 => Just(Some("{\"a\":[1]}".to_string())),
+            1 => Just(Some(format!("\"{}\"", ours.replace('s', "\\u0073")))),
+        ]
+    }
+
+    /// One line of content: usually a row with metadata, sometimes anything that must take the general way.
+    fn line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let sharded = prop_oneof![
+            8 => (4950u32..4960, 0u32..3).prop_map(|(s, sub)| Some(format!("\"{s}00000000000000000000{sub}\""))),
+            1 => Just(None),
+            1 => Just(Some("\"4955000000000000000000001:2\"".to_string())),
+            1 => Just(Some("\"not a token\"".to_string())),
+            1 => Just(Some("4955".to_string())),
+        ];
+        let metadata = (field("stream"), field("shardId"), sharded, proptest::bool::weighted(0.05)).prop_map(|(stream, shard, sharded, twice)| {
+            let mut parts = Vec::new();
+            for (k, v) in [("stream", stream), ("shardId", shard), ("shardedSequenceNumber", sharded)] {
+                if let Some(v) = v {
+                    parts.push(format!("\"{k}\":{v}"));
+                }
+            }
+            if twice {
+                parts.push("\"stream\":\"orders\"".to_string());
+            }
+            parts.push("\"partitionKey\":\"k\\n1\"".to_string());
+            format!("{{{}}}", parts.join(","))
+        });
+        prop_oneof![
+            10 => (metadata, 0u32..1000, proptest::bool::weighted(0.05)).prop_map(|(m, id, twice)| {
+                let dup = if twice { format!(",\"kinesisMetadata\":{m}") } else { String::new() };
+                format!("{{\"id\":{id},\"n\":12345678901234567890123,\"s\":\"a\\\"b\",\"kinesisMetadata\":{m}{dup}}}")
+            }),
+            1 => Just("{\"id\":1}".to_string()),
+            1 => Just("{\"id\":1,\"kinesisMetadata\":null}".to_string()),
+            1 => Just("{\"id\":1,\"kinesisMetadata\":\"x\"}".to_string()),
+            1 => Just("[{\"id\":1}]".to_string()),
+            1 => Just("{\"id\":\r1,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"495900000000000000000000\"}}".to_string()),
+            1 => Just("not json".to_string()),
+            1 => Just("   ".to_string()),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// Whatever the content, the fast path (row_probe) answers exactly what the general way does.
+        #[test]
+        fn the_fast_path_agrees_with_the_general_way(
+            lines in proptest::collection::vec(line(), 0..6),
+            crlf in proptest::bool::ANY,
+            from_shard in proptest::bool::weighted(0.9),
+        ) {
+            let content = lines.join(if crlf { "\r\n" } else { "\n" });
+            let attrs: &[(&str, &str)] = if from_shard { SHARD } else { &[] };
+            let ff = flow_file(&content, attrs);
+            let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
+            proptest::prop_assert_eq!(PLAIN.prepare(&ff), general, "content {:?}", content);
+        }
+    }
+
+    #[test]
+    fn rows_with_this_shards_metadata_take_the_fast_path() {
+        let content = "{\"a\":1,\"kinesisMetadata\":{\"shardId\":\"shardId-000000000001\",\"shardedSequenceNumber\":\"495900000000000000000000\"}}\n\
+                       {\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}}\n";
+        let rows = super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000001").expect("fast path");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].token.to_string(), "496000000000000000000003");
+        assert!(super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000002").is_none());
     }
 }

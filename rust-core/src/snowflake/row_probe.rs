@@ -1,0 +1,244 @@
+//! The fast path of row mapping. NDJSON whose every line already carries this shard's
+//! `kinesisMetadata` with strictly increasing `shardedSequenceNumber`s (what ConsumeKinesis writes
+//! with Inject Metadata) is sent line for line, without building a JSON tree of any row: each line
+//! is checked to be one JSON object, and only `kinesisMetadata`'s `stream`, `shardId` and
+//! `shardedSequenceNumber` are read (borrowed from the line).
+//!
+//! Anything else returns `None` and `rows.rs` maps the FlowFile the general way: a line that is not
+//! one JSON object on its own line, metadata that is absent, not an object, named twice, naming
+//! another stream or shard, or tokens that do not grow. Where the fast path answers, it answers
+//! what the general way would (`rows::tests::the_fast_path_agrees_with_the_general_way`).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use super::offset::OffsetToken;
+use super::rows::{Row, METADATA_KEY};
+
+/// The rows of `content` sent as they came, with their own exact tokens, when every line qualifies.
+/// `content` must be UTF-8 (the caller checks: skipped strings are not validated here).
+pub fn passthrough(content: &[u8], stream: &str, shard_id: &str) -> Option<Vec<Row>> {
+    let mut rows: Vec<Row> = Vec::new();
+    for line in content.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let line = line.trim_ascii();
+        // One object per line, and no bare carriage return the general way would rewrite.
+        if line.first() != Some(&b'{') || line.contains(&b'\r') {
+            return None;
+        }
+        let metadata = serde_json::from_slice::<Line>(line).ok()?.metadata?;
+        if metadata.stream.names_other(stream) || metadata.shard_id.names_other(shard_id) {
+            return None;
+        }
+        let token = metadata.sharded.text().and_then(OffsetToken::parse).filter(|t| !t.is_part())?;
+        if rows.last().is_some_and(|last| last.token >= token) {
+            return None;
+        }
+        rows.push(Row { json: line.to_vec(), token });
+    }
+    (!rows.is_empty()).then_some(rows)
+}
+
+/// A row line: only its `kinesisMetadata`, when it has exactly one that is an object.
+struct Line<'a> {
+    metadata: Option<Metadata<'a>>,
+}
+
+#[derive(Default)]
+struct Metadata<'a> {
+    stream: Field<'a>,
+    shard_id: Field<'a>,
+    sharded: Field<'a>,
+}
+
+/// A metadata field: absent, a string, or anything else (null included).
+#[derive(Default)]
+enum Field<'a> {
+    #[default]
+    Absent,
+    Text(Cow<'a, str>),
+    Other,
+}
+
+impl Field<'_> {
+    /// Present, and not `ours` (a non-string names something else too).
+    fn names_other(&self, ours: &str) -> bool {
+        match self {
+            Field::Absent => false,
+            Field::Text(text) => text != ours,
+            Field::Other => true,
+        }
+    }
+
+    fn text(&self) -> Option<&str> {
+        match self {
+            Field::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Line<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(LineVisitor)
+    }
+}
+
+struct LineVisitor;
+
+impl<'de> Visitor<'de> for LineVisitor {
+    type Value = Line<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut metadata = None;
+        let mut seen = false;
+        while let Some(key) = map.next_key::<Key>()? {
+            if key != Key::Metadata {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            if seen {
+                return Err(A::Error::custom("kinesisMetadata named twice"));
+            }
+            seen = true;
+            metadata = Some(map.next_value::<Metadata>()?);
+        }
+        Ok(Line { metadata })
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Metadata<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(MetadataVisitor)
+    }
+}
+
+struct MetadataVisitor;
+
+impl<'de> Visitor<'de> for MetadataVisitor {
+    type Value = Metadata<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a kinesisMetadata object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut metadata = Metadata::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            let slot = match key {
+                Key::Stream => &mut metadata.stream,
+                Key::ShardId => &mut metadata.shard_id,
+                Key::Sharded => &mut metadata.sharded,
+                Key::Metadata | Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if !matches!(slot, Field::Absent) {
+                return Err(A::Error::custom("a kinesisMetadata field named twice"));
+            }
+            *slot = map.next_value::<Field>()?;
+        }
+        Ok(metadata)
+    }
+}
+
+/// An object key, compared where it lies (no copy unless it holds escapes).
+#[derive(PartialEq, Eq)]
+enum Key {
+    Metadata,
+    Stream,
+    ShardId,
+    Sharded,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(match v {
+            METADATA_KEY => Key::Metadata,
+            "stream" => Key::Stream,
+            "shardId" => Key::ShardId,
+            "shardedSequenceNumber" => Key::Sharded,
+            _ => Key::Other,
+        })
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldVisitor)
+    }
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Field::Text(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Field::Text(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Field::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Field::Other)
+    }
+}
