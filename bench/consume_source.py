@@ -120,19 +120,19 @@ class Source:
     def cpu(self) -> float:
         return cpu_seconds(self.process.pid)
 
-    def get_records_calls(self) -> int:
-        """GetRecords requests served so far, over both protocols."""
+    def stats(self) -> dict:
+        """The source's counters (`GET /stats`)."""
         import urllib.request
         with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
-            stats = json.load(r)
-        return sum(int(ops.get("GetRecords", 0)) for ops in stats.get("requests", {}).values())
+            return json.load(r)
+
+    def get_records_calls(self) -> int:
+        """GetRecords requests served so far, over both protocols."""
+        return sum(int(ops.get("GetRecords", 0)) for ops in self.stats().get("requests", {}).values())
 
     def throttled(self) -> int:
         """GetRecords calls the source refused with ProvisionedThroughputExceededException (--limits)."""
-        import urllib.request
-        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
-            stats = json.load(r)
-        return int(stats.get("throttled", 0))
+        return int(self.stats().get("throttled", 0))
 
     def stop(self) -> None:
         self.process.terminate()

@@ -127,20 +127,21 @@ impl Mapping {
         if let Some(reason) = flow_file.attributes.get(ATTR_RECORDS_UNREADABLE) {
             return Prepared::Invalid(reason.clone());
         }
+        if std::str::from_utf8(&flow_file.content).is_err() {
+            return Prepared::Invalid("the content is not UTF-8 text, so it is not JSON".into());
+        }
         let source = source_of(&flow_file.attributes);
         if let (false, Source::Shard { stream, shard_id, .. }) = (self.iceberg, &source) {
             // Rows that already carry this shard's metadata pass through as they came (row_probe).
-            if std::str::from_utf8(&flow_file.content).is_ok() {
-                if let Some(rows) = super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
-                    return Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows };
-                }
+            if let Some(rows) = super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
+                return Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows };
             }
         }
         self.prepare_general(flow_file, source)
     }
 
     /// Every FlowFile the general way: each row parsed into a JSON tree, completed and written out
-    /// again when it changed.
+    /// again when it changed. The content is UTF-8 (`prepare` checked it once for both ways).
     fn prepare_general(&self, flow_file: &FlowFileIn, source: Source) -> Prepared {
         let mut objects = match objects(&flow_file.content) {
             Ok(objects) if objects.is_empty() => return Prepared::Empty,
@@ -284,9 +285,6 @@ struct Parsed<'a> {
 /// The JSON objects of the content (none for empty, blank or `[]` content): one object, an array
 /// of objects, or one object per line.
 fn objects(content: &[u8]) -> Result<Vec<Parsed<'_>>, String> {
-    if std::str::from_utf8(content).is_err() {
-        return Err("the content is not UTF-8 text, so it is not JSON".into());
-    }
     if let Ok(value) = serde_json::from_slice::<Value>(content) {
         let whole = content.trim_ascii();
         let line = (!whole.contains(&b'\n') && !whole.contains(&b'\r')).then_some(whole);
