@@ -4,6 +4,7 @@
 //! ConsumeKinesis's engine starts in the background ([`startup`]): `start` returns at once and the
 //! processor yields while [`Component::startup_status`] says the engine is not running yet.
 
+pub mod outgoing;
 pub mod startup;
 
 use std::sync::{Arc, Mutex};
@@ -15,11 +16,12 @@ use crate::consumer::output::Layout;
 use crate::consumer::output::ShardFlowFiles;
 use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
-use crate::ffi::batch::{self, BatchError};
+use crate::ffi::batch::BatchError;
 use crate::feedback::{LinkKey, Skip};
 use crate::ffi::sink_io::{self, SinkIoError};
 use crate::ffi::skips::{self, SkipsError};
 use crate::snowflake::{SinkEngine, SinkError, SinkSettings};
+pub use outgoing::OutgoingBatch;
 use startup::{Backoff, Startup};
 
 /// What a starting ConsumeKinesis engine does, for the bulletin shown until it runs.
@@ -155,6 +157,16 @@ impl Component {
     /// the engine is still starting). A batch that cannot be encoded is nacked, so its shards are
     /// read again from their checkpoint instead of freezing with it in flight.
     pub fn poll(&self) -> Result<Option<Vec<u8>>, ComponentError> {
+        match self.poll_batch()? {
+            Some(batch) => Ok(Some(batch.into_bytes()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The next batch, not yet encoded, so the caller can write it straight into its own buffer
+    /// (the JNI hand-off writes it into the Java array). Dropped without being handed over, it is
+    /// nacked.
+    pub fn poll_batch(&self) -> Result<Option<OutgoingBatch>, ComponentError> {
         let (engine, config) = match self.consumer() {
             Ok(running) => running,
             Err(ComponentError::NotStarted(_)) if self.consumer.lock().unwrap_or_else(|p| p.into_inner()).is_some() => return Ok(None),
@@ -167,8 +179,8 @@ impl Component {
         if let Some(key) = engine.link() {
             note_parse_failures(key, &shards);
         }
-        let link = engine.link().map_or("", |k| k.stream.as_str());
-        Ok(Some(encode_or_nack(id, link, &shards, |id| engine.nack(id))?))
+        let link = engine.link().map_or(String::new(), |k| k.stream.clone());
+        Ok(Some(OutgoingBatch::new(id, link, shards, move |id| engine.nack(id))))
     }
 
     /// Processing Strategy RECORD: the Kinesis records of a batch the shim sent to `parse.failure`
@@ -277,46 +289,9 @@ fn note_skips(key: &LinkKey, skips: impl IntoIterator<Item = Skip>) {
     }
 }
 
-/// Encodes a batch taken from the engine; if it cannot be, the batch is settled with `nack` before
-/// the error is returned (a batch left in flight would hold its shards' budget for ever).
-fn encode_or_nack(
-    batch_id: i64,
-    link: &str,
-    shards: &[ShardFlowFiles],
-    nack: impl FnOnce(i64) -> Result<(), ConsumerError>,
-) -> Result<Vec<u8>, ComponentError> {
-    batch::encode_linked(batch_id, link, shards).map_err(|e| {
-        if let Err(n) = nack(batch_id) {
-            tracing::warn!("batch {batch_id} could not be nacked after it could not be encoded: {n}");
-        }
-        ComponentError::Batch(e)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_batch_that_cannot_be_encoded_is_nacked() {
-        let mut shards = batch::synthetic(2, 3, 10);
-        shards[1].shard_id = "s".repeat(70_000);
-        let mut nacked = None;
-        let err = encode_or_nack(42, "", &shards, |id| {
-            nacked = Some(id);
-            Ok(())
-        })
-        .unwrap_err();
-        assert!(matches!(err, ComponentError::Batch(BatchError::TooLong { what: "shard id", .. })), "{err}");
-        assert_eq!(nacked, Some(42));
-        let mut nacked = None;
-        encode_or_nack(43, "", &batch::synthetic(1, 1, 1), |id| {
-            nacked = Some(id);
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(nacked, None, "an encoded batch stays in flight until NiFi settles it");
-    }
 
     #[test]
     fn record_parse_failures_the_shim_reports_keep_the_lease_chain_unbroken() {

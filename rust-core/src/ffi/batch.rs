@@ -5,7 +5,9 @@
 //! Big-endian (Java's `ByteBuffer` default):
 //!
 //! ```text
-//! batch    := magic:i32 ("KNB6") batchId:i64 link:str16 shardCount:i32 shard*
+//! batch    := magic:i32 ("KNB7") length:i32 batchId:i64 link:str16 shardCount:i32 shard*
+//!             (length: the whole batch's bytes, magic included; the array that carries it may be
+//!              longer, since Java hands a previous batch's array back to be filled again)
 //!             (link: the stream's ARN when the consumer tracks what Snowflake has, Failover
 //!              Position SNOWFLAKE_COMMIT; empty otherwise)
 //! shard    := shardId:str16 parentShardIds:str16 (comma-separated, empty if none)
@@ -20,6 +22,8 @@
 //! str32    := length:i32 utf8   (partition keys: a KPL aggregate's key table may hold keys of any
 //!                                length, far beyond Kinesis's own 256 characters)
 //! ```
+//! The encoder writes into any [`Sink`]: a `Vec` for tests, or straight into a Java array (see
+//! `exports::hand_over`), so a batch is copied once on its way to Java.
 //! The decoder is `io.kinesnow.nifi.nativebridge.RecordBatch`. Every other text is short by
 //! construction (shard ids, sequence numbers) or cut (errors).
 
@@ -27,13 +31,51 @@ use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4236; // "KNB6"
+pub const MAGIC: i32 = 0x4B4E_4237; // "KNB7"
 const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BatchError {
     #[error("{what} of {len} bytes is longer than the batch layout allows ({max})")]
     TooLong { what: &'static str, len: usize, max: usize },
+    #[error("a buffer of {capacity} bytes cannot hold a batch of {len}")]
+    BufferTooSmall { len: usize, capacity: usize },
+}
+
+/// Where the encoder writes.
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// A fixed buffer filled from its start. Writing past its end is remembered, not a panic.
+pub struct SliceSink<'a> {
+    buf: &'a mut [u8],
+    written: usize,
+    overflowed: bool,
+}
+
+impl<'a> SliceSink<'a> {
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        SliceSink { buf, written: 0, overflowed: false }
+    }
+}
+
+impl Sink for SliceSink<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        match self.buf.get_mut(self.written..self.written + bytes.len()) {
+            Some(dst) if !self.overflowed => {
+                dst.copy_from_slice(bytes);
+                self.written += bytes.len();
+            }
+            _ => self.overflowed = true,
+        }
+    }
 }
 
 /// Exact encoded size, so the buffer is allocated once.
@@ -41,8 +83,8 @@ pub fn encoded_len(shards: &[ShardFlowFiles]) -> usize {
     encoded_len_linked("", shards)
 }
 
-fn encoded_len_linked(link: &str, shards: &[ShardFlowFiles]) -> usize {
-    4 + 8 + 2 + link.len() + 4
+pub fn encoded_len_linked(link: &str, shards: &[ShardFlowFiles]) -> usize {
+    4 + 4 + 8 + 2 + link.len() + 4
         + shards
             .iter()
             .map(|s| 2 + s.shard_id.len() + 2 + s.parent_shard_ids.join(",").len() + 8 + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
@@ -67,34 +109,62 @@ pub fn encode(batch_id: i64, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, Batch
 
 /// With `link` (the stream's ARN; see the layout above).
 pub fn encode_linked(batch_id: i64, link: &str, shards: &[ShardFlowFiles]) -> Result<Vec<u8>, BatchError> {
-    let mut out = Vec::with_capacity(encoded_len_linked(link, shards));
-    out.extend_from_slice(&MAGIC.to_be_bytes());
-    out.extend_from_slice(&batch_id.to_be_bytes());
-    put_str16(&mut out, "link", link)?;
-    out.extend_from_slice(&len_i32("shard count", shards.len())?.to_be_bytes());
+    let len = encoded_len_linked(link, shards);
+    let mut out = Vec::with_capacity(len);
+    write_batch(&mut out, len, batch_id, link, shards)?;
+    Ok(out)
+}
+
+/// Writes the batch at the start of `out`, which must hold at least
+/// [`encoded_len_linked`] bytes; bytes after it are left as they were. Returns its length.
+pub fn encode_linked_into(batch_id: i64, link: &str, shards: &[ShardFlowFiles], out: &mut [u8]) -> Result<usize, BatchError> {
+    let len = encoded_len_linked(link, shards);
+    if out.len() < len {
+        return Err(BatchError::BufferTooSmall { len, capacity: out.len() });
+    }
+    let mut sink = SliceSink::new(out);
+    write_batch(&mut sink, len, batch_id, link, shards)?;
+    if sink.overflowed || sink.written != len {
+        // encoded_len_linked and write_batch disagree: a defect, reported rather than handed on.
+        return Err(BatchError::BufferTooSmall { len: sink.written.max(len), capacity: len });
+    }
+    Ok(len)
+}
+
+fn write_batch(out: &mut impl Sink, len: usize, batch_id: i64, link: &str, shards: &[ShardFlowFiles]) -> Result<(), BatchError> {
+    out.put(&MAGIC.to_be_bytes());
+    out.put(&len_i32("batch", len)?.to_be_bytes());
+    out.put(&batch_id.to_be_bytes());
+    put_str16(out, "link", link)?;
+    out.put(&len_i32("shard count", shards.len())?.to_be_bytes());
     for shard in shards {
-        put_str16(&mut out, "shard id", &shard.shard_id)?;
-        put_str16(&mut out, "parent shard ids", &shard.parent_shard_ids.join(","))?;
-        out.extend_from_slice(&shard.millis_behind.to_be_bytes());
-        out.extend_from_slice(&shard.tenure.map_or(-1, |t| t as i64).to_be_bytes());
-        out.extend_from_slice(&len_i32("FlowFile count", shard.flow_files.len())?.to_be_bytes());
+        put_str16(out, "shard id", &shard.shard_id)?;
+        put_str16(out, "parent shard ids", &shard.parent_shard_ids.join(","))?;
+        out.put(&shard.millis_behind.to_be_bytes());
+        out.put(&shard.tenure.map_or(-1, |t| t as i64).to_be_bytes());
+        out.put(&len_i32("FlowFile count", shard.flow_files.len())?.to_be_bytes());
         for f in &shard.flow_files {
-            out.push(f.route as u8);
-            out.extend_from_slice(&f.record_count.to_be_bytes());
-            put_str16(&mut out, "sequence number", &f.first_sequence)?;
-            out.extend_from_slice(&sub(f.first_sub).to_be_bytes());
-            put_str16(&mut out, "sequence number", &f.last_sequence)?;
-            out.extend_from_slice(&sub(f.last_sub).to_be_bytes());
-            put_str16(&mut out, "sequence number", f.previous.as_ref().map_or("", |p| p.sequence_number.as_str()))?;
-            out.extend_from_slice(&sub(f.previous.as_ref().and_then(|p| p.sub_sequence_number)).to_be_bytes());
-            put_str32(&mut out, "partition key", &f.partition_key)?;
-            out.extend_from_slice(&f.arrival_ms.to_be_bytes());
-            put_str16(&mut out, "error", error_text(&f.error))?;
-            out.extend_from_slice(&len_i32("FlowFile content", f.content.len())?.to_be_bytes());
-            out.extend_from_slice(&f.content);
+            write_flow_file(out, f)?;
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+fn write_flow_file(out: &mut impl Sink, f: &FlowFileOut) -> Result<(), BatchError> {
+    out.put(&[f.route as u8]);
+    out.put(&f.record_count.to_be_bytes());
+    put_str16(out, "sequence number", &f.first_sequence)?;
+    out.put(&sub(f.first_sub).to_be_bytes());
+    put_str16(out, "sequence number", &f.last_sequence)?;
+    out.put(&sub(f.last_sub).to_be_bytes());
+    put_str16(out, "sequence number", f.previous.as_ref().map_or("", |p| p.sequence_number.as_str()))?;
+    out.put(&sub(f.previous.as_ref().and_then(|p| p.sub_sequence_number)).to_be_bytes());
+    put_str32(out, "partition key", &f.partition_key)?;
+    out.put(&f.arrival_ms.to_be_bytes());
+    put_str16(out, "error", error_text(&f.error))?;
+    out.put(&len_i32("FlowFile content", f.content.len())?.to_be_bytes());
+    out.put(&f.content);
+    Ok(())
 }
 
 fn sub(s: Option<u64>) -> i64 {
@@ -113,16 +183,16 @@ fn error_text(e: &str) -> &str {
     &e[..end]
 }
 
-fn put_str16(out: &mut Vec<u8>, what: &'static str, s: &str) -> Result<(), BatchError> {
+fn put_str16(out: &mut impl Sink, what: &'static str, s: &str) -> Result<(), BatchError> {
     let len = u16::try_from(s.len()).map_err(|_| BatchError::TooLong { what, len: s.len(), max: u16::MAX as usize })?;
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(s.as_bytes());
+    out.put(&len.to_be_bytes());
+    out.put(s.as_bytes());
     Ok(())
 }
 
-fn put_str32(out: &mut Vec<u8>, what: &'static str, s: &str) -> Result<(), BatchError> {
-    out.extend_from_slice(&len_i32(what, s.len())?.to_be_bytes());
-    out.extend_from_slice(s.as_bytes());
+fn put_str32(out: &mut impl Sink, what: &'static str, s: &str) -> Result<(), BatchError> {
+    out.put(&len_i32(what, s.len())?.to_be_bytes());
+    out.put(s.as_bytes());
     Ok(())
 }
 
@@ -147,6 +217,9 @@ pub fn decode_linked(bytes: &[u8]) -> Option<(i64, String, Vec<ShardFlowFiles>)>
 fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, Vec<ShardFlowFiles>)>, super::wire::WireError> {
     use crate::consumer::output::Route;
     if r.i32()? != MAGIC {
+        return Ok(None);
+    }
+    if usize::try_from(r.i32()?).ok() != Some(r.remaining() + 8) {
         return Ok(None);
     }
     let batch_id = r.i64()?;
@@ -272,7 +345,8 @@ mod tests {
         }];
         let bytes = encode_linked(7, "a", &shards).unwrap();
         let mut expected = vec![];
-        expected.extend_from_slice(b"KNB6");
+        expected.extend_from_slice(b"KNB7");
+        expected.extend_from_slice(&113i32.to_be_bytes());
         expected.extend_from_slice(&7i64.to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'a']);
         expected.extend_from_slice(&1i32.to_be_bytes());
@@ -294,8 +368,35 @@ mod tests {
         expected.extend_from_slice(&[0, 1, b'e']);
         expected.extend_from_slice(&1i32.to_be_bytes());
         expected.push(0xAB);
+        assert_eq!(expected.len(), 113);
         assert_eq!(bytes, expected);
         assert_eq!(bytes.len(), encoded_len_linked("a", &shards));
+    }
+
+    #[test]
+    fn a_batch_written_into_a_longer_buffer_is_the_same_bytes_and_leaves_the_rest() {
+        let shards = synthetic(3, 17, 100);
+        let expected = encode_linked(9, "arn", &shards).unwrap();
+        let mut buf = vec![0x55u8; expected.len() + 1000];
+        assert_eq!(encode_linked_into(9, "arn", &shards, &mut buf), Ok(expected.len()));
+        assert_eq!(&buf[..expected.len()], &expected[..]);
+        assert!(buf[expected.len()..].iter().all(|&b| b == 0x55), "bytes after the batch are untouched");
+        let mut short = vec![0u8; expected.len() - 1];
+        assert_eq!(
+            encode_linked_into(9, "arn", &shards, &mut short),
+            Err(BatchError::BufferTooSmall { len: expected.len(), capacity: expected.len() - 1 })
+        );
+    }
+
+    #[test]
+    fn a_slice_sink_remembers_an_overflow_instead_of_panicking() {
+        let mut buf = [0u8; 4];
+        let mut sink = SliceSink::new(&mut buf);
+        sink.put(&[1, 2, 3]);
+        sink.put(&[4, 5]);
+        sink.put(&[6]);
+        assert!(sink.overflowed);
+        assert_eq!(sink.written, 3);
     }
 
     #[test]

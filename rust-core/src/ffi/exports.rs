@@ -219,20 +219,63 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_startupSt
 }
 
 /// The next batch of FlowFiles (see `RecordBatch`), or null when none arrived within the
-/// processor's Max Batch Duration (or the engine is still starting).
+/// processor's Max Batch Duration (or the engine is still starting). The batch is written into
+/// `reusable` when it is long enough (the length is in the batch's header), else into a new array.
 #[no_mangle]
 pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     component: jlong,
+    reusable: JByteArray<'l>,
 ) -> jbyteArray {
     guard::call(&mut env, |env| {
         let c = COMPONENTS.get(handle(component))?;
-        match c.poll().map_err(|e| BridgeError::core(&e))? {
-            Some(bytes) => Ok(env.byte_array_from_slice(&bytes)?.into_raw()),
-            None => Ok(std::ptr::null_mut()),
-        }
+        let Some(batch) = c.poll_batch().map_err(|e| BridgeError::core(&e))? else { return Ok(std::ptr::null_mut()) };
+        // Dropped on any error below, which nacks it.
+        let array = hand_over(env, batch.encoded_len(), reusable, |out| batch.encode_into(out))?;
+        batch.handed_over();
+        Ok(array)
     })
+}
+
+/// Arrays are allocated in steps of this, so one array from the pool fits the next batches too.
+const ARRAY_STEP: usize = 64 * 1024;
+
+/// The Java array a batch of `len` bytes is written into by `encode`: `reusable` if it is long
+/// enough, else a new one. Written in place (one copy: from the engine's records into the array).
+fn hand_over<'l>(
+    env: &mut JNIEnv<'l>,
+    len: usize,
+    reusable: JByteArray<'l>,
+    encode: impl FnOnce(&mut [u8]) -> Result<usize, batch::BatchError>,
+) -> Result<jbyteArray, BridgeError> {
+    let fits = !reusable.as_raw().is_null() && usize::try_from(env.get_array_length(&reusable)?).is_ok_and(|n| n >= len);
+    let array = if fits {
+        reusable
+    } else {
+        let max = i32::MAX as usize - 8;
+        if len > max {
+            return Err(BridgeError::Core {
+                class: ErrorClass::Fatal,
+                message: format!("a batch of {len} bytes is longer than a Java array can be; lower Max Batch Size"),
+            });
+        }
+        let rounded = len.div_ceil(ARRAY_STEP).saturating_mul(ARRAY_STEP).min(max);
+        env.new_byte_array(rounded as i32)?
+    };
+    let written = {
+        // SAFETY: no JNI call is made while the critical section is held; `encode` is plain Rust.
+        let mut elements = unsafe { env.get_array_elements_critical(&array, jni::objects::ReleaseMode::CopyBack)? };
+        let bytes: &mut [i8] = &mut elements;
+        // SAFETY: i8 and u8 have the same size and alignment; every bit pattern is valid for both.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        encode(bytes)
+    };
+    match written {
+        Ok(n) if n == len => Ok(array.into_raw()),
+        Ok(n) => Err(BridgeError::Core { class: ErrorClass::Fatal, message: format!("a batch of {len} bytes was encoded as {n}") }),
+        Err(e) => Err(BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() }),
+    }
 }
 
 /// Processing Strategy RECORD: the Kinesis records of a batch the Record Reader sent to
@@ -363,23 +406,48 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_synthetic
     payload_bytes: jint,
 ) -> jbyteArray {
     guard::call(&mut env, |env| {
-        let count = |v: jint, what: &str| {
-            usize::try_from(v).map_err(|_| BridgeError::InvalidArgument(format!("{what} must not be negative")))
-        };
-        let key = (count(shards, "shards")?, count(records_per_shard, "records")?, count(payload_bytes, "payload")?);
-        // Generated once per shape, so a benchmark measures the hand-off (encode, copy, decode), not the generator.
-        static CACHE: Lazy<std::sync::Mutex<Option<((usize, usize, usize), Vec<crate::consumer::output::ShardFlowFiles>)>>> =
-            Lazy::new(Default::default);
-        let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.as_ref().map(|(k, _)| *k) != Some(key) {
-            *cache = Some((key, batch::synthetic(key.0, key.1, key.2)));
-        }
-        let shards = &cache.as_ref().expect("filled above").1;
-        encoded_batch(env, shards)
+        with_synthetic(shards, records_per_shard, payload_bytes, |shards| encoded_batch(env, shards))
     })
 }
 
-/// A test batch in the JNI layout, as a Java byte array.
+/// [`syntheticBatch`](Java_io_kinesnow_nifi_nativebridge_NativeBridge_syntheticBatch) the way
+/// `poll` hands a batch over: written into `reusable` when it is long enough, else a new array.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_syntheticBatchInto<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    shards: jint,
+    records_per_shard: jint,
+    payload_bytes: jint,
+    reusable: JByteArray<'l>,
+) -> jbyteArray {
+    guard::call(&mut env, |env| {
+        with_synthetic(shards, records_per_shard, payload_bytes, |shards| {
+            hand_over(env, batch::encoded_len_linked("", shards), reusable, |out| batch::encode_linked_into(1, "", shards, out))
+        })
+    })
+}
+
+/// Runs `f` over the synthetic batch of this shape, generated once per shape, so a benchmark
+/// measures the hand-off (encode, copy, decode), not the generator.
+fn with_synthetic<T>(
+    shards: jint,
+    records_per_shard: jint,
+    payload_bytes: jint,
+    f: impl FnOnce(&[crate::consumer::output::ShardFlowFiles]) -> Result<T, BridgeError>,
+) -> Result<T, BridgeError> {
+    let count = |v: jint, what: &str| usize::try_from(v).map_err(|_| BridgeError::InvalidArgument(format!("{what} must not be negative")));
+    let key = (count(shards, "shards")?, count(records_per_shard, "records")?, count(payload_bytes, "payload")?);
+    type Cache = Option<((usize, usize, usize), Vec<crate::consumer::output::ShardFlowFiles>)>;
+    static CACHE: Lazy<std::sync::Mutex<Cache>> = Lazy::new(Default::default);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.as_ref().map(|(k, _)| *k) != Some(key) {
+        *cache = Some((key, batch::synthetic(key.0, key.1, key.2)));
+    }
+    f(&cache.as_ref().expect("filled above").1)
+}
+
+/// A test batch in the JNI layout, as a new Java byte array.
 fn encoded_batch<'l>(env: &mut JNIEnv<'l>, shards: &[crate::consumer::output::ShardFlowFiles]) -> Result<jbyteArray, BridgeError> {
     let bytes = batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
     Ok(env.byte_array_from_slice(&bytes)?.into_raw())

@@ -69,9 +69,11 @@ public final class NativeBridge {
 
     /**
      * The next batch of FlowFiles in the {@link RecordBatch} layout, or null when nothing arrived within the
-     * processor's Max Batch Duration. ConsumeKinesis only.
+     * processor's Max Batch Duration. ConsumeKinesis only. The batch is written into {@code reusable} (may be null)
+     * when it is long enough, and that array is returned; else into a new array. Either way the batch may fill only
+     * the start of the array: its header says how long it is.
      */
-    public static native byte[] poll(long handle);
+    public static native byte[] poll(long handle, byte[] reusable);
 
     /**
      * ConsumeKinesis with Processing Strategy RECORD: the Kinesis records of a batch that Java sent to parse.failure
@@ -106,6 +108,9 @@ public final class NativeBridge {
 
     /** A deterministic batch in the {@link RecordBatch} layout, for benchmarks and codec tests. */
     public static native byte[] syntheticBatch(int shards, int recordsPerShard, int payloadBytes);
+
+    /** {@link #syntheticBatch} handed over the way {@link #poll} hands a batch over, into {@code reusable} if it fits. */
+    public static native byte[] syntheticBatchInto(int shards, int recordsPerShard, int payloadBytes, byte[] reusable);
 
     /** A batch of one shard and two FlowFiles whose first partition key is {@code keyBytes} UTF-8 bytes long; for tests. */
     public static native byte[] partitionKeyBatch(int keyBytes);

@@ -6,16 +6,22 @@ import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.OptionalLong;
 
 /**
  * Reads one batch in the layout the native library writes (see rust-core's {@code ffi/batch.rs}): the FlowFiles to
- * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once.
+ * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once. The
+ * batch may fill only the start of the array (its header says how long it is), so one array can carry batch after
+ * batch; a decoded batch refers to the array and must be done with before the array is used again.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4236; // "KNB6"
+    static final int MAGIC = 0x4B4E4237; // "KNB7"
+
+    /** Magic, length and batch id: the least a batch can be before its link and shard count. */
+    private static final int HEADER = 16;
 
     /** {@link FlowFileData#route()} values. */
     public static final int ROUTE_SUCCESS = 0;
@@ -108,10 +114,16 @@ public final class RecordBatch {
     }
 
     private static RecordBatch read(final byte[] bytes) {
-        final ByteBuffer in = ByteBuffer.wrap(bytes);
-        if (bytes.length < 16 || in.getInt() != MAGIC) {
+        if (bytes.length < HEADER || ByteBuffer.wrap(bytes).getInt() != MAGIC) {
             throw new FatalNativeException("Not a record batch (wrong magic or too short)");
         }
+        final int length = ByteBuffer.wrap(bytes).getInt(4);
+        if (length < HEADER || length > bytes.length) {
+            throw new FatalNativeException("Record batch is cut short or malformed: its header says " + length
+                    + " bytes, the array holds " + bytes.length);
+        }
+        final ByteBuffer in = ByteBuffer.wrap(bytes, 0, length);
+        in.position(8);
         final long batchId = in.getLong();
         final String link = str16(in);
         final int shardCount = in.getInt();
@@ -123,23 +135,27 @@ public final class RecordBatch {
             final long tenure = in.getLong();
             final int count = in.getInt();
             final List<FlowFileData> flowFiles = new ArrayList<>(count);
+            // A FlowFile of one record has the same first and last sequence, and a FlowFile's previous is the one
+            // before it's last: those texts are shared, not decoded again (half the Strings of a batch).
+            final Text last = new Text();
             for (int f = 0; f < count; f++) {
                 final int route = in.get();
                 final int recordCount = in.getInt();
-                final String firstSequence = str16(in);
+                final Text first = Text.read(in);
                 final long firstSub = in.getLong();
-                final String lastSequence = str16(in);
+                final Text lastOfThis = Text.read(in, first);
                 final long lastSub = in.getLong();
-                final String previousSequence = str16(in);
+                final Text previous = Text.read(in, last);
                 final long previousSub = in.getLong();
                 final String partitionKey = str32(in);
                 final long arrival = in.getLong();
                 final String error = str16(in);
-                final int length = in.getInt();
+                final int contentLength = in.getInt();
                 final int offset = in.position();
-                in.position(offset + length);
-                flowFiles.add(new FlowFileData(route, recordCount, firstSequence, firstSub, lastSequence, lastSub,
-                        previousSequence, previousSub, partitionKey, arrival, error, bytes, offset, length));
+                in.position(offset + contentLength);
+                flowFiles.add(new FlowFileData(route, recordCount, first.value(), firstSub, lastOfThis.value(), lastSub,
+                        previous.value(), previousSub, partitionKey, arrival, error, bytes, offset, contentLength));
+                last.set(lastOfThis);
             }
             shards.add(new Shard(shardId, parentShardIds, millisBehind, tenure, Collections.unmodifiableList(flowFiles)));
         }
@@ -149,15 +165,59 @@ public final class RecordBatch {
         return new RecordBatch(batchId, link, Collections.unmodifiableList(shards));
     }
 
+    /** A short text of the batch (16-bit length) where it sits in the array, decoded to a String at most once. */
+    private static final class Text {
+        private byte[] array;
+        private int offset;
+        private int length;
+        private String value;
+
+        static Text read(final ByteBuffer in) {
+            return read(in, null);
+        }
+
+        /** The next text; {@code same}'s String if it has the same bytes. */
+        static Text read(final ByteBuffer in, final Text same) {
+            final Text text = new Text();
+            text.length = Short.toUnsignedInt(in.getShort());
+            text.offset = in.position();
+            text.array = in.array();
+            if (text.length > in.remaining()) {
+                throw new FatalNativeException("Record batch has a text of " + text.length + " bytes where "
+                        + in.remaining() + " remain");
+            }
+            in.position(text.offset + text.length);
+            if (same != null && same.array != null && same.length == text.length && Arrays.equals(
+                    same.array, same.offset, same.offset + same.length, text.array, text.offset, text.offset + text.length)) {
+                text.value = same.value();
+            }
+            return text;
+        }
+
+        void set(final Text other) {
+            array = other.array;
+            offset = other.offset;
+            length = other.length;
+            value = other.value();
+        }
+
+        String value() {
+            if (value == null) {
+                value = length == 0 ? "" : new String(array, offset, length, StandardCharsets.UTF_8);
+            }
+            return value;
+        }
+    }
+
     /**
      * The id of the batch in {@code bytes} if they are long enough to hold one, even when the rest cannot be read:
      * a batch that fails to decode must still be settled (nacked), or its shards stay frozen.
      */
     public static OptionalLong batchIdOf(final byte[] bytes) {
-        if (bytes == null || bytes.length < 12) {
+        if (bytes == null || bytes.length < HEADER) {
             return OptionalLong.empty();
         }
-        return OptionalLong.of(ByteBuffer.wrap(bytes, 4, 8).getLong());
+        return OptionalLong.of(ByteBuffer.wrap(bytes).getLong(8));
     }
 
     private static String str16(final ByteBuffer in) {
@@ -174,6 +234,12 @@ public final class RecordBatch {
     }
 
     private static String text(final ByteBuffer in, final int length) {
+        if (length > in.remaining()) {
+            throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+        }
+        if (length == 0) {
+            return "";
+        }
         final String value = new String(in.array(), in.position(), length, StandardCharsets.UTF_8);
         in.position(in.position() + length);
         return value;

@@ -291,6 +291,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
 
     private final NativeComponent rules = new NativeComponent(NativeBridge.CONSUME_KINESIS);
     private final RecordSource engine;
+    private final BatchArrays arrays = new BatchArrays();
     private volatile long scheduledAt;
     /** The NiFi node, on the FlowFiles of a consumer with Failover Position SNOWFLAKE_COMMIT. */
     private volatile String node = "";
@@ -364,6 +365,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     @OnStopped
     public void onStopped() {
         engine.close();
+        arrays.clear();
     }
 
     /** Removed from the canvas: its Enhanced Fan-Out consumer is deregistered, or the user is told to do it. */
@@ -385,25 +387,35 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSession session) {
-        final String notReady;
-        final byte[] bytes;
+        final byte[] lent = arrays.take();
+        byte[] bytes = null;
         try {
-            notReady = engine.startupStatus();
-            bytes = notReady == null ? engine.poll() : null;
-        } catch (final NativeException e) {
-            if (!isScheduled()) {
-                return; // unscheduled meanwhile: the engine was closed under this last run
+            final String notReady;
+            try {
+                notReady = engine.startupStatus();
+                bytes = notReady == null ? engine.poll(lent) : null;
+            } catch (final NativeException e) {
+                if (!isScheduled()) {
+                    return; // unscheduled meanwhile: the engine was closed under this last run
+                }
+                throw e;
             }
-            throw e;
+            if (notReady != null) {
+                reportStartup(notReady);
+                context.yield();
+                return;
+            }
+            if (bytes == null) {
+                return; // the engine already waited up to Max Batch Duration
+            }
+            writeBatch(context, session, bytes);
+        } finally {
+            // The FlowFiles' content is in the session by now (or the session is rolled back): the array is free.
+            arrays.give(bytes != null ? bytes : lent);
         }
-        if (notReady != null) {
-            reportStartup(notReady);
-            context.yield();
-            return;
-        }
-        if (bytes == null) {
-            return; // the engine already waited up to Max Batch Duration
-        }
+    }
+
+    private void writeBatch(final ProcessContext context, final ProcessSession session, final byte[] bytes) {
         final Settlement settlement = new Settlement(RecordBatch.batchIdOf(bytes));
         try {
             final RecordBatch batch = RecordBatch.decode(bytes);

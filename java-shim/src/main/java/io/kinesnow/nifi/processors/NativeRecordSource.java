@@ -28,8 +28,8 @@ final class NativeRecordSource implements RecordSource {
     }
 
     @Override
-    public byte[] poll() {
-        return NativeBridge.poll(component.handle());
+    public byte[] poll(final byte[] reusable) {
+        return NativeBridge.poll(component.handle(), reusable);
     }
 
     @Override

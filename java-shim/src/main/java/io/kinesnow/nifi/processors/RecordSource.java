@@ -20,8 +20,11 @@ interface RecordSource {
     /** Null once batches can be polled; else why not yet, in words for a bulletin. */
     String startupStatus();
 
-    /** The next batch in the {@link io.kinesnow.nifi.nativebridge.RecordBatch} layout, or null. */
-    byte[] poll();
+    /**
+     * The next batch in the {@link io.kinesnow.nifi.nativebridge.RecordBatch} layout, or null: written into {@code
+     * reusable} (may be null) when it is long enough, else into a new array.
+     */
+    byte[] poll(byte[] reusable);
 
     /**
      * The Kinesis records of the batch in hand that Java sent to parse.failure ({@link

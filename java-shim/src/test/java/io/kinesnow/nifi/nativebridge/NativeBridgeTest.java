@@ -6,12 +6,15 @@ import org.junit.jupiter.api.Test;
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryMXBean;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -214,6 +217,70 @@ class NativeBridgeTest {
             used = now;
         }
         return used;
+    }
+
+    @Test
+    void aBatchIsWrittenIntoALentArrayThatFitsItAndReadsAsTheSameBatch() {
+        final byte[] fresh = NativeBridge.syntheticBatch(3, 50, 64);
+        final byte[] lent = new byte[fresh.length + 100_000];
+        Arrays.fill(lent, (byte) 0x55);
+        final byte[] got = NativeBridge.syntheticBatchInto(3, 50, 64, lent);
+        assertSame(lent, got, "the lent array is used");
+        assertArrayEquals(fresh, Arrays.copyOf(got, fresh.length));
+        assertEquals((byte) 0x55, got[fresh.length], "the rest of the array is left alone");
+        assertEquals(describe(RecordBatch.decode(fresh)), describe(RecordBatch.decode(got)));
+    }
+
+    @Test
+    void aLentArrayTooShortOrNoneGetsANewArrayInSteps() {
+        final byte[] fresh = NativeBridge.syntheticBatch(2, 10, 100);
+        for (final byte[] lent : new byte[][] {null, new byte[fresh.length - 1], new byte[0]}) {
+            final byte[] got = NativeBridge.syntheticBatchInto(2, 10, 100, lent);
+            assertNotSame(lent, got);
+            assertEquals(0, got.length % (64 * 1024), "allocated in 64 KiB steps, so it fits the next batches too");
+            assertArrayEquals(fresh, Arrays.copyOf(got, fresh.length));
+            assertEquals(describe(RecordBatch.decode(fresh)), describe(RecordBatch.decode(got)));
+        }
+    }
+
+    @Test
+    void aBatchLongerThanItsArrayIsRefused() {
+        final byte[] fresh = NativeBridge.syntheticBatch(1, 2, 8);
+        final byte[] lying = fresh.clone();
+        java.nio.ByteBuffer.wrap(lying).putInt(4, fresh.length + 1);
+        final FatalNativeException e = assertThrows(FatalNativeException.class, () -> RecordBatch.decode(lying));
+        assertTrue(e.getMessage().contains("cut short"), e.getMessage());
+        java.nio.ByteBuffer.wrap(lying).putInt(4, fresh.length - 1);
+        assertThrows(FatalNativeException.class, () -> RecordBatch.decode(lying), "a batch shorter than its content");
+    }
+
+    @Test
+    void sequenceTextsThatRepeatAreDecodedOnce() {
+        final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatch(1, 20, 8));
+        final List<RecordBatch.FlowFileData> flowFiles = batch.shards().get(0).flowFiles();
+        for (int i = 1; i < flowFiles.size(); i++) {
+            final RecordBatch.FlowFileData f = flowFiles.get(i);
+            assertSame(f.firstSequence(), f.lastSequence(), "one record: first and last are one String");
+            assertSame(flowFiles.get(i - 1).lastSequence(), f.previousSequence(), "previous is the last before");
+        }
+    }
+
+    /** Every field of every FlowFile of a batch, content included, as text. */
+    private static String describe(final RecordBatch batch) {
+        final StringBuilder out = new StringBuilder(batch.batchId() + " " + batch.link() + "\n");
+        for (final RecordBatch.Shard s : batch.shards()) {
+            out.append(s.shardId()).append(' ').append(s.parentShardIds()).append(' ').append(s.millisBehind())
+                    .append(' ').append(s.tenure()).append('\n');
+            for (final RecordBatch.FlowFileData f : s.flowFiles()) {
+                out.append(f.route()).append(' ').append(f.recordCount()).append(' ').append(f.firstSequence())
+                        .append('/').append(f.firstSubSequence()).append(' ').append(f.lastSequence()).append('/')
+                        .append(f.lastSubSequence()).append(' ').append(f.previousSequence()).append('/')
+                        .append(f.previousSubSequence()).append(' ').append(f.partitionKey()).append(' ')
+                        .append(f.approximateArrivalMillis()).append(' ').append(f.error()).append(' ')
+                        .append(java.util.HexFormat.of().formatHex(f.content())).append('\n');
+            }
+        }
+        return out.toString();
     }
 
     @Test

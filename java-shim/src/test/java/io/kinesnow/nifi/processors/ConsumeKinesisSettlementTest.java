@@ -27,6 +27,8 @@ import java.util.function.Consumer;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -66,6 +68,22 @@ class ConsumeKinesisSettlementTest {
     }
 
     @Test
+    void theArrayOfABatchIsLentToTheNextPollOnceItsFlowFilesAreWritten() throws Exception {
+        assertThrows(FlowFileAccessException.class, () -> triggerWith(ContentRepositoryFull::new));
+        assertNull(engine.lent.get(0), "nothing to lend before the first batch");
+        runner.run(1);
+        assertEquals(List.of("poll 1", "nack 1", "poll 2", "ack 2"), engine.calls);
+        assertNotNull(engine.lent.get(1), "the first batch's array is lent to the next poll");
+        assertEquals(engine.records.length + 4096, engine.lent.get(1).length, "the array, not the batch");
+        runner.assertTransferCount(ConsumeKinesis.REL_SUCCESS, 3);
+        final List<MockFlowFile> written = runner.getFlowFilesForRelationship(ConsumeKinesis.REL_SUCCESS);
+        final RecordBatch expected = RecordBatch.decode(engine.records);
+        for (int i = 0; i < 3; i++) {
+            written.get(i).assertContentEquals(expected.shards().get(0).flowFiles().get(i).content());
+        }
+    }
+
+    @Test
     void aFailedCommitNacksTheBatchOnce() {
         assertThrows(ProcessException.class, () -> triggerWith(CommitFails::new));
         assertEquals(List.of("poll 1", "nack 1"), engine.calls, "nacked by the failure callback, not again by onTrigger");
@@ -75,7 +93,8 @@ class ConsumeKinesisSettlementTest {
     @Test
     void aBatchThatCannotBeDecodedIsNacked() {
         final byte[] good = engine.records;
-        engine.records = Arrays.copyOf(good, good.length - 5); // cut short: the id is there, the rest is not
+        engine.records = good.clone(); // cut short: the id is there, the rest is not
+        java.nio.ByteBuffer.wrap(engine.records).putInt(4, Integer.MAX_VALUE);
         assertThrows(FatalNativeException.class, () -> triggerWith(MockProcessSession::new));
         assertEquals(List.of("poll 1", "nack 1"), engine.calls);
         engine.records = good;

@@ -42,7 +42,8 @@ final class KinesisBatchBytes {
         try {
             final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
             final DataOutputStream out = new DataOutputStream(bytes);
-            out.writeInt(0x4B4E4236); // "KNB6"
+            out.writeInt(0x4B4E4237); // "KNB7"
+            out.writeInt(0); // the length, written below
             out.writeLong(1);
             str16(out, link);
             out.writeInt(1);
@@ -68,7 +69,9 @@ final class KinesisBatchBytes {
                 out.writeInt(e.data().length);
                 out.write(e.data());
             }
-            return bytes.toByteArray();
+            final byte[] batch = bytes.toByteArray();
+            java.nio.ByteBuffer.wrap(batch).putInt(4, batch.length);
+            return batch;
         } catch (final IOException e) {
             throw new UncheckedIOException(e);
         }

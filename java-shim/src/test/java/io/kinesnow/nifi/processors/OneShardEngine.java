@@ -16,6 +16,8 @@ final class OneShardEngine implements RecordSource {
     final List<String> calls = new ArrayList<>();
     /** What each {@link #noteSkipped} call carried. */
     final List<byte[]> skipped = new ArrayList<>();
+    /** The array each {@link #poll} was lent (null for none). */
+    final List<byte[]> lent = new ArrayList<>();
     byte[] records;
     String startup;
     private long nextBatch = 1;
@@ -44,14 +46,18 @@ final class OneShardEngine implements RecordSource {
     }
 
     @Override
-    public byte[] poll() {
+    public byte[] poll(final byte[] reusable) {
         if (committed || inFlight != 0) {
             return null; // a shard whose batch is in flight hands nothing else out
         }
         inFlight = nextBatch++;
         calls.add("poll " + inFlight);
-        final byte[] batch = records.clone();
-        ByteBuffer.wrap(batch).putLong(4, inFlight);
+        lent.add(reusable);
+        // As the native engine does: into the lent array when it fits, else a new, longer one; the rest of the
+        // array is left as it was (garbage for the decoder to ignore).
+        final byte[] batch = reusable != null && reusable.length >= records.length ? reusable : garbage(records.length + 4096);
+        System.arraycopy(records, 0, batch, 0, records.length);
+        ByteBuffer.wrap(batch).putLong(8, inFlight);
         return batch;
     }
 
@@ -81,5 +87,11 @@ final class OneShardEngine implements RecordSource {
         }
         calls.add(how + " " + batchId);
         inFlight = 0;
+    }
+
+    private static byte[] garbage(final int length) {
+        final byte[] array = new byte[length];
+        java.util.Arrays.fill(array, (byte) 0x55);
+        return array;
     }
 }
