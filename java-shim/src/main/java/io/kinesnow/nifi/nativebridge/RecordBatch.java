@@ -137,15 +137,24 @@ public final class RecordBatch {
             final List<FlowFileData> flowFiles = new ArrayList<>(count);
             // A FlowFile of one record has the same first and last sequence, and a FlowFile's previous is the one
             // before it's last: those texts are shared, not decoded again (half the Strings of a batch).
-            final Text last = new Text();
+            String before = null;
+            int beforeAt = 0;
+            int beforeLength = 0;
             for (int f = 0; f < count; f++) {
                 final int route = in.get();
                 final int recordCount = in.getInt();
-                final Text first = Text.read(in);
+                final int firstLength = skip16(in);
+                final int firstAt = in.position() - firstLength;
+                final String first = text(bytes, firstAt, firstLength);
                 final long firstSub = in.getLong();
-                final Text lastOfThis = Text.read(in, first);
+                final int lastLength = skip16(in);
+                final int lastAt = in.position() - lastLength;
+                final String last = same(bytes, firstAt, firstLength, lastAt, lastLength) ? first : text(bytes, lastAt, lastLength);
                 final long lastSub = in.getLong();
-                final Text previous = Text.read(in, last);
+                final int previousLength = skip16(in);
+                final int previousAt = in.position() - previousLength;
+                final String previous = before != null && same(bytes, beforeAt, beforeLength, previousAt, previousLength)
+                        ? before : text(bytes, previousAt, previousLength);
                 final long previousSub = in.getLong();
                 final String partitionKey = str32(in);
                 final long arrival = in.getLong();
@@ -153,9 +162,11 @@ public final class RecordBatch {
                 final int contentLength = in.getInt();
                 final int offset = in.position();
                 in.position(offset + contentLength);
-                flowFiles.add(new FlowFileData(route, recordCount, first.value(), firstSub, lastOfThis.value(), lastSub,
-                        previous.value(), previousSub, partitionKey, arrival, error, bytes, offset, contentLength));
-                last.set(lastOfThis);
+                flowFiles.add(new FlowFileData(route, recordCount, first, firstSub, last, lastSub,
+                        previous, previousSub, partitionKey, arrival, error, bytes, offset, contentLength));
+                before = last;
+                beforeAt = lastAt;
+                beforeLength = lastLength;
             }
             shards.add(new Shard(shardId, parentShardIds, millisBehind, tenure, Collections.unmodifiableList(flowFiles)));
         }
@@ -165,48 +176,22 @@ public final class RecordBatch {
         return new RecordBatch(batchId, link, Collections.unmodifiableList(shards));
     }
 
-    /** A short text of the batch (16-bit length) where it sits in the array, decoded to a String at most once. */
-    private static final class Text {
-        private byte[] array;
-        private int offset;
-        private int length;
-        private String value;
-
-        static Text read(final ByteBuffer in) {
-            return read(in, null);
+    /** Steps over a text with a 16-bit length; its length. */
+    private static int skip16(final ByteBuffer in) {
+        final int length = Short.toUnsignedInt(in.getShort());
+        if (length > in.remaining()) {
+            throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
         }
+        in.position(in.position() + length);
+        return length;
+    }
 
-        /** The next text; {@code same}'s String if it has the same bytes. */
-        static Text read(final ByteBuffer in, final Text same) {
-            final Text text = new Text();
-            text.length = Short.toUnsignedInt(in.getShort());
-            text.offset = in.position();
-            text.array = in.array();
-            if (text.length > in.remaining()) {
-                throw new FatalNativeException("Record batch has a text of " + text.length + " bytes where "
-                        + in.remaining() + " remain");
-            }
-            in.position(text.offset + text.length);
-            if (same != null && same.array != null && same.length == text.length && Arrays.equals(
-                    same.array, same.offset, same.offset + same.length, text.array, text.offset, text.offset + text.length)) {
-                text.value = same.value();
-            }
-            return text;
-        }
+    private static boolean same(final byte[] bytes, final int a, final int aLength, final int b, final int bLength) {
+        return aLength == bLength && Arrays.equals(bytes, a, a + aLength, bytes, b, b + bLength);
+    }
 
-        void set(final Text other) {
-            array = other.array;
-            offset = other.offset;
-            length = other.length;
-            value = other.value();
-        }
-
-        String value() {
-            if (value == null) {
-                value = length == 0 ? "" : new String(array, offset, length, StandardCharsets.UTF_8);
-            }
-            return value;
-        }
+    private static String text(final byte[] bytes, final int at, final int length) {
+        return length == 0 ? "" : new String(bytes, at, length, StandardCharsets.UTF_8);
     }
 
     /**
