@@ -167,7 +167,8 @@ def caught_up(nifi: NiFiInstance, source: Source, seconds: float, idle: float) -
 
 
 def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size: int, limit: int, idle: float,
-            timeout: float, profile: str = "", services: dict | None = None, caught_up_seconds: float = 0) -> dict:
+            timeout: float, profile: str = "", services: dict | None = None, caught_up_seconds: float = 0,
+            live_heap_every: float = 0) -> dict:
     c = nifi.client
     props = consumer_properties(STREAM, unique("bench-app"), **{
         "Endpoint Override URL": source.url, "DynamoDB Endpoint Override URL": dynamodb_endpoint(),
@@ -184,14 +185,20 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
     jcmd_gc(nifi.pid)
     time.sleep(1)
     heap_base = used_heap(c)
-    peak = {"heap": heap_base, "rss": rss_kib(nifi.pid)}
+    peak = {"heap": heap_base, "rss": rss_kib(nifi.pid), "live": 0}
     stop = threading.Event()
 
     def sample() -> None:
+        forced = time.monotonic()
         while not stop.is_set():
             try:
                 peak["heap"] = max(peak["heap"], used_heap(c))
                 peak["rss"] = max(peak["rss"], rss_kib(nifi.pid))
+                if live_heap_every > 0 and time.monotonic() - forced >= live_heap_every:
+                    # What the heap holds while draining: used heap right after a full GC (no garbage in it).
+                    jcmd_gc(nifi.pid)
+                    forced = time.monotonic()
+                    peak["live"] = max(peak["live"], used_heap(c))
             except Exception:  # noqa: BLE001 - a missed sample is not a failure
                 pass
             stop.wait(0.25)
@@ -226,7 +233,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
             "cpu_per_million_net": (cpu - idle * elapsed) / n * 1e6, "nifi_cores": cpu / elapsed,
             "source_cpu_per_million": src / n * 1e6, "heap_base_mb": heap_base / 2**20,
             "heap_peak_mb": peak["heap"] / 2**20, "rss_peak_mb": peak["rss"] / 1024, "first_record_s": first,
-            **idle_consumer}
+            **({"heap_live_peak_mb": peak["live"] / 2**20} if live_heap_every > 0 else {}), **idle_consumer}
 
 
 FIXTURE = {"group": "com.kinesnow.tests", "artifact": "kinesnow-harness-probe-nar", "version": "1.0.0"}
@@ -308,6 +315,10 @@ def main() -> None:
     ap.add_argument("--caught-up-seconds", type=float, default=0,
                     help="after each measured drain of the first strategy, keep the consumer running this long once it "
                          "has read everything, and measure its CPU and GetRecords calls per shard (the idle cost)")
+    ap.add_argument("--live-heap-every", type=float, default=0,
+                    help="every this many seconds of a drain, force a full GC (jcmd GC.run) and sample the used heap "
+                         "right after it: the peak heap the drain holds, garbage left out. The forced GCs cost NiFi "
+                         "CPU, so take CPU figures from runs without it")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -369,7 +380,8 @@ def main() -> None:
                         data = os.path.join(args.profile, f"perf-{shards}-{strategy}.data") if args.profile and run == 1 else ""
                         idle_window = args.caught_up_seconds if run > 0 and strategy == strategies[0] else 0
                         r = one_run(nifi, group, sources[payload_of(strategy, args.text_payload)], strategy, args.record_size,
-                                    args.max_records_per_request, idle, args.timeout, data, services_ids, idle_window)
+                                    args.max_records_per_request, idle, args.timeout, data, services_ids, idle_window,
+                                    args.live_heap_every)
                         if data:
                             with open(data[:-5] + ".txt", "w", encoding="utf-8") as f:
                                 f.write(nifi_profile.report(nifi.pid, data))
@@ -379,7 +391,8 @@ def main() -> None:
                         print(f"{shards:4d} shards  {'run ' + str(run) if run > 0 else 'warm-up'} {strategy:15s} {r['rps']:8.0f} records/s "
                               f"{r['mib_s']:6.1f} MiB/s ({r['mib_s_per_shard']:.2f} per shard, {r['throttled']} throttled)  NiFi {r['cpu_per_million']:6.1f} CPU-s per million (net {r['cpu_per_million_net']:6.1f}, "
                               f"{r['nifi_cores']:.2f} cores)  source {r['source_cpu_per_million']:5.1f}  heap {r['heap_base_mb']:.0f} -> "
-                              f"{r['heap_peak_mb']:.0f} MB  RSS {r['rss_peak_mb']:.0f} MB  first record {r['first_record_s']:.1f} s",
+                              f"{r['heap_peak_mb']:.0f} MB" + (f" (live {r['heap_live_peak_mb']:.0f} MB)" if "heap_live_peak_mb" in r else "")
+                              + f"  RSS {r['rss_peak_mb']:.0f} MB  first record {r['first_record_s']:.1f} s",
                               flush=True)
                         if "caught_up_cores" in r:
                             print(f"{shards:4d} shards  caught up ({args.caught_up_seconds:.0f} s): NiFi {r['caught_up_cores']:.3f} cores "
@@ -422,6 +435,16 @@ def main() -> None:
                       f"{med['throttled']:.0f} | {med['cpu_per_million']:.1f} "
                       f"({med['cpu_per_million_net']:.1f}) | {med['nifi_cores']:.2f} | {med['source_cpu_per_million']:.1f} | "
                       f"{med['heap_peak_mb']:.0f} | {med['rss_peak_mb']:.0f} |")
+                if all("heap_live_peak_mb" in r for r in rs):
+                    med["heap_live_peak_mb"] = statistics.median(r["heap_live_peak_mb"] for r in rs)
+        lives = {k: v for k, v in summary.items() if "heap_live_peak_mb" in v}
+        if lives:
+            print()
+            print(f"peak live heap while draining (used heap right after a full GC forced every {args.live_heap_every:.0f} s; medians)")
+            print("| shards / Processing Strategy | peak live heap (MB) |")
+            print("|---|---|")
+            for key, med in lives.items():
+                print(f"| {key} | {med['heap_live_peak_mb']:.0f} |")
         idles = [r for r in results if "caught_up_cores" in r]
         if idles:
             print()

@@ -25,6 +25,11 @@ use crate::kinesis::limiter::Backoff;
 
 pub use super::book::{Outcome, Route};
 
+/// zstd level of append requests. Level 1 compresses NDJSON rows of about 1 KiB 1.6 times as fast as level 3 for
+/// a result 0.4% larger (`zstd -b1 -e3` on `bench/sink_bench.py`'s rows), and compression was the largest part of
+/// the engine's CPU per row (BENCHMARKS.md, "With the stand-in in bench mode").
+const ZSTD_LEVEL: i32 = 1;
+
 #[derive(Clone)]
 pub struct ChannelSettings {
     pub component: u64,
@@ -169,7 +174,7 @@ impl ChannelWriter {
         let mut take = self.book.rows_fitting(limit);
         loop {
             let Some((body, end)) = self.book.body(take) else { return };
-            let compressed = match zstd::bulk::compress(&body, 3) {
+            let compressed = match zstd::bulk::compress(&body, ZSTD_LEVEL) {
                 Ok(c) => c,
                 Err(e) => {
                     error!(component = self.settings.component, "channel {}: rows could not be compressed: {e}", self.name());
