@@ -48,7 +48,10 @@ fn check_rows(items: &[kinesnow_core::lease::kcl::Item], rows: &[MigratedRow]) {
         assert!(!row.stream.is_empty() && !row.shard_id.is_empty(), "a row without a stream or shard id: {row:?}");
         assert!(row.parents.iter().all(|p| !p.is_empty()), "a row names an empty parent id: {row:?}");
         if let Some((sequence, _)) = &row.position {
-            assert!(!sequence.is_empty() && sequence.bytes().all(|b| b.is_ascii_digit()), "position {sequence:?} is not a sequence number");
+            assert!(
+                !sequence.is_empty() && sequence.bytes().all(|b| b.is_ascii_digit()),
+                "position {sequence:?} is not a sequence number"
+            );
         }
         for parent in &row.parents {
             assert!(
@@ -59,7 +62,10 @@ fn check_rows(items: &[kinesnow_core::lease::kcl::Item], rows: &[MigratedRow]) {
         }
     }
     for added in &rows[items.len()..] {
-        assert!(added.shard_end && added.position.is_none() && added.parents.is_empty(), "an added parent row is not a finished shard: {added:?}");
+        assert!(
+            added.shard_end && added.position.is_none() && added.parents.is_empty(),
+            "an added parent row is not a finished shard: {added:?}"
+        );
     }
 }
 
@@ -71,7 +77,8 @@ fn check_item(row: &MigratedRow) {
             other => panic!("key {key} of {row:?} is {other:?}, which DynamoDB refuses"),
         }
     }
-    let read = read_lease_row(row.shard_id.clone(), &item).unwrap_or_else(|e| panic!("our store cannot read the row migrated from {row:?}: {e}"));
+    let read = read_lease_row(row.shard_id.clone(), &item)
+        .unwrap_or_else(|e| panic!("our store cannot read the row migrated from {row:?}: {e}"));
     let position = row.position.as_ref().map(|(sequence, sub)| Position::new(sequence.clone(), Some(*sub)));
     let expected = match (row.shard_end, position) {
         (true, p) => Checkpoint::ShardEnd(p),

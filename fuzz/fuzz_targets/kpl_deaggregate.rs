@@ -72,7 +72,12 @@ fn check(data: Vec<u8>) {
             check_round_trip(&out.records);
         }
         Outcome::NotAggregated | Outcome::Invalid(_) | _ => {
-            assert_eq!(out.records, vec![before], "a record that is not a valid aggregate must come back whole: {:?}", out.outcome)
+            assert_eq!(
+                out.records,
+                vec![before],
+                "a record that is not a valid aggregate must come back whole: {:?}",
+                out.outcome
+            )
         }
     }
 }
@@ -117,7 +122,11 @@ fn footprint(records: &[KinesisRecord]) -> usize {
 fn check_round_trip(records: &[KinesisRecord]) {
     let pairs: Vec<(&str, &[u8])> = records.iter().map(|r| (&*r.partition_key, &r.data[..])).collect();
     let again = deaggregate(parent(aggregate(&pairs)));
-    assert_eq!(again.outcome, Outcome::Aggregated { count: records.len() }, "re-aggregated sub-records do not de-aggregate");
+    assert_eq!(
+        again.outcome,
+        Outcome::Aggregated { count: records.len() },
+        "re-aggregated sub-records do not de-aggregate"
+    );
     let again: Vec<(&str, &[u8])> = again.records.iter().map(|r| (&*r.partition_key, &r.data[..])).collect();
     assert_eq!(again, pairs, "re-aggregated sub-records came back different");
 }

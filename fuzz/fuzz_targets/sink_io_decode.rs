@@ -17,7 +17,13 @@ fuzz_target!(|input: &[u8]| {
     match decoded {
         Ok(flow_files) => {
             let bytes = encode_flow_files(&flow_files);
-            assert!(bytes.len() <= input.len(), "{} FlowFiles decoded from {} bytes re-encode to {}", flow_files.len(), input.len(), bytes.len());
+            assert!(
+                bytes.len() <= input.len(),
+                "{} FlowFiles decoded from {} bytes re-encode to {}",
+                flow_files.len(),
+                input.len(),
+                bytes.len()
+            );
             assert_eq!(decode_flow_files(&bytes).as_ref(), Ok(&flow_files), "decoded FlowFiles do not round-trip");
         }
         Err(e) => assert!(!e.to_string().is_empty()),

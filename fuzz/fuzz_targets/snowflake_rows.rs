@@ -15,7 +15,9 @@
 #![no_main]
 
 use kinesnow_core::snowflake::offset::OffsetToken;
-use kinesnow_core::snowflake::rows::{Delivery, Mapping, Prepared, Source, ATTR_SHARD, ATTR_STREAM, METADATA_FIELDS, METADATA_KEY};
+use kinesnow_core::snowflake::rows::{
+    Delivery, Mapping, Prepared, Source, ATTR_SHARD, ATTR_STREAM, METADATA_FIELDS, METADATA_KEY,
+};
 use kinesnow_fuzz::{rows_case, trace};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
@@ -26,7 +28,13 @@ fuzz_target!(|input: &[u8]| {
     let prepared = mapping.prepare(&case.flow_file);
     assert_eq!(mapping.prepare(&case.flow_file), prepared, "the same FlowFile prepared twice differs");
     let attrs = &case.flow_file.attributes;
-    trace(|| format!("iceberg {} attributes {attrs:?} content {:?}: {prepared:?}", case.iceberg, String::from_utf8_lossy(&case.flow_file.content)));
+    trace(|| {
+        format!(
+            "iceberg {} attributes {attrs:?} content {:?}: {prepared:?}",
+            case.iceberg,
+            String::from_utf8_lossy(&case.flow_file.content)
+        )
+    });
     match prepared {
         Prepared::Rows { source, delivery, rows } => {
             match (&source, attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
@@ -36,7 +44,11 @@ fuzz_target!(|input: &[u8]| {
                 (Source::Direct, None, _) | (Source::Direct, _, None) => {}
                 (source, ..) => panic!("the FlowFile's source {source:?} is not what its attributes say"),
             }
-            assert!(!rows.is_empty(), "a FlowFile prepared as rows has none (content {:?})", String::from_utf8_lossy(&case.flow_file.content));
+            assert!(
+                !rows.is_empty(),
+                "a FlowFile prepared as rows has none (content {:?})",
+                String::from_utf8_lossy(&case.flow_file.content)
+            );
             for (i, row) in rows.iter().enumerate() {
                 check_row(i, &row.json, &source, case.iceberg);
             }
@@ -52,8 +64,8 @@ fuzz_target!(|input: &[u8]| {
 
 fn check_row(i: usize, json: &[u8], source: &Source, iceberg: bool) {
     assert!(!json.contains(&b'\n'), "row {i} is more than one line: {:?}", String::from_utf8_lossy(json));
-    let object: Map<String, Value> =
-        serde_json::from_slice(json).unwrap_or_else(|e| panic!("row {i} is not a JSON object ({e}): {:?}", String::from_utf8_lossy(json)));
+    let object: Map<String, Value> = serde_json::from_slice(json)
+        .unwrap_or_else(|e| panic!("row {i} is not a JSON object ({e}): {:?}", String::from_utf8_lossy(json)));
     if let Source::Shard { .. } = source {
         let metadata = object.get(METADATA_KEY).unwrap_or_else(|| panic!("row {i} of a shard has no {METADATA_KEY}"));
         if let (true, Value::Object(m)) = (iceberg, metadata) {

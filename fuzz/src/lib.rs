@@ -170,9 +170,9 @@ fn attribute_value(input: &mut Input, depth: u8) -> AttributeValue {
         4 => AttributeValue::Ss(list(input, |i| i.text(values))),
         5 => AttributeValue::Ns(list(input, |i| i.text(values))),
         6 if depth < 3 => AttributeValue::L(list(input, |i| attribute_value(i, depth + 1))),
-        7 if depth < 3 => {
-            AttributeValue::M(list(input, |i| (i.text(&words().kcl_names), attribute_value(i, depth + 1))).into_iter().collect())
-        }
+        7 if depth < 3 => AttributeValue::M(
+            list(input, |i| (i.text(&words().kcl_names), attribute_value(i, depth + 1))).into_iter().collect(),
+        ),
         8 => AttributeValue::B(Blob::new(input.text(values).into_bytes())),
         _ => AttributeValue::Bs(list(input, |i| Blob::new(i.text(values).into_bytes()))),
     }
@@ -198,7 +198,12 @@ pub fn seal(body: &[u8]) -> Vec<u8> {
 pub fn skipped(check: &str) -> bool {
     static SKIP: OnceLock<Vec<String>> = OnceLock::new();
     SKIP.get_or_init(|| {
-        std::env::var("KINESNOW_FUZZ_SKIP").unwrap_or_default().split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect()
+        std::env::var("KINESNOW_FUZZ_SKIP")
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
     })
     .iter()
     .any(|s| s == check)

@@ -42,12 +42,7 @@ fn payload(seed: u64, len: usize) -> Vec<u8> {
 
 fn one_aggregate(seed: u64) -> Vec<u8> {
     let users: Vec<(String, Vec<u8>)> = (0..RECORDS_PER_AGGREGATE)
-        .map(|i| {
-            (
-                format!("device-{:03}", i % 100),
-                payload(seed * 10_000 + i as u64, RECORD_BYTES),
-            )
-        })
+        .map(|i| (format!("device-{:03}", i % 100), payload(seed * 10_000 + i as u64, RECORD_BYTES)))
         .collect();
     aggregate(&users)
 }
@@ -71,11 +66,7 @@ fn run(inputs: Vec<KinesisRecord>) -> Sample {
     let seconds = start.elapsed().as_secs_f64();
     let user_records = black_box(&out).len();
     drop(out);
-    Sample {
-        seconds,
-        input_bytes,
-        user_records,
-    }
+    Sample { seconds, input_bytes, user_records }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -86,18 +77,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn report(name: &str, make_batch: impl Fn() -> Vec<KinesisRecord>) {
     run(make_batch()); // warm-up
     let samples: Vec<Sample> = (0..SAMPLES).map(|_| run(make_batch())).collect();
-    let mb_s = median(
-        samples
-            .iter()
-            .map(|s| s.input_bytes as f64 / s.seconds / 1e6)
-            .collect(),
-    );
-    let rec_s = median(
-        samples
-            .iter()
-            .map(|s| s.user_records as f64 / s.seconds)
-            .collect(),
-    );
+    let mb_s = median(samples.iter().map(|s| s.input_bytes as f64 / s.seconds / 1e6).collect());
+    let rec_s = median(samples.iter().map(|s| s.user_records as f64 / s.seconds).collect());
     let batch_mb = samples[0].input_bytes as f64 / 1e6;
     let total = Duration::from_secs_f64(samples.iter().map(|s| s.seconds).sum());
     println!(
@@ -108,16 +89,9 @@ fn report(name: &str, make_batch: impl Fn() -> Vec<KinesisRecord>) {
 fn main() {
     let aggregates: Vec<Vec<u8>> = (0..64).map(one_aggregate).collect();
     let plain: Vec<Vec<u8>> = (0..64_000).map(|i| payload(i, RECORD_BYTES)).collect();
-    println!(
-        "aggregate: {RECORDS_PER_AGGREGATE} x {RECORD_BYTES} B user records = {} bytes",
-        aggregates[0].len()
-    );
-    report("KPL aggregates (1000 x 1 KiB), 64 per sample", || {
-        aggregates.iter().cloned().map(record).collect()
-    });
-    report("plain 1 KiB records, 64000 per sample", || {
-        plain.iter().cloned().map(record).collect()
-    });
+    println!("aggregate: {RECORDS_PER_AGGREGATE} x {RECORD_BYTES} B user records = {} bytes", aggregates[0].len());
+    report("KPL aggregates (1000 x 1 KiB), 64 per sample", || aggregates.iter().cloned().map(record).collect());
+    report("plain 1 KiB records, 64000 per sample", || plain.iter().cloned().map(record).collect());
     md5_reference(&aggregates);
 }
 

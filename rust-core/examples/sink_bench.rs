@@ -234,7 +234,11 @@ fn main() {
         // The stand-in counted rows without storing them: exactly the rows sent, none twice (no distinct check).
         assert_eq!(bench["tables"][&table].as_u64(), Some(rows), "every row committed once: {bench}");
     } else {
-        let counted = &admin.call("POST", "/admin/query", json!({ "sql": format!("SELECT COUNT(*) AS C, COUNT(DISTINCT EVENTID) AS D FROM {table}") }))["rows"][0];
+        let counted = &admin.call(
+            "POST",
+            "/admin/query",
+            json!({ "sql": format!("SELECT COUNT(*) AS C, COUNT(DISTINCT EVENTID) AS D FROM {table}") }),
+        )["rows"][0];
         assert_eq!((counted["C"].as_u64(), counted["D"].as_u64()), (Some(rows), Some(rows)), "every row exactly once");
     }
     admin.call("POST", "/admin/sql", json!({ "sql": format!("DROP TABLE {table}") }));

@@ -16,8 +16,8 @@ use crate::consumer::output::Layout;
 use crate::consumer::output::ShardFlowFiles;
 use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
-use crate::ffi::batch::BatchError;
 use crate::feedback::{LinkKey, Skip};
+use crate::ffi::batch::BatchError;
 use crate::ffi::sink_io::{self, SinkIoError};
 use crate::ffi::skips::{self, SkipsError};
 use crate::snowflake::{SinkEngine, SinkError, SinkSettings};
@@ -138,7 +138,11 @@ impl Component {
     }
 
     fn sink(&self) -> Result<Arc<SinkEngine>, ComponentError> {
-        self.sink.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or(ComponentError::NotStarted(self.kind().name()))
+        self.sink
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(ComponentError::NotStarted(self.kind().name()))
     }
 
     /// `None` once the component can work; else why it cannot yet (ConsumeKinesis's engine is
@@ -169,12 +173,18 @@ impl Component {
     pub fn poll_batch(&self) -> Result<Option<OutgoingBatch>, ComponentError> {
         let (engine, config) = match self.consumer() {
             Ok(running) => running,
-            Err(ComponentError::NotStarted(_)) if self.consumer.lock().unwrap_or_else(|p| p.into_inner()).is_some() => return Ok(None),
+            Err(ComponentError::NotStarted(_)) if self.consumer.lock().unwrap_or_else(|p| p.into_inner()).is_some() => {
+                return Ok(None)
+            }
             Err(e) => return Err(e),
         };
         let batch = crate::runtime::get().block_on(engine.poll(config.max_batch_size, config.max_batch_duration));
         let Some(Batch { id, shards, .. }) = batch else { return Ok(None) };
-        let layout = Layout { stream: &config.stream_name, processing: &config.processing_strategy, output: config.output_strategy };
+        let layout = Layout {
+            stream: &config.stream_name,
+            processing: &config.processing_strategy,
+            output: config.output_strategy,
+        };
         let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
         if let Some(key) = engine.link() {
             note_parse_failures(key, &shards);
@@ -227,10 +237,19 @@ impl Component {
     pub fn describe(&self) -> String {
         match &self.settings {
             Settings::ConsumeKinesis(c) => {
-                format!("ConsumeKinesis for stream '{}' (application '{}', region {})", c.stream_name, c.application_name, c.region)
+                format!(
+                    "ConsumeKinesis for stream '{}' (application '{}', region {})",
+                    c.stream_name, c.application_name, c.region
+                )
             }
             Settings::PutSnowflake(c) => {
-                format!("PutSnowflake into {}.{}.{} (at {})", c.database, c.schema, c.table, c.control.host_str().unwrap_or_default())
+                format!(
+                    "PutSnowflake into {}.{}.{} (at {})",
+                    c.database,
+                    c.schema,
+                    c.table,
+                    c.control.host_str().unwrap_or_default()
+                )
             }
         }
     }
@@ -390,7 +409,9 @@ mod tests {
 
     #[test]
     fn open_reports_configuration_problems() {
-        let Err(err) = Component::open(ComponentType::PutSnowflake, &PropertyMap::default()) else { panic!("must fail") };
+        let Err(err) = Component::open(ComponentType::PutSnowflake, &PropertyMap::default()) else {
+            panic!("must fail")
+        };
         assert_eq!(err.class(), ErrorClass::Configuration);
         assert!(err.to_string().contains("Account Identifier: is required"));
     }

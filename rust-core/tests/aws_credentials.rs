@@ -42,7 +42,11 @@ struct Sts {
 
 impl Sts {
     fn start() -> Self {
-        let venv = Command::new("bash").arg(repo().join("tests/sts/venv.sh")).stderr(Stdio::inherit()).output().expect("run tests/sts/venv.sh");
+        let venv = Command::new("bash")
+            .arg(repo().join("tests/sts/venv.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run tests/sts/venv.sh");
         assert!(venv.status.success(), "tests/sts/venv.sh failed");
         let python = String::from_utf8(venv.stdout).unwrap().trim().to_owned();
         let mut child = Command::new(python)
@@ -53,7 +57,8 @@ impl Sts {
             .expect("start the STS emulator");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let facts: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the STS emulator did not start ({e}): {line}"));
+        let facts: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("the STS emulator did not start ({e}): {line}"));
         Self { child, facts }
     }
 
@@ -63,7 +68,10 @@ impl Sts {
 
     fn keys(&self, which: &str) -> CredentialSource {
         let k = &self.facts[which];
-        CredentialSource::Static { access_key_id: Secret::new(k["id"].as_str().unwrap()), secret_access_key: Secret::new(k["secret"].as_str().unwrap()) }
+        CredentialSource::Static {
+            access_key_id: Secret::new(k["id"].as_str().unwrap()),
+            secret_access_key: Secret::new(k["secret"].as_str().unwrap()),
+        }
     }
 
     fn secret(&self, which: &str) -> String {
@@ -104,12 +112,17 @@ impl Recorder {
             .expect("start a recording proxy");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("recording proxy: {line}")).to_owned();
+        let url =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("recording proxy: {line}")).to_owned();
         Self { child, url, log }
     }
 
     fn entries(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     /// The requests (not the issued-credentials lines).
@@ -121,7 +134,9 @@ impl Recorder {
     fn issued(&self) -> HashMap<String, (f64, String)> {
         self.entries()
             .into_iter()
-            .filter_map(|e| Some((e["issued"].as_str()?.to_owned(), (e["expires"].as_f64()?, e["token"].as_str()?.to_owned()))))
+            .filter_map(|e| {
+                Some((e["issued"].as_str()?.to_owned(), (e["expires"].as_f64()?, e["token"].as_str()?.to_owned())))
+            })
             .collect()
     }
 }
@@ -171,7 +186,8 @@ fn signed_by_issued_keys(log: &Recorder, issued: &HashMap<String, (f64, String)>
     let mut used = Vec::new();
     for r in &requests {
         let key = r["key"].as_str().unwrap_or_else(|| panic!("an unsigned request: {r}"));
-        let (expires, token) = issued.get(key).unwrap_or_else(|| panic!("a request signed by {key}, which STS did not issue: {r}"));
+        let (expires, token) =
+            issued.get(key).unwrap_or_else(|| panic!("a request signed by {key}, which STS did not issue: {r}"));
         assert_eq!(r["token"].as_str(), Some(token.as_str()), "the session token of {key}: {r}");
         let at = r["t"].as_f64().unwrap();
         assert!(at < *expires, "{key} used {:.1} s after it expired: {r}", at - expires);
@@ -187,8 +203,11 @@ async fn an_assumed_role_signs_every_call_and_is_renewed_before_it_expires() {
     let emulators = Emulators::start("creds-assume");
     let sts = Sts::start();
     let dir = temp_dir("creds-assume");
-    let (kinesis, dynamodb, sts_log) =
-        (Recorder::start(&emulators.kinesis, &dir, "kinesis"), Recorder::start(&emulators.dynamodb, &dir, "dynamodb"), Recorder::start(&sts.fact("sts"), &dir, "sts"));
+    let (kinesis, dynamodb, sts_log) = (
+        Recorder::start(&emulators.kinesis, &dir, "kinesis"),
+        Recorder::start(&emulators.dynamodb, &dir, "dynamodb"),
+        Recorder::start(&sts.fact("sts"), &dir, "sts"),
+    );
     let direct = clients(&aws(&emulators)).await;
     create_stream(&direct, "creds", 2).await;
 
@@ -197,7 +216,12 @@ async fn an_assumed_role_signs_every_call_and_is_renewed_before_it_expires() {
         source: sts.keys("base"),
         role: Some(role(&sts.fact("role_arn"), &sts_log.url, Some(sts.fact("external_id")), lifetime)),
     };
-    let engine = ConsumerEngine::start(settings("creds", "creds-app"), clients(&through(&kinesis, &dynamodb, credentials)).await).await.unwrap();
+    let engine = ConsumerEngine::start(
+        settings("creds", "creds-app"),
+        clients(&through(&kinesis, &dynamodb, credentials)).await,
+    )
+    .await
+    .unwrap();
     // Records keep coming for more than two of the sessions' lifetimes.
     let started = std::time::Instant::now();
     let mut sent = 0;
@@ -215,12 +239,20 @@ async fn an_assumed_role_signs_every_call_and_is_renewed_before_it_expires() {
     let issued = sts_log.issued();
     for r in sts_log.requests() {
         assert_eq!(r["action"], "AssumeRole", "{r}");
-        assert_eq!(r["key"].as_str(), Some(sts.facts["base"]["id"].as_str().unwrap()), "AssumeRole signed by the base keys: {r}");
+        assert_eq!(
+            r["key"].as_str(),
+            Some(sts.facts["base"]["id"].as_str().unwrap()),
+            "AssumeRole signed by the base keys: {r}"
+        );
     }
     let on_kinesis = signed_by_issued_keys(&kinesis, &issued);
     let on_dynamodb = signed_by_issued_keys(&dynamodb, &issued);
     assert!(on_kinesis.len() >= 2, "the session was renewed: Kinesis saw {on_kinesis:?}, STS issued {}", issued.len());
-    assert!(on_dynamodb.len() >= 2, "the session was renewed: DynamoDB saw {on_dynamodb:?}, STS issued {}", issued.len());
+    assert!(
+        on_dynamodb.len() >= 2,
+        "the session was renewed: DynamoDB saw {on_dynamodb:?}, STS issued {}",
+        issued.len()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -229,16 +261,25 @@ async fn a_denied_assume_role_names_the_role_and_the_reason_and_no_secret() {
     let emulators = Emulators::start("creds-denied");
     let sts = Sts::start();
     let dir = temp_dir("creds-denied");
-    let (kinesis, dynamodb) = (Recorder::start(&emulators.kinesis, &dir, "kinesis"), Recorder::start(&emulators.dynamodb, &dir, "dynamodb"));
+    let (kinesis, dynamodb) =
+        (Recorder::start(&emulators.kinesis, &dir, "kinesis"), Recorder::start(&emulators.dynamodb, &dir, "dynamodb"));
     let role_arn = sts.fact("role_arn");
     let cases = [
-        ("a caller the role does not trust", sts.keys("denied_base"), Some(sts.fact("external_id")), sts.secret("denied_base")),
+        (
+            "a caller the role does not trust",
+            sts.keys("denied_base"),
+            Some(sts.fact("external_id")),
+            sts.secret("denied_base"),
+        ),
         ("the wrong external ID", sts.keys("base"), Some("not-the-external-id".to_owned()), sts.secret("base")),
         // No external ID at all is refused by IAM (a StringEquals condition on an absent key fails), but
         // moto 5.2.5 lets it through, so that case is not tested here.
     ];
     for (case, source, external_id, secret) in cases {
-        let credentials = AwsCredentials { source, role: Some(role(&role_arn, &sts.fact("sts"), external_id, Duration::from_secs(900))) };
+        let credentials = AwsCredentials {
+            source,
+            role: Some(role(&role_arn, &sts.fact("sts"), external_id, Duration::from_secs(900))),
+        };
         let settings_ = through(&kinesis, &dynamodb, credentials);
         let provider = credentials_provider(&settings_).await.expect("a provider");
         let error = provider.provide_credentials().await.expect_err(case);
@@ -251,7 +292,10 @@ async fn a_denied_assume_role_names_the_role_and_the_reason_and_no_secret() {
         let text = engine.err().expect("the start fails").to_string();
         assert!(text.contains(&role_arn) && !text.contains(&secret), "{case}: the engine's error: {text}");
     }
-    assert!(kinesis.requests().iter().chain(dynamodb.requests().iter()).all(|r| r["key"].is_null()), "nothing signed reached the services");
+    assert!(
+        kinesis.requests().iter().chain(dynamodb.requests().iter()).all(|r| r["key"].is_null()),
+        "nothing signed reached the services"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -260,8 +304,11 @@ async fn a_web_identity_token_is_exchanged_for_the_role_at_each_refresh() {
     let emulators = Emulators::start("creds-web");
     let sts = Sts::start();
     let dir = temp_dir("creds-web");
-    let (kinesis, dynamodb, sts_log) =
-        (Recorder::start(&emulators.kinesis, &dir, "kinesis"), Recorder::start(&emulators.dynamodb, &dir, "dynamodb"), Recorder::start(&sts.fact("sts_web"), &dir, "sts"));
+    let (kinesis, dynamodb, sts_log) = (
+        Recorder::start(&emulators.kinesis, &dir, "kinesis"),
+        Recorder::start(&emulators.dynamodb, &dir, "dynamodb"),
+        Recorder::start(&sts.fact("sts_web"), &dir, "sts"),
+    );
     let direct = clients(&aws(&emulators)).await;
     create_stream(&direct, "web", 1).await;
     put(&direct, "web", 0, 10).await;
@@ -273,17 +320,26 @@ async fn a_web_identity_token_is_exchanged_for_the_role_at_each_refresh() {
 
     // No token file yet: the error names the file and the role.
     let provider = credentials_provider(&through(&kinesis, &dynamodb, web(&token_file))).await.unwrap();
-    let text = kinesnow_core::kinesis::sdk_error_text(&provider.provide_credentials().await.expect_err("no token file"));
+    let text =
+        kinesnow_core::kinesis::sdk_error_text(&provider.provide_credentials().await.expect_err("no token file"));
     assert!(text.contains(&token_file.display().to_string()) && text.contains(&sts.fact("web_role_arn")), "{text}");
 
     std::fs::write(&token_file, "eyJhbGciOiJSUzI1NiJ9.first-token.sig\n").unwrap();
-    let engine = ConsumerEngine::start(settings("web", "web-app"), clients(&through(&kinesis, &dynamodb, web(&token_file))).await).await.unwrap();
+    let engine = ConsumerEngine::start(
+        settings("web", "web-app"),
+        clients(&through(&kinesis, &dynamodb, web(&token_file))).await,
+    )
+    .await
+    .unwrap();
     let (got, _) = drain_within(&engine, 10, true, Duration::from_secs(60)).await;
     engine.stop().await;
     assert_eq!(got.values().map(Vec::len).sum::<usize>(), 10);
     let issued = sts_log.issued();
     let exchanges = sts_log.requests();
-    assert!(exchanges.iter().all(|r| r["action"] == "AssumeRoleWithWebIdentity" && r["key"].is_null()), "unsigned exchanges: {exchanges:?}");
+    assert!(
+        exchanges.iter().all(|r| r["action"] == "AssumeRoleWithWebIdentity" && r["key"].is_null()),
+        "unsigned exchanges: {exchanges:?}"
+    );
     signed_by_issued_keys(&kinesis, &issued);
     signed_by_issued_keys(&dynamodb, &issued);
     let _ = std::fs::remove_dir_all(&dir);
@@ -294,8 +350,11 @@ async fn a_profile_of_a_credentials_file_signs_the_calls_and_can_assume_a_role()
     let emulators = Emulators::start("creds-profile");
     let sts = Sts::start();
     let dir = temp_dir("creds-profile");
-    let (kinesis, dynamodb, sts_log) =
-        (Recorder::start(&emulators.kinesis, &dir, "kinesis"), Recorder::start(&emulators.dynamodb, &dir, "dynamodb"), Recorder::start(&sts.fact("sts"), &dir, "sts"));
+    let (kinesis, dynamodb, sts_log) = (
+        Recorder::start(&emulators.kinesis, &dir, "kinesis"),
+        Recorder::start(&emulators.dynamodb, &dir, "dynamodb"),
+        Recorder::start(&sts.fact("sts"), &dir, "sts"),
+    );
     let file = dir.join("credentials");
     let base = &sts.facts["base"];
     std::fs::write(
@@ -314,7 +373,10 @@ async fn a_profile_of_a_credentials_file_signs_the_calls_and_can_assume_a_role()
     let keys: Vec<Value> = kinesis.requests().iter().map(|r| r["key"].clone()).collect();
     assert_eq!(keys, vec![base["id"].clone()], "the profile's keys signed ListStreams");
 
-    let assumed = AwsCredentials { source: profile, role: Some(role(&sts.fact("role_arn"), &sts_log.url, Some(sts.fact("external_id")), Duration::from_secs(900))) };
+    let assumed = AwsCredentials {
+        source: profile,
+        role: Some(role(&sts.fact("role_arn"), &sts_log.url, Some(sts.fact("external_id")), Duration::from_secs(900))),
+    };
     let c = clients(&through(&kinesis, &dynamodb, assumed)).await;
     c.kinesis.list_streams().send().await.unwrap();
     c.dynamodb.list_tables().send().await.unwrap();
@@ -340,7 +402,12 @@ async fn an_assumed_role_is_obtained_through_the_proxy_like_every_call() {
     let mut proxied = aws(&emulators);
     proxied.credentials = AwsCredentials {
         source: sts.keys("base"),
-        role: Some(role(&sts.fact("role_arn"), &sts.fact("sts"), Some(sts.fact("external_id")), Duration::from_secs(900))),
+        role: Some(role(
+            &sts.fact("role_arn"),
+            &sts.fact("sts"),
+            Some(sts.fact("external_id")),
+            Duration::from_secs(900),
+        )),
     };
     proxied.proxy = Proxy::Http(HttpProxy {
         host: "127.0.0.1".into(),
@@ -353,8 +420,13 @@ async fn an_assumed_role_is_obtained_through_the_proxy_like_every_call() {
     assert_eq!(got.values().map(Vec::len).sum::<usize>(), 10, "every record read");
     let requests = tinyproxy.requests();
     let port = |url: &str| url.trim_end_matches('/').rsplit(':').next().unwrap().to_owned();
-    for (what, url) in [("STS", sts.fact("sts")), ("Kinesis", emulators.kinesis.clone()), ("DynamoDB", emulators.dynamodb.clone())] {
+    for (what, url) in
+        [("STS", sts.fact("sts")), ("Kinesis", emulators.kinesis.clone()), ("DynamoDB", emulators.dynamodb.clone())]
+    {
         let target = format!("http://127.0.0.1:{}/", port(&url));
-        assert!(requests.iter().any(|(m, t)| m == "POST" && t.starts_with(&target)), "{what} through the proxy: {requests:?}");
+        assert!(
+            requests.iter().any(|(m, t)| m == "POST" && t.starts_with(&target)),
+            "{what} through the proxy: {requests:?}"
+        );
     }
 }

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
 use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::{clients, AwsClients};
 use kinesnow_core::component::Component;
@@ -68,7 +70,11 @@ async fn create_table(c: &AwsClients, name: &str, keys: &[(&str, KeyType)]) {
     for (key, kind) in keys {
         request = request
             .attribute_definitions(
-                AttributeDefinition::builder().attribute_name(*key).attribute_type(ScalarAttributeType::S).build().unwrap(),
+                AttributeDefinition::builder()
+                    .attribute_name(*key)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
             )
             .key_schema(KeySchemaElement::builder().attribute_name(*key).key_type(kind.clone()).build().unwrap());
     }
@@ -162,7 +168,11 @@ fn a_start_waiting_for_another_nodes_migration_returns_at_once_is_cancelled_clea
     alive.store(false, Ordering::SeqCst);
     rt.block_on(other).unwrap();
     std::thread::sleep(Duration::from_secs(3)); // an orphan start would take the free lock and migrate now
-    assert_eq!(rt.block_on(key_schema(&c, "slow-app")), Some(vec!["leaseKey".to_owned()]), "the KCL table is untouched");
+    assert_eq!(
+        rt.block_on(key_schema(&c, "slow-app")),
+        Some(vec!["leaseKey".to_owned()]),
+        "the KCL table is untouched"
+    );
     let copy = rt.block_on(c.dynamodb.scan().table_name("slow-app_migration").send()).unwrap();
     assert_eq!(copy.count(), 0, "no lock taken, nothing copied: {:?}", copy.items());
 
@@ -171,7 +181,8 @@ fn a_start_waiting_for_another_nodes_migration_returns_at_once_is_cancelled_clea
     second.start(2).unwrap();
     wait_until("the engine to run", Duration::from_secs(60), || second.startup_status().is_none());
     let got = poll_flow_files(&second, 3);
-    let data: Vec<String> = got.iter().flat_map(|s| &s.flow_files).map(|f| String::from_utf8(f.content.clone()).unwrap()).collect();
+    let data: Vec<String> =
+        got.iter().flat_map(|s| &s.flow_files).map(|f| String::from_utf8(f.content.clone()).unwrap()).collect();
     assert_eq!(data, vec![r#"{"n":0}"#, r#"{"n":1}"#, r#"{"n":2}"#]);
     let store = LeaseStore::new(c.dynamodb.clone(), "slow-app", "slow");
     assert_eq!(rt.block_on(store.scan()).unwrap().nodes.len(), 1, "this node's heartbeat while it runs");
@@ -202,7 +213,11 @@ fn a_seventy_kilobyte_partition_key_reaches_java_intact_and_the_shard_keeps_flow
     wait_until("the engine to run", Duration::from_secs(60), || consumer.startup_status().is_none());
     let got: Vec<_> = poll_flow_files(&consumer, 4).into_iter().flat_map(|s| s.flow_files).collect();
     let keys: Vec<&str> = got.iter().map(|f| &*f.partition_key).collect();
-    assert_eq!(keys, vec!["before", long_key.as_str(), "after", "plain"], "every record, the long key intact, in order");
+    assert_eq!(
+        keys,
+        vec!["before", long_key.as_str(), "after", "plain"],
+        "every record, the long key intact, in order"
+    );
     assert_eq!(got[1].content, b"{\"n\":1}");
     assert_eq!(got[1].first_sub, Some(1));
 

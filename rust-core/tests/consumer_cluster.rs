@@ -62,7 +62,8 @@ impl Node {
         let engine = Arc::new(ConsumerEngine::start(s, clients(&aws(e)).await).await.unwrap());
         let polling = Arc::new(AtomicBool::new(true));
         let running = Arc::new(AtomicBool::new(true));
-        let task = tokio::spawn(poll_loop(name.to_owned(), engine.clone(), polling.clone(), running.clone(), deliveries));
+        let task =
+            tokio::spawn(poll_loop(name.to_owned(), engine.clone(), polling.clone(), running.clone(), deliveries));
         Node { engine, polling, running, task }
     }
 
@@ -84,7 +85,13 @@ impl Node {
     }
 }
 
-async fn poll_loop(name: String, engine: Arc<ConsumerEngine>, polling: Arc<AtomicBool>, running: Arc<AtomicBool>, out: Arc<Deliveries>) {
+async fn poll_loop(
+    name: String,
+    engine: Arc<ConsumerEngine>,
+    polling: Arc<AtomicBool>,
+    running: Arc<AtomicBool>,
+    out: Arc<Deliveries>,
+) {
     while running.load(Ordering::SeqCst) {
         if !polling.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -129,7 +136,11 @@ async fn wait_for_all(deliveries: &Deliveries, expected: &BTreeSet<String>, limi
         }
         if start.elapsed() > limit {
             let missing: Vec<_> = expected.difference(&got).take(10).collect();
-            panic!("{} of {} records never delivered, e.g. {missing:?}", expected.difference(&got).count(), expected.len());
+            panic!(
+                "{} of {} records never delivered, e.g. {missing:?}",
+                expected.difference(&got).count(),
+                expected.len()
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -178,7 +189,11 @@ async fn shares_stay_even_as_nodes_join_and_leave_with_no_record_lost() {
     let stopped = Instant::now();
     b.stop().await;
     let took = wait_until("a and c cover b's shards", Duration::from_secs(6), || even(&[&a, &c3], 6)).await;
-    eprintln!("shards of a stopped node taken over {:?} after its stop returned ({:?} after stop began)", took, stopped.elapsed());
+    eprintln!(
+        "shards of a stopped node taken over {:?} after its stop returned ({:?} after stop began)",
+        took,
+        stopped.elapsed()
+    );
 
     let written = producer.stop().await;
     wait_for_all(&deliveries, &written, Duration::from_secs(60)).await;
@@ -212,11 +227,18 @@ async fn a_killed_nodes_shards_are_read_by_another_node_within_the_failover_time
     b.kill();
     wait_until("a holds all four", Duration::from_secs(15), || a.shards().len() == 4).await;
     let after_kill = || {
-        deliveries.snapshot().iter().filter(|d| d.node == "a" && orphaned.contains(&d.shard) && d.at > killed).map(|d| d.at).min()
+        deliveries
+            .snapshot()
+            .iter()
+            .filter(|d| d.node == "a" && orphaned.contains(&d.shard) && d.at > killed)
+            .map(|d| d.at)
+            .min()
     };
     wait_until("a delivers from the orphaned shards", Duration::from_secs(15), || after_kill().is_some()).await;
     let failover = after_kill().unwrap() - killed;
-    eprintln!("failover: first record of the killed node's shards delivered by another node {failover:?} after the kill");
+    eprintln!(
+        "failover: first record of the killed node's shards delivered by another node {failover:?} after the kill"
+    );
     // About the 7 s timeout plus a scan; loose here for loaded CI machines, bench/leases.sh measures it.
     assert!(failover < Duration::from_secs(15), "default failover (7 s timeout): {failover:?}");
 
@@ -235,7 +257,14 @@ async fn a_node_paused_past_the_failover_time_can_neither_checkpoint_nor_deliver
     let c = clients(&aws(&e)).await;
     create_stream(&c, "fenced", 1).await;
     for i in 0..5 {
-        c.kinesis.put_record().stream_name("fenced").partition_key("k").data(Blob::new(format!("r{i}"))).send().await.unwrap();
+        c.kinesis
+            .put_record()
+            .stream_name("fenced")
+            .partition_key("k")
+            .data(Blob::new(format!("r{i}")))
+            .send()
+            .await
+            .unwrap();
     }
     let a = ConsumerEngine::start(settings("fenced", "fenced-app"), clients(&aws(&e)).await).await.unwrap();
     let batch = a.poll(1 << 20, Duration::from_secs(10)).await.expect("a batch");
@@ -246,18 +275,29 @@ async fn a_node_paused_past_the_failover_time_can_neither_checkpoint_nor_deliver
     let b = ConsumerEngine::start(settings("fenced", "fenced-app"), clients(&aws(&e)).await).await.unwrap();
     wait_until("b takes the silent node's lease", Duration::from_secs(20), || !b.leased_shards().is_empty()).await;
     for i in 5..8 {
-        c.kinesis.put_record().stream_name("fenced").partition_key("k").data(Blob::new(format!("r{i}"))).send().await.unwrap();
+        c.kinesis
+            .put_record()
+            .stream_name("fenced")
+            .partition_key("k")
+            .data(Blob::new(format!("r{i}")))
+            .send()
+            .await
+            .unwrap();
     }
-    assert!(a.poll(1 << 20, Duration::from_secs(2)).await.is_none(), "a delivers nothing once it may have been judged dead");
+    assert!(
+        a.poll(1 << 20, Duration::from_secs(2)).await.is_none(),
+        "a delivers nothing once it may have been judged dead"
+    );
 
     a.ack(batch.id).await.unwrap();
-    let rows: HashMap<String, (Checkpoint, Option<String>)> = LeaseStore::new(c.dynamodb.clone(), "fenced-app", "fenced")
-        .rows()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(s, c, o)| (s, (c, o)))
-        .collect();
+    let rows: HashMap<String, (Checkpoint, Option<String>)> =
+        LeaseStore::new(c.dynamodb.clone(), "fenced-app", "fenced")
+            .rows()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(s, c, o)| (s, (c, o)))
+            .collect();
     assert_eq!(rows[&shard], (Checkpoint::None, Some(b.owner().to_owned())), "a's late checkpoint was refused");
     assert!(a.leased_shards().is_empty(), "the fenced shard is dropped at once");
 
@@ -265,7 +305,9 @@ async fn a_node_paused_past_the_failover_time_can_neither_checkpoint_nor_deliver
     let mut got = Vec::new();
     while got.len() < 8 {
         let batch = b.poll(1 << 20, Duration::from_secs(10)).await.expect("b delivers");
-        got.extend(batch.shards.iter().flat_map(|s| s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap())));
+        got.extend(
+            batch.shards.iter().flat_map(|s| s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap())),
+        );
         b.ack(batch.id).await.unwrap();
     }
     assert_eq!(got, (0..8).map(|i| format!("r{i}")).collect::<Vec<_>>());
@@ -292,7 +334,9 @@ async fn long_back_pressure_changes_no_lease_and_leases_cost_one_write_per_heart
     tokio::time::sleep(window).await;
     let writes = a.engine.dynamodb_writes() + b.engine.dynamodb_writes() - before;
     let per_lease = writes as f64 / 8.0 / window.as_secs_f64();
-    eprintln!("idle: {writes} writes in {window:?} for 8 leases on 2 nodes = {per_lease:.3} writes per lease per second");
+    eprintln!(
+        "idle: {writes} writes in {window:?} for 8 leases on 2 nodes = {per_lease:.3} writes per lease per second"
+    );
     assert!(per_lease <= 0.1, "{per_lease} writes per lease per second");
 
     // b's success connection is full for twice the failover time while records keep coming.
@@ -403,7 +447,10 @@ async fn per_key_order_holds_across_a_split_and_a_merge_on_two_nodes() {
     let split_gap = split_children.iter().map(|ch| first(ch)).min().unwrap().saturating_duration_since(last(&parent));
     eprintln!("parent end to first child record: split {split_gap:?}, merge {merge_gap:?}");
     // Tens of milliseconds (bench/leases.sh); loose here for loaded CI machines.
-    assert!(split_gap < Duration::from_secs(5) && merge_gap < Duration::from_secs(5), "children start at once: {split_gap:?} {merge_gap:?}");
+    assert!(
+        split_gap < Duration::from_secs(5) && merge_gap < Duration::from_secs(5),
+        "children start at once: {split_gap:?} {merge_gap:?}"
+    );
     a.stop().await;
     b.stop().await;
 }
@@ -449,7 +496,14 @@ async fn bench_lease_timings() {
         let orphaned = b.shards();
         let killed = Instant::now();
         b.kill();
-        let first = || deliveries.snapshot().iter().filter(|d| d.node == "a" && orphaned.contains(&d.shard) && d.at > killed).map(|d| d.at).min();
+        let first = || {
+            deliveries
+                .snapshot()
+                .iter()
+                .filter(|d| d.node == "a" && orphaned.contains(&d.shard) && d.at > killed)
+                .map(|d| d.at)
+                .min()
+        };
         wait_until("take-over", Duration::from_secs(30), || first().is_some()).await;
         failover.push(first().unwrap() - killed);
 
@@ -473,8 +527,18 @@ async fn bench_lease_timings() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let parent = a.shards().into_iter().next().unwrap();
         let (start, end) = hash_range(&c, &stream, &parent).await;
-        c.kinesis.split_shard().stream_name(&stream).shard_to_split(&parent).new_starting_hash_key((start + (end - start) / 2).to_string()).send().await.unwrap();
-        wait_until("children read", Duration::from_secs(30), || deliveries.snapshot().iter().any(|d| d.shard != parent)).await;
+        c.kinesis
+            .split_shard()
+            .stream_name(&stream)
+            .shard_to_split(&parent)
+            .new_starting_hash_key((start + (end - start) / 2).to_string())
+            .send()
+            .await
+            .unwrap();
+        wait_until("children read", Duration::from_secs(30), || {
+            deliveries.snapshot().iter().any(|d| d.shard != parent)
+        })
+        .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let all = deliveries.snapshot();
         let last_parent = all.iter().filter(|d| d.shard == parent).map(|d| d.at).max().unwrap();
@@ -505,9 +569,21 @@ async fn bench_lease_timings() {
     let idle_1 = write_rate(&[&a], 1, Duration::from_secs(30)).await;
     a.stop().await;
 
-    println!("| failover after kill -9 (first record of the dead node's shards at another node) | {:.1} s | {:?} |", median(failover.clone()).as_secs_f64(), failover);
-    println!("| hand-over after a stop (other node holds every shard) | {:.2} s | {:?} |", median(hand_over.clone()).as_secs_f64(), hand_over);
-    println!("| split: parent's last record to first child record | {} ms | {:?} |", median(split_gap.clone()).as_millis(), split_gap);
+    println!(
+        "| failover after kill -9 (first record of the dead node's shards at another node) | {:.1} s | {:?} |",
+        median(failover.clone()).as_secs_f64(),
+        failover
+    );
+    println!(
+        "| hand-over after a stop (other node holds every shard) | {:.2} s | {:?} |",
+        median(hand_over.clone()).as_secs_f64(),
+        hand_over
+    );
+    println!(
+        "| split: parent's last record to first child record | {} ms | {:?} |",
+        median(split_gap.clone()).as_millis(),
+        split_gap
+    );
     println!("| lease-table writes per lease per second, idle, 4 leases per node | {idle_4:.3} | |");
     println!("| lease-table writes per lease per second, idle, 1 lease per node | {idle_1:.3} | |");
     println!("| lease-table writes per lease per second, ~200 records/s over 8 shards (checkpoints included) | {flowing_4:.3} | |");

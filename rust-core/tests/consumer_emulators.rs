@@ -20,7 +20,8 @@ async fn every_record_once_in_shard_order_and_resume_after_restart() {
     create_stream(&c, "orders", 3).await;
     let first = put(&c, "orders", 0, 120).await;
 
-    let engine = ConsumerEngine::start(settings("orders", "orders-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let engine =
+        ConsumerEngine::start(settings("orders", "orders-app"), clients(&aws(&emulators)).await).await.unwrap();
     assert_eq!(engine.leased_shards().len(), 3);
     let (got, _) = drain(&engine, first.len(), true).await;
     assert_eq!(got, by_shard(&first), "every record, once, in shard order");
@@ -37,7 +38,8 @@ async fn every_record_once_in_shard_order_and_resume_after_restart() {
 
     // A restarted engine delivers only what came after the checkpoints.
     let second = put(&c, "orders", 120, 30).await;
-    let engine = ConsumerEngine::start(settings("orders", "orders-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let engine =
+        ConsumerEngine::start(settings("orders", "orders-app"), clients(&aws(&emulators)).await).await.unwrap();
     let (got, _) = drain(&engine, second.len(), true).await;
     assert_eq!(got, by_shard(&second));
     assert!(engine.poll(1024 * 1024, Duration::from_millis(1500)).await.is_none(), "nothing more");
@@ -52,7 +54,8 @@ async fn unacknowledged_and_nacked_batches_are_delivered_again() {
     create_stream(&c, "clicks", 1).await;
     let put1 = put(&c, "clicks", 0, 40).await;
 
-    let engine = ConsumerEngine::start(settings("clicks", "clicks-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let engine =
+        ConsumerEngine::start(settings("clicks", "clicks-app"), clients(&aws(&emulators)).await).await.unwrap();
     let (got, batches) = drain(&engine, 40, false).await;
     assert_eq!(got, by_shard(&put1));
     // NiFi's commit failed: everything comes again, in order.
@@ -67,8 +70,12 @@ async fn unacknowledged_and_nacked_batches_are_delivered_again() {
     assert_eq!(pending, by_shard(&put2));
     drop(engine); // no stop: like a killed node, the lease stays until its heartbeat is seen stopped
 
-    let engine = ConsumerEngine::start(settings("clicks", "clicks-app"), clients(&aws(&emulators)).await).await.unwrap();
-    assert!(engine.leased_shards().is_empty(), "the dead node's lease is not taken before its heartbeat is seen stopped");
+    let engine =
+        ConsumerEngine::start(settings("clicks", "clicks-app"), clients(&aws(&emulators)).await).await.unwrap();
+    assert!(
+        engine.leased_shards().is_empty(),
+        "the dead node's lease is not taken before its heartbeat is seen stopped"
+    );
     let (replayed, _) = drain(&engine, 10, true).await;
     assert_eq!(replayed, by_shard(&put2), "exactly the uncommitted records come again");
     assert!(engine.poll(1024 * 1024, Duration::from_millis(1500)).await.is_none());
@@ -89,7 +96,14 @@ async fn kpl_aggregates_resume_exactly_at_the_committed_sub_record() {
         c.kinesis.put_record().stream_name("kpl").partition_key("agg").data(Blob::new(blob)).send().await.unwrap();
         expected.extend(users.into_iter().map(|(_, d)| d));
         if a == 0 {
-            c.kinesis.put_record().stream_name("kpl").partition_key("plain").data(Blob::new("plain")).send().await.unwrap();
+            c.kinesis
+                .put_record()
+                .stream_name("kpl")
+                .partition_key("plain")
+                .data(Blob::new("plain"))
+                .send()
+                .await
+                .unwrap();
             expected.push("plain".into());
         }
     }
@@ -129,13 +143,29 @@ async fn with_latest_a_childs_records_written_before_its_lease_are_not_skipped()
     let (got, _) = drain(&engine, 5, true).await;
     assert_eq!(got, by_shard(&before), "LATEST reads what is written after the start");
 
-    c.kinesis.split_shard().stream_name("events").shard_to_split(&parent).new_starting_hash_key("170141183460469231731687303715884105728").send().await.unwrap();
+    c.kinesis
+        .split_shard()
+        .stream_name("events")
+        .shard_to_split(&parent)
+        .new_starting_hash_key("170141183460469231731687303715884105728")
+        .send()
+        .await
+        .unwrap();
     // Written at once, before the engine has seen the parent end and leased the children.
     let mut children: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
     for i in 0..10 {
         let hash = if i % 2 == 0 { "1" } else { "300000000000000000000000000000000000000" };
         let data = format!("{{\"child\":{i}}}");
-        let out = c.kinesis.put_record().stream_name("events").partition_key("k").explicit_hash_key(hash).data(Blob::new(data.clone())).send().await.unwrap();
+        let out = c
+            .kinesis
+            .put_record()
+            .stream_name("events")
+            .partition_key("k")
+            .explicit_hash_key(hash)
+            .data(Blob::new(data.clone()))
+            .send()
+            .await
+            .unwrap();
         assert_ne!(out.shard_id(), parent, "written to a child");
         children.entry(out.shard_id().to_owned()).or_default().push(data);
     }

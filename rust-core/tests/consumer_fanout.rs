@@ -15,10 +15,10 @@
 use crate::support;
 #[path = "support/h2_tls_proxy.rs"]
 mod h2_tls_proxy;
-#[path = "support/tinyproxy.rs"]
-pub(crate) mod tinyproxy;
 #[path = "support/resharding.rs"]
 mod resharding;
+#[path = "support/tinyproxy.rs"]
+pub(crate) mod tinyproxy;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -156,7 +156,9 @@ async fn subscriptions_are_renewed_across_the_five_minute_limit_without_gaps_or_
         while tokio::time::Instant::now() < deadline {
             if let Some(batch) = engine.poll(1 << 20, Duration::from_millis(500)).await {
                 for s in &batch.shards {
-                    got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+                    got.entry(s.shard_id.clone())
+                        .or_default()
+                        .extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
                 }
                 engine.ack(batch.id).await.unwrap();
             }
@@ -188,7 +190,10 @@ async fn subscriptions_are_renewed_across_the_five_minute_limit_without_gaps_or_
 /// GetShardIterator + GetRecords confirms the end (`consumer::end_probe`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fan_out_reads_every_record_in_key_order_across_a_split_and_a_merge() {
-    use resharding::{assert_per_key_write_order, duplicates, merge, open_shards, poll_and_ack, split, wait_for_all, Deliveries, Producer};
+    use resharding::{
+        assert_per_key_write_order, duplicates, merge, open_shards, poll_and_ack, split, wait_for_all, Deliveries,
+        Producer,
+    };
     log();
     let e = Emulators::start("efo-reshard");
     let c = clients(&aws(&e)).await;
@@ -196,7 +201,9 @@ async fn fan_out_reads_every_record_in_key_order_across_a_split_and_a_merge() {
     let producer = Producer::start(&c, "efo-reshard", 40, Duration::from_millis(5));
     tokio::time::sleep(Duration::from_secs(2)).await; // records before the engine starts
 
-    let engine = std::sync::Arc::new(ConsumerEngine::start(fan_out("efo-reshard", "efo-reshard-app"), clients(&aws(&e)).await).await.unwrap());
+    let engine = std::sync::Arc::new(
+        ConsumerEngine::start(fan_out("efo-reshard", "efo-reshard-app"), clients(&aws(&e)).await).await.unwrap(),
+    );
     let deliveries = std::sync::Arc::new(Deliveries::default());
     let (polling, poller) = poll_and_ack(engine.clone(), deliveries.clone());
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -231,11 +238,15 @@ async fn fan_out_reads_every_record_in_key_order_across_a_split_and_a_merge() {
     let last = |shard: &str| all.iter().filter(|d| d.shard == shard).map(|d| d.at).max().unwrap();
     let final_open = open_shards(&c, "efo-reshard").await;
     let merged = &final_open.iter().find(|(id, _, _)| !after_split.iter().any(|(o, _, _)| o == id)).unwrap().0;
-    let split_gap = first(&after_split[0].0).min(first(&after_split[1].0)).saturating_duration_since(last(&before[0].0));
+    let split_gap =
+        first(&after_split[0].0).min(first(&after_split[1].0)).saturating_duration_since(last(&before[0].0));
     let merge_gap = first(merged).saturating_duration_since(last(&after_split[1].0).max(last(&after_split[2].0)));
     eprintln!("parent's last record to a child's first: split {split_gap:?}, merge {merge_gap:?}");
     let probes = engine.fan_out_stats().end_probes.load(Ordering::Relaxed);
-    assert_eq!(probes, 3, "the ends of the three parents (kinesis-local sends no ChildShards) were confirmed by GetRecords");
+    assert_eq!(
+        probes, 3,
+        "the ends of the three parents (kinesis-local sends no ChildShards) were confirmed by GetRecords"
+    );
     engine.stop().await;
 }
 
@@ -302,7 +313,11 @@ async fn bench_fan_out_against_polling() {
     let mut rows: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for round in 0..rounds {
         for (mode, efo) in [("polling", false), ("fan-out", true)] {
-            let mut s = if efo { fan_out("backlog", &format!("b{round}-efo")) } else { settings("backlog", &format!("b{round}-poll")) };
+            let mut s = if efo {
+                fan_out("backlog", &format!("b{round}-efo"))
+            } else {
+                settings("backlog", &format!("b{round}-poll"))
+            };
             s.max_buffer_size = 64 << 20;
             s.max_records_per_request = 10_000; // polling at its most (the processor's default is 1000)
             let engine = ConsumerEngine::start(s, clients(&aws(&e)).await).await.unwrap();
@@ -324,18 +339,38 @@ async fn bench_fan_out_against_polling() {
 
     // Latency: both consumers on one live stream, a record every 20 ms for 30 s.
     create_stream(&c, "live", 2).await;
-    let polling = std::sync::Arc::new(ConsumerEngine::start(settings("live", "live-poll"), clients(&aws(&e)).await).await.unwrap());
-    let efo = std::sync::Arc::new(ConsumerEngine::start(fan_out("live", "live-efo"), clients(&aws(&e)).await).await.unwrap());
+    let polling = std::sync::Arc::new(
+        ConsumerEngine::start(settings("live", "live-poll"), clients(&aws(&e)).await).await.unwrap(),
+    );
+    let efo =
+        std::sync::Arc::new(ConsumerEngine::start(fan_out("live", "live-efo"), clients(&aws(&e)).await).await.unwrap());
     tokio::time::sleep(Duration::from_secs(3)).await;
     let until = tokio::time::Instant::now() + Duration::from_secs(33);
     let (p, f) = (tokio::spawn(latencies(polling.clone(), until)), tokio::spawn(latencies(efo.clone(), until)));
     for i in 0..1500 {
-        c.kinesis.put_record().stream_name("live").partition_key(format!("k{i}")).data(Blob::new(now_ms().to_string())).send().await.unwrap();
+        c.kinesis
+            .put_record()
+            .stream_name("live")
+            .partition_key(format!("k{i}"))
+            .data(Blob::new(now_ms().to_string()))
+            .send()
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (mut p, mut f) = (p.await.unwrap(), f.await.unwrap());
-    println!("| polling: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |", percentile(&mut p, 50), percentile(&mut p, 95), p.len());
-    println!("| fan-out: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |", percentile(&mut f, 50), percentile(&mut f, 95), f.len());
+    println!(
+        "| polling: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |",
+        percentile(&mut p, 50),
+        percentile(&mut p, 95),
+        p.len()
+    );
+    println!(
+        "| fan-out: put to poll latency, live stream | median {} ms | p95 {} ms | {} records |",
+        percentile(&mut f, 50),
+        percentile(&mut f, 95),
+        f.len()
+    );
     polling.stop().await;
     efo.stop().await;
 }
@@ -387,7 +422,8 @@ impl FreezingProxy {
                                     && (!only.load(Ordering::SeqCst) || carries_subscription.load(Ordering::SeqCst))
                             };
                             while frozen() {
-                                tokio::time::sleep(Duration::from_millis(50)).await; // frozen: hold the bytes
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                // frozen: hold the bytes
                             }
                             if cw.write_all(&buf[..n]).await.is_err() {
                                 break;
@@ -491,7 +527,11 @@ async fn records_a_lagging_subscription_missed_before_the_shard_end_come_by_get_
     let mut expected = by_shard(&missed);
     expected.extend(by_shard(&children));
     assert_eq!(got, expected, "the parent's missed records once, in order, and the children's");
-    assert_eq!(engine.fan_out_stats().end_probes.load(Ordering::Relaxed), 1, "the parent's end was confirmed by GetRecords");
+    assert_eq!(
+        engine.fan_out_stats().end_probes.load(Ordering::Relaxed),
+        1,
+        "the parent's end was confirmed by GetRecords"
+    );
     assert_eq!(engine.fan_out_stats().watchdog_replacements.load(Ordering::Relaxed), 0);
     assert!(!engine.leased_shards().contains(&parent), "the parent is finished");
     assert!(engine.poll(1 << 20, Duration::from_millis(2500)).await.is_none(), "nothing more");
@@ -500,7 +540,12 @@ async fn records_a_lagging_subscription_missed_before_the_shard_end_come_by_get_
 
 /// Puts `per_shard` records on every shard of the stream (an explicit hash key inside each shard's
 /// range); returns (shard, data) in put order.
-async fn put_on_every_shard(c: &kinesnow_core::aws::AwsClients, stream: &str, per_shard: usize, pad: usize) -> Vec<(String, String)> {
+async fn put_on_every_shard(
+    c: &kinesnow_core::aws::AwsClients,
+    stream: &str,
+    per_shard: usize,
+    pad: usize,
+) -> Vec<(String, String)> {
     use aws_sdk_kinesis::types::PutRecordsRequestEntry;
     let shards = c.kinesis.list_shards().stream_name(stream).send().await.unwrap();
     let keys: Vec<(String, String)> = shards
@@ -512,14 +557,23 @@ async fn put_on_every_shard(c: &kinesnow_core::aws::AwsClients, stream: &str, pe
     let mut pending: Vec<(String, String, String)> = Vec::new();
     for i in 0..per_shard {
         for (shard, key) in &keys {
-            pending.push((shard.clone(), key.clone(), format!("{{\"n\":{i},\"shard\":\"{shard}\",\"pad\":\"{}\"}}", "x".repeat(pad))));
+            pending.push((
+                shard.clone(),
+                key.clone(),
+                format!("{{\"n\":{i},\"shard\":\"{shard}\",\"pad\":\"{}\"}}", "x".repeat(pad)),
+            ));
         }
     }
     for chunk in pending.chunks(100) {
         let entries = chunk
             .iter()
             .map(|(_, key, data)| {
-                PutRecordsRequestEntry::builder().partition_key("p").explicit_hash_key(key).data(Blob::new(data.clone())).build().unwrap()
+                PutRecordsRequestEntry::builder()
+                    .partition_key("p")
+                    .explicit_hash_key(key)
+                    .data(Blob::new(data.clone()))
+                    .build()
+                    .unwrap()
             })
             .collect::<Vec<_>>();
         let r = c.kinesis.put_records().stream_name(stream).set_records(Some(entries)).send().await.unwrap();
@@ -560,7 +614,8 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
         let mut s = fan_out("wide", &format!("wide-{per_client}"));
         s.fan_out_subscriptions_per_client = per_client;
         let started = tokio::time::Instant::now();
-        let engine = ConsumerEngine::start(s, clients_trusting(&through_proxy, &proxy.ca_pem).await.unwrap()).await.unwrap();
+        let engine =
+            ConsumerEngine::start(s, clients_trusting(&through_proxy, &proxy.ca_pem).await.unwrap()).await.unwrap();
         let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut first: BTreeMap<String, Duration> = BTreeMap::new();
         let deadline = started + Duration::from_secs(60);
@@ -568,7 +623,9 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
             if let Some(batch) = engine.poll(1 << 20, Duration::from_millis(500)).await {
                 for s in &batch.shards {
                     first.entry(s.shard_id.clone()).or_insert_with(|| started.elapsed());
-                    got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+                    got.entry(s.shard_id.clone())
+                        .or_default()
+                        .extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
                 }
                 engine.ack(batch.id).await.unwrap();
             }
@@ -579,7 +636,10 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
         engine.stop().await;
         assert_eq!(got, expected, "pool of {pool}: every record once, in shard order");
 
-        assert!(connections.iter().all(|c| c.alpn.as_deref() == Some("h2")), "HTTP/2 negotiated by ALPN: {connections:?}");
+        assert!(
+            connections.iter().all(|c| c.alpn.as_deref() == Some("h2")),
+            "HTTP/2 negotiated by ALPN: {connections:?}"
+        );
         let carrying: Vec<_> = connections.iter().filter(|c| !c.subscribed_shards().is_empty()).collect();
         let spread: Vec<_> = carrying.iter().map(|c| (c.subscribed_shards().len(), c.max_open_subscriptions)).collect();
         eprintln!(
@@ -595,7 +655,10 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
         for c in &carrying {
             let shards = c.subscribed_shards();
             assert_eq!(shards.len(), per_client, "each pooled client carries its share of the shards: {spread:?}");
-            assert!(c.max_open_subscriptions >= per_client, "its subscriptions were open at once on the one connection: {spread:?}");
+            assert!(
+                c.max_open_subscriptions >= per_client,
+                "its subscriptions were open at once on the one connection: {spread:?}"
+            );
             assert!(c.requests.iter().all(|r| r.operation == "SubscribeToShard"), "pooled clients only subscribe");
             all.extend(shards);
         }
@@ -681,11 +744,21 @@ async fn fan_out_reads_events_no_faster_than_the_buffer_budget_allows() {
         stats.watchdog_replacements.load(Ordering::Relaxed),
     );
     assert_eq!(got, by_shard(&written), "every record once, in shard order, after the stall");
-    assert!(max_held <= bound, "held {max_held} bytes, more than max(Max Buffer Size, one event) + one event per subscription ({bound})");
+    assert!(
+        max_held <= bound,
+        "held {max_held} bytes, more than max(Max Buffer Size, one event) + one event per subscription ({bound})"
+    );
     assert!(max_waiting <= shards, "at most one event per subscription waits for budget: {max_waiting}");
-    assert!(held_at_end_of_stall >= budget / 2, "the budget was full during the stall (the test stalled reading): {held_at_end_of_stall}");
+    assert!(
+        held_at_end_of_stall >= budget / 2,
+        "the budget was full during the stall (the test stalled reading): {held_at_end_of_stall}"
+    );
     assert!((written_bytes as u64) > 4 * bound, "the producer wrote far more than the bound");
-    assert_eq!(stats.watchdog_replacements.load(Ordering::Relaxed), 0, "the stall is not mistaken for a silent subscription");
+    assert_eq!(
+        stats.watchdog_replacements.load(Ordering::Relaxed),
+        0,
+        "the stall is not mistaken for a silent subscription"
+    );
     assert!(engine.poll(1 << 20, Duration::from_millis(2500)).await.is_none(), "nothing more");
     engine.stop().await;
 }
@@ -737,7 +810,12 @@ async fn fan_out_over_http2_goes_through_an_authenticating_proxys_connect_tunnel
         credentials: Some(ProxyCredentials { user: "nifi".into(), password: Secret::new("proxy-pw") }),
     });
 
-    let engine = ConsumerEngine::start(fan_out("proxied", "proxied-app"), clients_trusting(&settings, &terminator.ca_pem).await.unwrap()).await.unwrap();
+    let engine = ConsumerEngine::start(
+        fan_out("proxied", "proxied-app"),
+        clients_trusting(&settings, &terminator.ca_pem).await.unwrap(),
+    )
+    .await
+    .unwrap();
     let (got, _) = drain(&engine, written.len(), true).await;
     let subscriptions = engine.fan_out_stats().subscriptions.load(Ordering::Relaxed);
     engine.stop().await;
@@ -746,7 +824,8 @@ async fn fan_out_over_http2_goes_through_an_authenticating_proxys_connect_tunnel
 
     let requests = tinyproxy.requests();
     let terminator_port = terminator.url.trim_end_matches('/').rsplit(':').next().unwrap().to_owned();
-    let connects = requests.iter().filter(|(m, t)| m == "CONNECT" && t.ends_with(&format!(":{terminator_port}"))).count();
+    let connects =
+        requests.iter().filter(|(m, t)| m == "CONNECT" && t.ends_with(&format!(":{terminator_port}"))).count();
     assert!(connects >= 1, "Kinesis through CONNECT tunnels: {requests:?}");
     let dynamodb_port = e.dynamodb.trim_end_matches('/').rsplit(':').next().unwrap();
     assert!(
@@ -754,6 +833,9 @@ async fn fan_out_over_http2_goes_through_an_authenticating_proxys_connect_tunnel
         "DynamoDB through the proxy: {requests:?}"
     );
     let connections = terminator.connections();
-    assert!(!connections.is_empty() && connections.iter().all(|c| c.alpn.as_deref() == Some("h2")), "HTTP/2 inside the tunnels: {connections:?}");
+    assert!(
+        !connections.is_empty() && connections.iter().all(|c| c.alpn.as_deref() == Some("h2")),
+        "HTTP/2 inside the tunnels: {connections:?}"
+    );
     assert!(connections.iter().any(|c| !c.subscribed_shards().is_empty()), "SubscribeToShard inside a tunnel");
 }

@@ -5,9 +5,9 @@
 //! than 2 GiB at once, so a regression that asks for gigabytes aborts it instead of exhausting the
 //! machine.
 
-mod support;
 #[path = "support/counting_alloc.rs"]
 mod counting_alloc;
+mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,7 +47,9 @@ async fn a_kpl_key_bomb_is_delivered_whole_in_order_within_the_budget() {
     let mut expected: Vec<Got> = Vec::new();
     let put = |data: Vec<u8>| {
         let kinesis = c.kinesis.clone();
-        async move { kinesis.put_record().stream_name("hostile").partition_key("p").data(Blob::new(data)).send().await.unwrap() }
+        async move {
+            kinesis.put_record().stream_name("hostile").partition_key("p").data(Blob::new(data)).send().await.unwrap()
+        }
     };
     for i in 0..20 {
         let data = format!("before-{i}").into_bytes();

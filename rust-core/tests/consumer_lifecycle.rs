@@ -57,9 +57,17 @@ fn per_shard(put: &[(String, String, String)]) -> BTreeMap<String, Vec<String>> 
 async fn split_in_two(c: &AwsClients, stream: &str, shard: &str) -> (String, String) {
     let listed = c.kinesis.list_shards().stream_name(stream).send().await.unwrap();
     let range = listed.shards().iter().find(|s| s.shard_id() == shard).unwrap().hash_key_range().unwrap().clone();
-    let (start, end): (u128, u128) = (range.starting_hash_key().parse().unwrap(), range.ending_hash_key().parse().unwrap());
+    let (start, end): (u128, u128) =
+        (range.starting_hash_key().parse().unwrap(), range.ending_hash_key().parse().unwrap());
     let middle = start + (end - start) / 2 + 1;
-    c.kinesis.split_shard().stream_name(stream).shard_to_split(shard).new_starting_hash_key(middle.to_string()).send().await.unwrap();
+    c.kinesis
+        .split_shard()
+        .stream_name(stream)
+        .shard_to_split(shard)
+        .new_starting_hash_key(middle.to_string())
+        .send()
+        .await
+        .unwrap();
     wait_active(c, stream).await;
     let listed = c.kinesis.list_shards().stream_name(stream).send().await.unwrap();
     let mut children: Vec<(u128, String)> = listed
@@ -163,10 +171,17 @@ async fn a_failed_final_checkpoint_is_retried_then_the_children_are_read() {
     assert!(f.faults.failed("UpdateItem") >= 1, "the final checkpoint write failed");
     f.faults.clear();
     let (got, _) = support::drain_within(&f.engine, 10, true, Duration::from_secs(15)).await;
-    assert_eq!(got, per_shard(&f.children), "once the checkpoint is written the parent finishes and its children are read");
+    assert_eq!(
+        got,
+        per_shard(&f.children),
+        "once the checkpoint is written the parent finishes and its children are read"
+    );
     let parent_id = &f.parent[0].0;
     let last = Position::new(f.parent.last().unwrap().2.clone(), None);
-    assert_eq!(rows(&f.c, "final-checkpoint-app", "final-checkpoint").await[parent_id].0, Checkpoint::ShardEnd(Some(last)));
+    assert_eq!(
+        rows(&f.c, "final-checkpoint-app", "final-checkpoint").await[parent_id].0,
+        Checkpoint::ShardEnd(Some(last))
+    );
     f.engine.stop().await;
 }
 
@@ -176,7 +191,8 @@ async fn a_lease_lost_and_taken_back_by_the_same_engine_has_one_reader() {
     let emulators = Emulators::start("retake");
     let c = clients(&aws(&emulators)).await;
     create_stream(&c, "retake", 1).await;
-    let engine = ConsumerEngine::start(settings("retake", "retake-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let engine =
+        ConsumerEngine::start(settings("retake", "retake-app"), clients(&aws(&emulators)).await).await.unwrap();
     let shard = engine.leased_shards().into_iter().next().expect("the shard is leased");
     let store = LeaseStore::new(c.dynamodb.clone(), "retake-app", "retake");
     let counter = || async {
@@ -196,8 +212,10 @@ async fn a_lease_lost_and_taken_back_by_the_same_engine_has_one_reader() {
             .send()
             .await
             .unwrap();
-        wait_until("the engine takes the lease back", Duration::from_secs(10), || async { counter().await.is_some_and(|c| c > before + 1) })
-            .await;
+        wait_until("the engine takes the lease back", Duration::from_secs(10), || async {
+            counter().await.is_some_and(|c| c > before + 1)
+        })
+        .await;
     }
     let put = put_at(&c, "retake", "r", "1", 30).await;
     let (got, _) = support::drain_within(&engine, 30, true, Duration::from_secs(10)).await;
@@ -224,7 +242,11 @@ async fn a_failed_start_leaves_no_reader_running_and_no_lease_held() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let calls = faults.calls("GetRecords") + faults.calls("GetShardIterator");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(faults.calls("GetRecords") + faults.calls("GetShardIterator"), calls, "no reader runs after the failed start");
+    assert_eq!(
+        faults.calls("GetRecords") + faults.calls("GetShardIterator"),
+        calls,
+        "no reader runs after the failed start"
+    );
     for (shard, (_, owner)) in rows(&c, "failed-start-app", "failed-start").await {
         assert_eq!(owner, None, "the lease of {shard} taken during the failed start is given back");
     }
@@ -257,7 +279,11 @@ async fn concurrent_acks_of_one_shard_never_move_its_checkpoint_backwards() {
     b.await.unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await; // both writes have landed
     let row = rows(&c, "acks-app", "acks").await.into_values().next().unwrap().0;
-    assert_eq!(row, Checkpoint::At(Position::new(last.clone(), None)), "the checkpoint is the later batch's last record");
+    assert_eq!(
+        row,
+        Checkpoint::At(Position::new(last.clone(), None)),
+        "the checkpoint is the later batch's last record"
+    );
     assert_eq!(put.len(), 20);
     engine.stop().await;
 }
@@ -271,13 +297,17 @@ async fn a_row_written_by_nifis_own_consume_kinesis_without_lease_counter_is_tak
     let put = put_at(&c, "legacy", "l", "1", 20).await;
     kinesnow_core::lease::table::ensure_table(&c.dynamodb, "legacy-app", Duration::from_secs(30)).await.unwrap();
     // NiFi's ConsumeKinesis: owner and position, no lease counter; its node is gone.
-    put_row(&c, "legacy-app", &[
-        ("streamName", s("legacy")),
-        ("shardId", s(&put[0].0)),
-        ("leaseOwner", s("nifi-node-1")),
-        ("sequenceNumber", s(&put[9].2)),
-        ("lastUpdateTimestamp", AttributeValue::N("1700000000000".into())),
-    ])
+    put_row(
+        &c,
+        "legacy-app",
+        &[
+            ("streamName", s("legacy")),
+            ("shardId", s(&put[0].0)),
+            ("leaseOwner", s("nifi-node-1")),
+            ("sequenceNumber", s(&put[9].2)),
+            ("lastUpdateTimestamp", AttributeValue::N("1700000000000".into())),
+        ],
+    )
     .await;
     let mut settings: EngineSettings = settings("legacy", "legacy-app");
     settings.failover_timeout = Duration::from_secs(2);
@@ -322,7 +352,12 @@ async fn a_malformed_row_is_skipped_with_a_warning_and_the_other_shards_are_read
     let low = put_at(&c, "malformed", "low", "1", 10).await;
     let high = put_at(&c, "malformed", "high", UPPER, 10).await;
     kinesnow_core::lease::table::ensure_table(&c.dynamodb, "malformed-app", Duration::from_secs(30)).await.unwrap();
-    put_row(&c, "malformed-app", &[("streamName", s("malformed")), ("shardId", s(&low[0].0)), ("sequenceNumber", s("not-a-number"))]).await;
+    put_row(
+        &c,
+        "malformed-app",
+        &[("streamName", s("malformed")), ("shardId", s(&low[0].0)), ("sequenceNumber", s("not-a-number"))],
+    )
+    .await;
     let engine = ConsumerEngine::start(settings("malformed", "malformed-app"), clients(&aws(&emulators)).await)
         .await
         .expect("one malformed row does not stop the engine");
@@ -398,8 +433,10 @@ async fn a_caught_up_consumer_polls_each_shard_about_once_a_second() {
     let faults = Faults::default();
     let mut engine_clients = clients(&aws(&emulators)).await;
     faults.install(&mut engine_clients);
-    let engine = ConsumerEngine::start(settings("idle-cadence", "idle-cadence-app"), engine_clients).await.expect("starts");
-    wait_until("all four shards are leased", Duration::from_secs(20), || async { engine.leased_shards().len() == 4 }).await;
+    let engine =
+        ConsumerEngine::start(settings("idle-cadence", "idle-cadence-app"), engine_clients).await.expect("starts");
+    wait_until("all four shards are leased", Duration::from_secs(20), || async { engine.leased_shards().len() == 4 })
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await; // every reader has made its first, empty, read
     let before = faults.calls("GetRecords");
     tokio::time::sleep(Duration::from_secs(6)).await;

@@ -58,9 +58,15 @@ fn what_an_aggregate_materialises_stays_within_its_planned_cost() {
     let near_bound_key = "k".repeat(200);
     let each = 56 + 200 + 128 + SUB_RECORD_SLOT_BYTES;
     let cases: Vec<(&str, Vec<(String, Vec<u8>)>)> = vec![
-        ("at the bound: one 200-byte key, empty records", vec![(near_bound_key, vec![]); ((MAX_EXPANSION_BYTES - KEY_SLOT_BYTES) / each) as usize]),
+        (
+            "at the bound: one 200-byte key, empty records",
+            vec![(near_bound_key, vec![]); ((MAX_EXPANSION_BYTES - KEY_SLOT_BYTES) / each) as usize],
+        ),
         ("many distinct keys", (0..20_000).map(|i| (format!("device-{i:08}"), vec![1u8; 10])).collect()),
-        ("the benchmark's shape: 1000 x 1 KiB over 100 keys", (0..1000).map(|i| (format!("device-{:03}", i % 100), vec![9u8; 1024])).collect()),
+        (
+            "the benchmark's shape: 1000 x 1 KiB over 100 keys",
+            (0..1000).map(|i| (format!("device-{:03}", i % 100), vec![9u8; 1024])).collect(),
+        ),
     ];
     for (name, users) in cases {
         let count = users.len();
@@ -76,7 +82,10 @@ fn what_an_aggregate_materialises_stays_within_its_planned_cost() {
         });
         assert_eq!(out.0, Outcome::Aggregated { count }, "{name}");
         eprintln!("{name}: cost {cost} bytes; planning allocated {planning}, expanding {expanding}");
-        assert!(expanding as u64 <= cost, "{name}: expanding allocated {expanding} bytes, more than the {cost} planned");
+        assert!(
+            expanding as u64 <= cost,
+            "{name}: expanding allocated {expanding} bytes, more than the {cost} planned"
+        );
         assert!(planning as u64 <= cost / 4 + 64, "{name}: planning allocated {planning} bytes of {cost}");
     }
 }

@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
 use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::{clients, AwsClients, AwsSettings};
 use kinesnow_core::config::consume_kinesis::ConsumerType;
@@ -38,11 +40,30 @@ impl PolicyProxy {
     pub(crate) async fn start(e: &Emulators, stream: &str, application: &str, without: &[&str]) -> Self {
         // Region and account as kinesis-local writes them into its ARNs (the policy's ARNs must match).
         let direct = clients(&aws(e)).await;
-        let arn = direct.kinesis.describe_stream().stream_name(stream).send().await.unwrap().stream_description().unwrap().stream_arn().to_owned();
+        let arn = direct
+            .kinesis
+            .describe_stream()
+            .stream_name(stream)
+            .send()
+            .await
+            .unwrap()
+            .stream_description()
+            .unwrap()
+            .stream_arn()
+            .to_owned();
         let parts: Vec<&str> = arn.split(':').collect();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/iam/policy_proxy.py");
         let mut command = Command::new("python3");
-        command.arg(script).args(["--kinesis", &e.kinesis, "--dynamodb", &e.dynamodb, "--region", parts[3], "--account-id", parts[4]]);
+        command.arg(script).args([
+            "--kinesis",
+            &e.kinesis,
+            "--dynamodb",
+            &e.dynamodb,
+            "--region",
+            parts[3],
+            "--account-id",
+            parts[4],
+        ]);
         command.args(["--stream-name", stream, "--application-name", application]);
         for action in without {
             command.args(["--without", action]);
@@ -56,7 +77,11 @@ impl PolicyProxy {
 
     /// The engine's settings with both endpoints pointing at the proxy.
     pub(crate) fn aws(&self, e: &Emulators) -> AwsSettings {
-        AwsSettings { endpoint_override: Some(self.url.parse().unwrap()), dynamodb_endpoint_override: Some(self.url.parse().unwrap()), ..aws(e) }
+        AwsSettings {
+            endpoint_override: Some(self.url.parse().unwrap()),
+            dynamodb_endpoint_override: Some(self.url.parse().unwrap()),
+            ..aws(e)
+        }
     }
 
     async fn clients(&self, e: &Emulators) -> AwsClients {
@@ -72,7 +97,8 @@ impl PolicyProxy {
         stream.read_to_string(&mut response).unwrap();
         let body = &response[response.find("\r\n\r\n").unwrap() + 4..];
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        let counts = |k: &str| v[k].as_object().unwrap().iter().map(|(a, n)| (a.clone(), n.as_u64().unwrap())).collect();
+        let counts =
+            |k: &str| v[k].as_object().unwrap().iter().map(|(a, n)| (a.clone(), n.as_u64().unwrap())).collect();
         (counts("allowed"), counts("denied"), v["denials"].to_string())
     }
 
@@ -101,7 +127,9 @@ async fn drain_all(engines: &[&ConsumerEngine], n: usize) -> BTreeMap<String, BT
         for engine in engines {
             if let Some(batch) = engine.poll(1 << 20, Duration::from_millis(200)).await {
                 for s in &batch.shards {
-                    got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+                    got.entry(s.shard_id.clone())
+                        .or_default()
+                        .extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
                 }
                 engine.ack(batch.id).await.unwrap();
             }
@@ -130,7 +158,8 @@ async fn polling_restarts_two_engines_and_fan_out_need_only_snowflakes_policy() 
     let a = ConsumerEngine::start(settings("iam", "iam-app"), proxy.clients(&e).await).await.unwrap();
     let b = ConsumerEngine::start(settings("iam", "iam-app"), proxy.clients(&e).await).await.unwrap();
     let got = drain_all(&[&a, &b], second.len()).await;
-    let expected: BTreeMap<String, BTreeSet<String>> = by_shard(&second).into_iter().map(|(s, v)| (s, v.into_iter().collect())).collect();
+    let expected: BTreeMap<String, BTreeSet<String>> =
+        by_shard(&second).into_iter().map(|(s, v)| (s, v.into_iter().collect())).collect();
     assert_eq!(got, expected, "two engines read what came after the checkpoints");
     a.stop().await;
     b.stop().await;
@@ -168,7 +197,13 @@ async fn create_kcl_table(db: &aws_sdk_dynamodb::Client, name: &str, items: &[It
     db.create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(AttributeDefinition::builder().attribute_name("leaseKey").attribute_type(ScalarAttributeType::S).build().unwrap())
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("leaseKey")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
         .key_schema(KeySchemaElement::builder().attribute_name("leaseKey").key_type(KeyType::Hash).build().unwrap())
         .send()
         .await
@@ -193,7 +228,15 @@ async fn a_kcl_migration_needs_only_snowflakes_policy() {
     create_stream(&direct, "kcl", 1).await;
     let mut sequences = Vec::new();
     for i in 0..10 {
-        let r = direct.kinesis.put_record().stream_name("kcl").partition_key("k").data(Blob::new(format!("{{\"n\":{i}}}"))).send().await.unwrap();
+        let r = direct
+            .kinesis
+            .put_record()
+            .stream_name("kcl")
+            .partition_key("k")
+            .data(Blob::new(format!("{{\"n\":{i}}}")))
+            .send()
+            .await
+            .unwrap();
         sequences.push((r.shard_id().to_owned(), r.sequence_number().to_owned()));
     }
     // A KCL 2.x lease checkpointed at the fifth record.
@@ -215,14 +258,26 @@ async fn a_kcl_migration_needs_only_snowflakes_policy() {
     let after: Vec<String> = (5..10).map(|i| format!("{{\"n\":{i}}}")).collect();
     assert_eq!(got, BTreeMap::from([(sequences[0].0.clone(), after)]), "resumed after the KCL checkpoint");
     engine.stop().await;
-    assert!(direct.dynamodb.describe_table().table_name("kcl-app_migration").send().await.is_err(), "the copy table is deleted");
+    assert!(
+        direct.dynamodb.describe_table().table_name("kcl-app_migration").send().await.is_err(),
+        "the copy table is deleted"
+    );
     // KCL 3's side tables are named in a warning, not probed (Snowflake's policy grants no
     // DescribeTable on them): a migration makes no refused call.
-    proxy.assert_only_allowed(&["dynamodb:Scan", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteTable", "dynamodb:CreateTable"]);
+    proxy.assert_only_allowed(&[
+        "dynamodb:Scan",
+        "dynamodb:PutItem",
+        "dynamodb:GetItem",
+        "dynamodb:DeleteTable",
+        "dynamodb:CreateTable",
+    ]);
 }
 
 fn raw_key(stream: &str, shard: &str) -> Item {
-    Item::from([("streamName".into(), AttributeValue::S(stream.into())), ("shardId".into(), AttributeValue::S(shard.into()))])
+    Item::from([
+        ("streamName".into(), AttributeValue::S(stream.into())),
+        ("shardId".into(), AttributeValue::S(shard.into())),
+    ])
 }
 
 async fn raw(db: &aws_sdk_dynamodb::Client, table: &str, key: Item) -> Option<Item> {
@@ -263,21 +318,30 @@ async fn tombstones_read_as_absent_and_rows_come_back_over_them() {
     store.add_child("shard-x", &["p".to_owned()]).await.unwrap();
     let rows = store.scan().await.unwrap().leases;
     assert_eq!(rows.len(), 1);
-    assert_eq!((&rows[0].checkpoint, &rows[0].holder, &rows[0].parents), (&Checkpoint::None, &None, &vec!["p".to_owned()]));
+    assert_eq!(
+        (&rows[0].checkpoint, &rows[0].holder, &rows[0].parents),
+        (&Checkpoint::None, &None, &vec!["p".to_owned()])
+    );
     let taken = store.acquire("shard-x", "me", None, LoadedOnTake::Keep).await.unwrap().expect("a free row");
     assert_eq!(taken.counter, 1, "the counter starts anew");
 
     // The migration lock released (a tombstone), then taken at once by another node.
     table::ensure_table(&via.dynamodb, "tomb_migration", Duration::from_secs(30)).await.unwrap();
     let (beat, timeout) = (Duration::from_millis(200), Duration::from_secs(60));
-    let Attempt::Taken(lock) = migration_lock::try_take(&via.dynamodb, "tomb_migration", "a", &mut LockWatch::default(), timeout, beat).await.unwrap()
+    let Attempt::Taken(lock) =
+        migration_lock::try_take(&via.dynamodb, "tomb_migration", "a", &mut LockWatch::default(), timeout, beat)
+            .await
+            .unwrap()
     else {
         panic!("the lock is free")
     };
     lock.release().await;
     let lock_key = raw_key("__migration__", "__lock__");
     assert!(raw(&direct.dynamodb, "tomb_migration", lock_key.clone()).await.unwrap().contains_key("removedAt"));
-    match migration_lock::try_take(&via.dynamodb, "tomb_migration", "b", &mut LockWatch::default(), timeout, beat).await.unwrap() {
+    match migration_lock::try_take(&via.dynamodb, "tomb_migration", "b", &mut LockWatch::default(), timeout, beat)
+        .await
+        .unwrap()
+    {
         Attempt::Taken(lock) => drop(lock),
         Attempt::Held { owner } => panic!("a released lock is held by {owner}"),
         Attempt::Gone => panic!("the table is there"),
@@ -296,7 +360,9 @@ async fn a_missing_permission_fails_the_start_naming_it() {
     let e = Emulators::start("iam-denied");
     let direct = clients(&aws(&e)).await;
     create_stream(&direct, "deny", 1).await;
-    for (i, missing) in ["dynamodb:UpdateItem", "kinesis:DescribeStream", "dynamodb:CreateTable"].into_iter().enumerate() {
+    for (i, missing) in
+        ["dynamodb:UpdateItem", "kinesis:DescribeStream", "dynamodb:CreateTable"].into_iter().enumerate()
+    {
         let app = format!("deny-app-{i}");
         let proxy = PolicyProxy::start(&e, "deny", &app, &[missing]).await;
         let error = match ConsumerEngine::start(settings("deny", &app), proxy.clients(&e).await).await {

@@ -10,7 +10,9 @@ use crate::support;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_kinesis::primitives::Blob;
 use kinesnow_core::aws::clients;
@@ -52,7 +54,13 @@ async fn create_table(db: &Client, name: &str, keys: &[(&str, KeyType)]) {
     let mut request = db.create_table().table_name(name).billing_mode(BillingMode::PayPerRequest);
     for (key, kind) in keys {
         request = request
-            .attribute_definitions(AttributeDefinition::builder().attribute_name(*key).attribute_type(ScalarAttributeType::S).build().unwrap())
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*key)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
             .key_schema(KeySchemaElement::builder().attribute_name(*key).key_type(kind.clone()).build().unwrap());
     }
     request.send().await.unwrap();
@@ -108,7 +116,11 @@ async fn positions(db: &Client, table: &str) -> Positions {
 }
 
 fn quick() -> MigrationSettings {
-    MigrationSettings { lock_beat: Duration::from_millis(200), lock_timeout: Duration::from_secs(1), ..Default::default() }
+    MigrationSettings {
+        lock_beat: Duration::from_millis(200),
+        lock_timeout: Duration::from_secs(1),
+        ..Default::default()
+    }
 }
 
 /// 60 leases: numbered checkpoints with sub-sequence numbers, SHARD_END parents and their children.
@@ -149,8 +161,15 @@ async fn a_hand_built_kcl_table_is_carried_over_completely() {
     let got = positions(&db, "legacy").await;
     let key = |stream: &str, shard: &str| (stream.to_owned(), shard.to_owned());
     let o = |v: &str| Some(v.to_owned());
-    assert_eq!(got[&key("orders", "shardId-000000000000")], (o("49600000000000000000000000000000000000000000000000000001"), o("3"), false, None, vec![]));
-    assert_eq!(got[&key("orders", "shardId-000000000001")], (None, None, true, None, vec![]), "SHARD_END becomes the shard-end marker");
+    assert_eq!(
+        got[&key("orders", "shardId-000000000000")],
+        (o("49600000000000000000000000000000000000000000000000000001"), o("3"), false, None, vec![])
+    );
+    assert_eq!(
+        got[&key("orders", "shardId-000000000001")],
+        (None, None, true, None, vec![]),
+        "SHARD_END becomes the shard-end marker"
+    );
     assert_eq!(
         got[&key("orders", "shardId-000000000002")],
         (None, None, false, o("TRIM_HORIZON"), vec!["shardId-000000000001".into(), "shardId-000000000009".into()])
@@ -197,8 +216,12 @@ async fn a_crash_at_any_step_loses_no_checkpoint() {
     for (i, step) in steps.into_iter().enumerate() {
         let app = format!("app{i}");
         kcl_table(&db, &app, &many_leases()).await;
-        let crashed = prepare_table(&db, &app, "s", "node-dies", &MigrationSettings { halt_at: Some(step), ..quick() }, 0).await;
-        assert!(matches!(&crashed, Err(LeaseError::Table { message, .. }) if message.contains("halted")), "{step:?}: {crashed:?}");
+        let crashed =
+            prepare_table(&db, &app, "s", "node-dies", &MigrationSettings { halt_at: Some(step), ..quick() }, 0).await;
+        assert!(
+            matches!(&crashed, Err(LeaseError::Table { message, .. }) if message.contains("halted")),
+            "{step:?}: {crashed:?}"
+        );
 
         // At every step one complete copy of the checkpoints exists.
         // (A table being deleted counts as gone.)
@@ -214,9 +237,13 @@ async fn a_crash_at_any_step_loses_no_checkpoint() {
         let copy = format!("{app}_migration");
         let copy_complete = exists(&db, &copy).await && {
             let items = items_by_shard(&db, &copy).await.unwrap();
-            items.contains_key(&("__migration__".to_owned(), "__copied__".to_owned())) && positions(&db, &copy).await == expected
+            items.contains_key(&("__migration__".to_owned(), "__copied__".to_owned()))
+                && positions(&db, &copy).await == expected
         };
-        assert!(kcl_complete || copy_complete, "{step:?}: no complete copy (KCL table {kcl_complete}, migration table {copy_complete})");
+        assert!(
+            kcl_complete || copy_complete,
+            "{step:?}: no complete copy (KCL table {kcl_complete}, migration table {copy_complete})"
+        );
 
         // The next start (another node, or the same one restarted) completes it.
         let report = prepare_table(&db, &app, "s", "node-next", &quick(), 0).await.unwrap();
@@ -231,12 +258,20 @@ async fn one_node_migrates_while_another_waits() {
     log();
     let emulators = Emulators::start("migrate-two");
     let db = clients(&aws(&emulators)).await.dynamodb;
-    let leases: Vec<Item> = (0..5).flat_map(|_| many_leases()).enumerate().map(|(i, mut item)| {
-        item.insert("leaseKey".into(), s(&format!("shardId-{i:012}")));
-        item
-    }).collect();
+    let leases: Vec<Item> = (0..5)
+        .flat_map(|_| many_leases())
+        .enumerate()
+        .map(|(i, mut item)| {
+            item.insert("leaseKey".into(), s(&format!("shardId-{i:012}")));
+            item
+        })
+        .collect();
     kcl_table(&db, "shared", &leases).await;
-    let settings = MigrationSettings { lock_beat: Duration::from_millis(200), lock_timeout: Duration::from_secs(10), ..Default::default() };
+    let settings = MigrationSettings {
+        lock_beat: Duration::from_millis(200),
+        lock_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
     let (a, b) = tokio::join!(
         prepare_table(&db, "shared", "s", "node-a", &settings, 0),
         prepare_table(&db, "shared", "s", "node-b", &settings, 0),
@@ -256,7 +291,10 @@ async fn an_unknown_schema_is_refused_and_left_alone() {
     db.put_item().table_name("someone-else").item("id", s("x")).item("v", n(1)).send().await.unwrap();
     let e = prepare_table(&db, "someone-else", "s", "node-a", &quick(), 0).await.unwrap_err();
     let text = e.to_string();
-    assert!(text.contains("someone-else") && text.contains("Nothing was changed") && text.contains("leaseKey"), "{text}");
+    assert!(
+        text.contains("someone-else") && text.contains("Nothing was changed") && text.contains("leaseKey"),
+        "{text}"
+    );
     assert_eq!(db.scan().table_name("someone-else").send().await.unwrap().count(), 1);
     assert!(!exists(&db, "someone-else_migration").await);
 }
@@ -272,8 +310,14 @@ async fn deny_delete_table(upstream: String, table: &'static str) -> String {
             let upstream = upstream.clone();
             tokio::spawn(async move {
                 while let Some((head, body)) = read_request(&mut client).await {
-                    let target = head.lines().find(|l| l.to_ascii_lowercase().starts_with("x-amz-target:")).unwrap_or("").to_owned();
-                    let response = if target.ends_with("DeleteTable") && String::from_utf8_lossy(&body).contains(&format!("\"{table}\"")) {
+                    let target = head
+                        .lines()
+                        .find(|l| l.to_ascii_lowercase().starts_with("x-amz-target:"))
+                        .unwrap_or("")
+                        .to_owned();
+                    let response = if target.ends_with("DeleteTable")
+                        && String::from_utf8_lossy(&body).contains(&format!("\"{table}\""))
+                    {
                         let body = format!(
                             "{{\"__type\":\"com.amazonaws.dynamodb.v20120810#AccessDeniedException\",\"message\":\"User: \
                              arn:aws:iam::000000000000:user/nifi is not authorized to perform: dynamodb:DeleteTable on resource: {table}\"}}"
@@ -318,7 +362,8 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, Vec
 
 /// Sends one request upstream on its own connection ("Connection: close") and returns the reply.
 async fn forward(upstream: &str, head: &str, body: &[u8]) -> Vec<u8> {
-    let mut lines: Vec<&str> = head.trim_end().split("\r\n").filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect();
+    let mut lines: Vec<&str> =
+        head.trim_end().split("\r\n").filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect();
     lines.push("Connection: close");
     let mut request = (lines.join("\r\n") + "\r\n\r\n").into_bytes();
     request.extend_from_slice(body);
@@ -336,7 +381,8 @@ async fn denied_delete_table_names_the_permission_and_loses_nothing() {
     let db = clients(&aws(&emulators)).await.dynamodb;
     kcl_table(&db, "locked-down", &many_leases()).await;
     let mut denied_settings = aws(&emulators);
-    denied_settings.dynamodb_endpoint_override = Some(deny_delete_table(emulators.dynamodb.clone(), "locked-down").await.parse().unwrap());
+    denied_settings.dynamodb_endpoint_override =
+        Some(deny_delete_table(emulators.dynamodb.clone(), "locked-down").await.parse().unwrap());
     let denied = clients(&denied_settings).await.dynamodb;
 
     let e = prepare_table(&denied, "locked-down", "s", "node-a", &quick(), 0).await.unwrap_err();
@@ -351,8 +397,14 @@ async fn denied_delete_table_names_the_permission_and_loses_nothing() {
     assert_eq!(report.outcome, Outcome::Migrated { rows: 60 });
 }
 
-async fn put_one(c: &kinesnow_core::aws::AwsClients, stream: &str, data: &str, hash_key: Option<&str>) -> (String, String) {
-    let mut request = c.kinesis.put_record().stream_name(stream).partition_key("k").data(Blob::new(data.as_bytes().to_vec()));
+async fn put_one(
+    c: &kinesnow_core::aws::AwsClients,
+    stream: &str,
+    data: &str,
+    hash_key: Option<&str>,
+) -> (String, String) {
+    let mut request =
+        c.kinesis.put_record().stream_name(stream).partition_key("k").data(Blob::new(data.as_bytes().to_vec()));
     if let Some(h) = hash_key {
         request = request.explicit_hash_key(h);
     }
@@ -371,17 +423,29 @@ async fn the_consumer_resumes_exactly_after_the_kcl_checkpoints() {
         written.push(put_one(&c, "payments", &format!("plain-{i}"), None).await);
     }
     // A KPL aggregate of 5 sub-records; KCL checkpointed its sub-record 2.
-    let aggregate = kinesnow_core::kinesis::deaggregate::aggregate(&(0..5).map(|i| ("k".to_owned(), format!("sub-{i}").into_bytes())).collect::<Vec<_>>());
-    let agg = c.kinesis.put_record().stream_name("payments").partition_key("k").data(Blob::new(aggregate)).send().await.unwrap();
+    let aggregate = kinesnow_core::kinesis::deaggregate::aggregate(
+        &(0..5).map(|i| ("k".to_owned(), format!("sub-{i}").into_bytes())).collect::<Vec<_>>(),
+    );
+    let agg = c
+        .kinesis
+        .put_record()
+        .stream_name("payments")
+        .partition_key("k")
+        .data(Blob::new(aggregate))
+        .send()
+        .await
+        .unwrap();
     for i in 10..15 {
         written.push(put_one(&c, "payments", &format!("plain-{i}"), None).await);
     }
     let shard = written[0].0.clone();
     kcl_table(&c.dynamodb, "payments-app", &[kcl_lease(&shard, agg.sequence_number(), 2, &[])]).await;
 
-    let engine = ConsumerEngine::start(settings("payments", "payments-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let engine =
+        ConsumerEngine::start(settings("payments", "payments-app"), clients(&aws(&emulators)).await).await.unwrap();
     let (got, _) = drain(&engine, 7, true).await;
-    let expected: Vec<String> = ["sub-3", "sub-4"].iter().map(|s| s.to_string()).chain((10..15).map(|i| format!("plain-{i}"))).collect();
+    let expected: Vec<String> =
+        ["sub-3", "sub-4"].iter().map(|s| s.to_string()).chain((10..15).map(|i| format!("plain-{i}"))).collect();
     assert_eq!(got.get(&shard), Some(&expected), "nothing KCL committed is read again, nothing after it skipped");
     assert!(engine.poll(1024 * 1024, Duration::from_millis(1500)).await.is_none());
     engine.stop().await;

@@ -59,7 +59,9 @@ impl Nifi<'_> {
     /// `CheckpointTableUtils.createNewSchemaTable`: `streamName` (HASH, S) + `shardId` (RANGE, S),
     /// on-demand; then `waitForTableActive`.
     async fn create_table(&self) {
-        let attr = |name: &str| AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap();
+        let attr = |name: &str| {
+            AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap()
+        };
         let key = |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().unwrap();
         self.c
             .dynamodb
@@ -171,10 +173,14 @@ impl Nifi<'_> {
     /// `KinesisShardManager.queryAllLeaseItems`: shard rows by shard id, NiFi's node rows and the
     /// migration marker left out (and nothing else).
     async fn lease_items(&self) -> BTreeMap<String, Item> {
-        self.query().await.into_iter().filter_map(|item| {
-            let id = item.get("shardId")?.as_s().ok()?.clone();
-            (!id.starts_with("__node__#") && id != "__migration__").then_some((id, item))
-        }).collect()
+        self.query()
+            .await
+            .into_iter()
+            .filter_map(|item| {
+                let id = item.get("shardId")?.as_s().ok()?.clone();
+                (!id.starts_with("__node__#") && id != "__migration__").then_some((id, item))
+            })
+            .collect()
     }
 
     /// `KinesisShardManager.countActiveNodes`: rows beginning `__node__#` whose `nodeHeartbeat`
@@ -206,7 +212,16 @@ impl Nifi<'_> {
 
     /// `KinesisShardManager.readCheckpoint`: `sequenceNumber` (S), used only if all digits.
     async fn read_checkpoint(&self, shard: &str) -> Option<String> {
-        let out = self.c.dynamodb.get_item().table_name(self.table).set_key(Some(self.key(shard))).consistent_read(true).send().await.unwrap();
+        let out = self
+            .c
+            .dynamodb
+            .get_item()
+            .table_name(self.table)
+            .set_key(Some(self.key(shard)))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
         let value = out.item()?.get("sequenceNumber")?.as_s().ok()?.clone();
         (!value.is_empty() && value.chars().all(|c| c.is_ascii_digit())).then_some(value)
     }
@@ -217,7 +232,9 @@ impl Nifi<'_> {
     async fn records_from(&self, shard: &str) -> Vec<String> {
         let mut request = self.c.kinesis.get_shard_iterator().stream_name(self.stream).shard_id(shard);
         request = match self.read_checkpoint(shard).await {
-            Some(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq),
+            Some(seq) => {
+                request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq)
+            }
             None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
         };
         let iterator = request.send().await.unwrap().shard_iterator().unwrap().to_owned();
@@ -241,7 +258,16 @@ impl Nifi<'_> {
     }
 
     async fn row(&self, shard: &str) -> Option<Item> {
-        let out = self.c.dynamodb.get_item().table_name(self.table).set_key(Some(self.key(shard))).consistent_read(true).send().await.unwrap();
+        let out = self
+            .c
+            .dynamodb
+            .get_item()
+            .table_name(self.table)
+            .set_key(Some(self.key(shard)))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
         out.item().cloned()
     }
 }
@@ -249,7 +275,10 @@ impl Nifi<'_> {
 /// Shard ids in listing order, with a hash key inside each.
 async fn shards(c: &AwsClients, stream: &str) -> Vec<(String, String)> {
     let out = c.kinesis.list_shards().stream_name(stream).send().await.unwrap();
-    out.shards().iter().map(|sh| (sh.shard_id().to_owned(), sh.hash_key_range().unwrap().starting_hash_key().to_owned())).collect()
+    out.shards()
+        .iter()
+        .map(|sh| (sh.shard_id().to_owned(), sh.hash_key_range().unwrap().starting_hash_key().to_owned()))
+        .collect()
 }
 
 /// Puts `n` records `<tag>-<i>` at `hash`; their sequence numbers.
@@ -285,7 +314,11 @@ fn quick(stream: &str, app: &str) -> EngineSettings {
 
 /// Polls and acks until `n` records arrived or `limit` passed: per shard the data, with the wall
 /// time (ms) of each shard's first delivery.
-async fn drain(engine: &ConsumerEngine, n: usize, limit: Duration) -> (BTreeMap<String, Vec<String>>, BTreeMap<String, i64>) {
+async fn drain(
+    engine: &ConsumerEngine,
+    n: usize,
+    limit: Duration,
+) -> (BTreeMap<String, Vec<String>>, BTreeMap<String, i64>) {
     let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut first: BTreeMap<String, i64> = BTreeMap::new();
     let deadline = tokio::time::Instant::now() + limit;
@@ -293,7 +326,9 @@ async fn drain(engine: &ConsumerEngine, n: usize, limit: Duration) -> (BTreeMap<
         if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(100)).await {
             for sh in &batch.shards {
                 first.entry(sh.shard_id.clone()).or_insert_with(now_ms);
-                got.entry(sh.shard_id.clone()).or_default().extend(sh.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+                got.entry(sh.shard_id.clone())
+                    .or_default()
+                    .extend(sh.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
             }
             engine.ack(batch.id).await.unwrap();
         }
@@ -344,7 +379,11 @@ async fn ours_on_a_table_nifi_wrote_resumes_at_its_checkpoints_and_waits_for_its
     c.dynamodb.put_item().table_name("nifi-app").set_item(Some(marker.clone())).send().await.unwrap();
     let nifi_rows: Vec<(String, Option<Item>)> = {
         let mut v = Vec::new();
-        for node in ["a0a0a0a0-0000-4000-8000-00000000000a", "b0b0b0b0-0000-4000-8000-00000000000b", "c0c0c0c0-0000-4000-8000-00000000000c"] {
+        for node in [
+            "a0a0a0a0-0000-4000-8000-00000000000a",
+            "b0b0b0b0-0000-4000-8000-00000000000b",
+            "c0c0c0c0-0000-4000-8000-00000000000c",
+        ] {
             let key = format!("__node__#{node}");
             v.push((key.clone(), nifi.row(&key).await));
         }
@@ -361,7 +400,11 @@ async fn ours_on_a_table_nifi_wrote_resumes_at_its_checkpoints_and_waits_for_its
     );
     let store = LeaseStore::new(c.dynamodb.clone(), "nifi-app", "nifi");
     let view = store.scan().await.unwrap();
-    assert_eq!(view.nodes.iter().map(|b| b.owner.as_str()).collect::<Vec<_>>(), vec![engine.owner()], "only our node rows are nodes");
+    assert_eq!(
+        view.nodes.iter().map(|b| b.owner.as_str()).collect::<Vec<_>>(),
+        vec![engine.owner()],
+        "only our node rows are nodes"
+    );
 
     let (got, first) = drain(&engine, 5 + 7 + 6 + 10, Duration::from_secs(25)).await;
     let expected: BTreeMap<String, Vec<String>> = BTreeMap::from([
@@ -370,7 +413,10 @@ async fn ours_on_a_table_nifi_wrote_resumes_at_its_checkpoints_and_waits_for_its
         (id(2).to_owned(), names("s2", 4..10)),
         (id(3).to_owned(), names("s3", 0..10)),
     ]);
-    assert_eq!(got, expected, "each shard resumes right after NiFi's checkpoint (or at the Initial Stream Position without one)");
+    assert_eq!(
+        got, expected,
+        "each shard resumes right after NiFi's checkpoint (or at the Initial Stream Position without one)"
+    );
     let taken_at = first[id(2)];
     assert!(
         taken_at >= c_expiry,
@@ -384,12 +430,21 @@ async fn ours_on_a_table_nifi_wrote_resumes_at_its_checkpoints_and_waits_for_its
     let now = now_ms();
     for i in 0..4 {
         assert!(!nifi.available(id(i), now).await, "NiFi must see shard {} as held by ours", id(i));
-        assert!(!nifi.take(id(i), "d0d0d0d0-0000-4000-8000-00000000000d", now).await, "NiFi's take of {} must be refused", id(i));
+        assert!(
+            !nifi.take(id(i), "d0d0d0d0-0000-4000-8000-00000000000d", now).await,
+            "NiFi's take of {} must be refused",
+            id(i)
+        );
     }
-    assert_eq!(nifi.active_nodes(now).await, 1, "NiFi counts only its own node rows (C's, which beats no more, is still in its window)");
+    assert_eq!(
+        nifi.active_nodes(now).await,
+        1,
+        "NiFi counts only its own node rows (C's, which beats no more, is still in its window)"
+    );
 
     // Over ten failover timeouts have passed: NiFi's node rows and its marker are untouched.
-    tokio::time::sleep(Duration::from_secs(13).saturating_sub(Duration::from_millis((now_ms() - t0).max(0) as u64))).await;
+    tokio::time::sleep(Duration::from_secs(13).saturating_sub(Duration::from_millis((now_ms() - t0).max(0) as u64)))
+        .await;
     for (key, before) in &nifi_rows {
         assert_eq!(&nifi.row(key).await, before, "NiFi's row {key} is left as NiFi wrote it");
     }
@@ -406,7 +461,9 @@ async fn a_nifi_lease_renewed_after_ours_read_the_row_is_not_taken() {
     let nifi = Nifi { c: &c, table: "renew-app", stream: "renew" };
     nifi.create_table().await;
     let t0 = now_ms();
-    assert!(nifi.take("shardId-000000000000", "e0e0e0e0-0000-4000-8000-00000000000e", t0 - NIFI_LEASE_MS - 1_000).await);
+    assert!(
+        nifi.take("shardId-000000000000", "e0e0e0e0-0000-4000-8000-00000000000e", t0 - NIFI_LEASE_MS - 1_000).await
+    );
     let store = LeaseStore::new(c.dynamodb.clone(), "renew-app", "renew");
     let seen = store.scan().await.unwrap().leases[0].holder.clone().expect("NiFi's lease");
     // NiFi's node renews its lease (its own refresh) before ours's conditional take arrives.
@@ -427,7 +484,8 @@ async fn ours_read_six(name: &str) -> (Emulators, AwsClients, ConsumerEngine, Ve
     for (i, (_, hash)) in listed.iter().enumerate() {
         put(&c, name, hash, &format!("s{i}"), 0, 6).await;
     }
-    let engine = ConsumerEngine::start(quick(name, &format!("{name}-app")), clients(&aws(&emulators)).await).await.unwrap();
+    let engine =
+        ConsumerEngine::start(quick(name, &format!("{name}-app")), clients(&aws(&emulators)).await).await.unwrap();
     let (got, _) = drain(&engine, 12, Duration::from_secs(15)).await;
     assert_eq!(got.values().map(Vec::len).sum::<usize>(), 12, "{got:?}");
     let store = LeaseStore::new(c.dynamodb.clone(), format!("{name}-app"), name);
@@ -449,9 +507,19 @@ async fn ours_read_six(name: &str) -> (Emulators, AwsClients, ConsumerEngine, Ve
 async fn nifi_resumes(nifi: &Nifi<'_>, listed: &[(String, String)], now: i64) {
     for (i, (shard, _)) in listed.iter().enumerate() {
         assert!(nifi.available(shard, now).await, "NiFi sees {shard} as available");
-        assert!(nifi.take(shard, "f0f0f0f0-0000-4000-8000-00000000000f", now).await, "NiFi's conditional take of {shard} is accepted");
-        assert!(nifi.read_checkpoint(shard).await.is_some(), "NiFi reads our checkpoint of {shard} as a sequence number");
-        assert_eq!(nifi.records_from(shard).await, names(&format!("s{i}"), 6..10), "NiFi resumes {shard} right after our checkpoint");
+        assert!(
+            nifi.take(shard, "f0f0f0f0-0000-4000-8000-00000000000f", now).await,
+            "NiFi's conditional take of {shard} is accepted"
+        );
+        assert!(
+            nifi.read_checkpoint(shard).await.is_some(),
+            "NiFi reads our checkpoint of {shard} as a sequence number"
+        );
+        assert_eq!(
+            nifi.records_from(shard).await,
+            names(&format!("s{i}"), 6..10),
+            "NiFi resumes {shard} right after our checkpoint"
+        );
     }
 }
 
@@ -470,7 +538,10 @@ async fn nifi_on_a_table_ours_left_resumes_at_our_checkpoints_after_a_stop_and_a
     let nifi = Nifi { c: &c, table: "crashed-app", stream: "crashed" };
     let now = now_ms();
     for (shard, _) in &listed {
-        assert!(!nifi.take(shard, "f0f0f0f0-0000-4000-8000-00000000000f", now).await, "right after the crash our lease of {shard} holds");
+        assert!(
+            !nifi.take(shard, "f0f0f0f0-0000-4000-8000-00000000000f", now).await,
+            "right after the crash our lease of {shard} holds"
+        );
     }
     // NiFi's refresh half a minute later (its clock): the leases ours left have expired.
     nifi_resumes(&nifi, &listed, now + NIFI_LEASE_MS + 1_000).await;

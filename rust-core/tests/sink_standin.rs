@@ -111,7 +111,9 @@ fn records(shards: usize, per_shard: u64, first_id: i64) -> Vec<FlowFileIn> {
 }
 
 fn create_events(standin: &Standin, extra: &str) {
-    standin.sql(&format!("CREATE OR REPLACE TABLE {TABLE} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT){extra}"));
+    standin.sql(&format!(
+        "CREATE OR REPLACE TABLE {TABLE} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT){extra}"
+    ));
 }
 
 fn assert_exactly_once(standin: &Standin, expected: u64) {
@@ -190,7 +192,8 @@ fn faults_never_lose_or_double_a_record() {
         assert_exactly_once(&standin, expected);
         standin.clear_faults();
     }
-    let retried: Vec<_> = standin.requests("/rows").iter().filter_map(|r| query_param(r, "retryCount")).filter(|c| c != "0").collect();
+    let retried: Vec<_> =
+        standin.requests("/rows").iter().filter_map(|r| query_param(r, "retryCount")).filter(|c| c != "0").collect();
     assert!(!retried.is_empty(), "some appends were retried with the same requestId");
 }
 
@@ -203,7 +206,10 @@ fn withheld_commits_time_out_and_are_sent_again_exactly_once() {
     standin.fault(json!({"kind": "withhold_commits", "count": -1}));
     sink.submit(records(2, 20, 1));
     std::thread::sleep(Duration::from_secs(5));
-    assert!(sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty(), "nothing succeeds before Snowflake commits");
+    assert!(
+        sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty(),
+        "nothing succeeds before Snowflake commits"
+    );
     standin.clear_faults();
     let outcomes = sink.outcomes(40, Duration::from_secs(30));
     assert_eq!(routes(&outcomes, Route::Success), 40);
@@ -219,7 +225,8 @@ fn a_child_shards_rows_wait_until_its_parents_rows_are_committed() {
     let sink = Sink::start(&config(&standin, &[]));
     let (parent, child) = ("shardId-000000000000", "shardId-000000000002");
     // Snowflake is slow to commit the parent's channel; the child's FlowFiles come right after.
-    standin.fault(json!({"kind": "withhold_commits", "count": -1, "channel": format!("kinesnow_test_orders_{parent}")}));
+    standin
+        .fault(json!({"kind": "withhold_commits", "count": -1, "channel": format!("kinesnow_test_orders_{parent}")}));
     sink.submit((1..=10).map(|i| record(i, parent, i as u64, json!({"n": i, "shard": parent}))).collect());
     let children: Vec<FlowFileIn> = (11..=20)
         .map(|i| {
@@ -314,11 +321,17 @@ fn schema_evolution_adds_columns_only_when_the_table_allows_it() {
         let standin = Standin::start(if evolution { "evolve" } else { "noevolve" }, 100);
         let clause = if evolution { " ENABLE_SCHEMA_EVOLUTION = TRUE" } else { "" };
         create_events(&standin, clause);
-        let sink = Sink::start(&config(&standin, &[("Schema Evolution Enabled", if evolution { "true" } else { "false" })]));
+        let sink =
+            Sink::start(&config(&standin, &[("Schema Evolution Enabled", if evolution { "true" } else { "false" })]));
         sink.submit(vec![record(1, "shardId-000000000000", 1, json!({"n": 1, "colour": "red"}))]);
         assert_eq!(sink.outcomes(1, Duration::from_secs(20))[&1].route, Route::Success);
         let tables = standin.admin("GET", "/admin/tables", Value::Null);
-        let columns: Vec<String> = tables["tables"][0]["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect();
+        let columns: Vec<String> = tables["tables"][0]["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect();
         assert_eq!(columns.contains(&"COLOUR".to_owned()), expect_column, "evolution {evolution}: {columns:?}");
         assert_eq!(standin.count(TABLE), 1);
     }
@@ -341,7 +354,8 @@ fn iceberg_metadata_is_structured_and_complete_even_for_lines_without_it() {
     assert!(outcomes.values().all(|o| o.route == Route::Success), "{outcomes:?}");
     assert_eq!(outcomes[&1].channel, format!("{CHANNEL_0}_atleastonce"));
     assert_eq!(outcomes[&2].offset_token, "495900000000000100000000000000000000");
-    let rows = standin.query(&format!("SELECT N, CAST(D AS VARCHAR) AS D, KINESISMETADATA AS M FROM {TABLE} ORDER BY N"));
+    let rows =
+        standin.query(&format!("SELECT N, CAST(D AS VARCHAR) AS D, KINESISMETADATA AS M FROM {TABLE} ORDER BY N"));
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["D"], "2024-10-15");
     assert_eq!(rows[0]["M"]["shardId"], "shardId-000000000000");
@@ -356,7 +370,8 @@ fn a_flow_file_split_over_appends_resumes_from_its_committed_part() {
     let config = config(&standin, &[("Max Batch Size", "1 KB")]);
     // 60 lines of ~40 bytes: three appends or more; the second is refused as stale once.
     let mut ff = record(1, "shardId-000000000000", 9, Value::Null);
-    ff.content = (1..=60).map(|n| format!("{{\"n\":{n},\"shard\":\"s0\",\"seq\":{n}}}\n")).collect::<String>().into_bytes();
+    ff.content =
+        (1..=60).map(|n| format!("{{\"n\":{n},\"shard\":\"s0\",\"seq\":{n}}}\n")).collect::<String>().into_bytes();
     standin.fault(json!({"kind": "stale_token", "count": 1}));
     let sink = Sink::start(&config);
     sink.submit(vec![ff.clone()]);
@@ -381,9 +396,11 @@ fn retries_keep_their_request_id() {
     sink.submit(records(1, 5, 1));
     assert_eq!(routes(&sink.outcomes(5, Duration::from_secs(30)), Route::Success), 5);
     let appends = standin.requests("/rows");
-    let retried = appends.iter().find(|r| query_param(r, "retryCount").as_deref() == Some("2")).expect("an append retried twice");
+    let retried =
+        appends.iter().find(|r| query_param(r, "retryCount").as_deref() == Some("2")).expect("an append retried twice");
     let id = query_param(retried, "requestId").unwrap();
-    let attempts: Vec<_> = appends.iter().filter(|r| query_param(r, "requestId").as_deref() == Some(id.as_str())).collect();
+    let attempts: Vec<_> =
+        appends.iter().filter(|r| query_param(r, "requestId").as_deref() == Some(id.as_str())).collect();
     assert_eq!(attempts.len(), 3, "the first try and two retries share one requestId");
 }
 
@@ -421,13 +438,16 @@ fn large_incompressible_batches_are_split_under_four_megabytes() {
             })
             .collect()
     };
-    let flow_files: Vec<_> = (1..=12).map(|n| record(n, "shardId-000000000000", n as u64, json!({"n": n, "blob": noise(1_000_000)}))).collect();
+    let flow_files: Vec<_> = (1..=12)
+        .map(|n| record(n, "shardId-000000000000", n as u64, json!({"n": n, "blob": noise(1_000_000)})))
+        .collect();
     sink.submit(flow_files);
     assert_eq!(routes(&sink.outcomes(12, Duration::from_secs(60)), Route::Success), 12);
     assert_exactly_once(&standin, 12);
     let appends = standin.requests("/rows");
     assert!(appends.iter().all(|r| r["status"] == 200), "no append was refused as too large");
-    let sent: Vec<u64> = appends.iter().map(|r| r["headers"]["content-length"].as_str().unwrap().parse().unwrap()).collect();
+    let sent: Vec<u64> =
+        appends.iter().map(|r| r["headers"]["content-length"].as_str().unwrap().parse().unwrap()).collect();
     assert!(sent.len() >= 2, "one request cannot carry them: {sent:?}");
     assert!(sent.iter().all(|&n| n <= 4_000_000), "every request is at most 4 MB compressed: {sent:?}");
     assert!(sent.iter().sum::<u64>() > 4_000_000, "the rows really did not fit one request: {sent:?}");
@@ -466,7 +486,12 @@ impl Drop for TokenFiles {
 }
 
 /// Settings as on Openflow: SNOWFLAKE_MANAGED, no account, user or key; `host` is SNOWFLAKE_HOST.
-fn managed_config(files: &TokenFiles, instance: &str, host: Option<&str>, extra: &[(&str, &str)]) -> PutSnowflakeConfig {
+fn managed_config(
+    files: &TokenFiles,
+    instance: &str,
+    host: Option<&str>,
+    extra: &[(&str, &str)],
+) -> PutSnowflakeConfig {
     let (sa, session) = (files.service_account(), files.session());
     let mut pairs: Vec<(&str, &str)> = vec![
         ("PutSnowflake Instance", instance),
@@ -493,7 +518,12 @@ fn valid_tokens(standin: &Standin, tokens: &[(&str, &str)]) {
 /// (kind, label) of every logged request, and whether any was refused or declared a token type.
 fn credentials_seen(standin: &Standin) -> (Vec<(String, String)>, usize, usize) {
     let requests = standin.requests("");
-    let seen = requests.iter().map(|r| (r["auth"]["kind"].as_str().unwrap_or("").to_owned(), r["auth"]["label"].as_str().unwrap_or("").to_owned())).collect();
+    let seen = requests
+        .iter()
+        .map(|r| {
+            (r["auth"]["kind"].as_str().unwrap_or("").to_owned(), r["auth"]["label"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
     let refused = requests.iter().filter(|r| r["status"] == 401).count();
     let typed = requests.iter().filter(|r| r["headers"].get("x-snowflake-authorization-token-type").is_some()).count();
     (seen, refused, typed)
@@ -501,7 +531,9 @@ fn credentials_seen(standin: &Standin) -> (Vec<(String, String)>, usize, usize) 
 
 /// `n` single-record FlowFiles of shard 0 with sequence numbers (and ids) from `first`.
 fn shard0(first: u64, n: u64) -> Vec<FlowFileIn> {
-    (first..first + n).map(|seq| record(seq as i64, "shardId-000000000000", seq, json!({"n": seq, "seq": seq}))).collect()
+    (first..first + n)
+        .map(|seq| record(seq as i64, "shardId-000000000000", seq, json!({"n": seq, "seq": seq})))
+        .collect()
 }
 
 fn only(seen: &[(String, String)], kind: &str, label: &str) -> bool {
@@ -558,7 +590,10 @@ fn the_service_account_token_wins_as_workload_identity_and_the_session_token_bac
     assert!(only(&seen, "workload_identity", "oidc-1"), "the OIDC token wins on every call: {seen:?}");
     assert_eq!((refused, typed), (0, 0));
 
-    valid_tokens(&standin, &[("session", "session-1"), ("workload_identity", "oidc-1"), ("workload_identity", "oidc-2")]);
+    valid_tokens(
+        &standin,
+        &[("session", "session-1"), ("workload_identity", "oidc-1"), ("workload_identity", "oidc-2")],
+    );
     TokenFiles::write(&files.service_account(), "oidc-2");
     std::thread::sleep(Duration::from_millis(300));
     valid_tokens(&standin, &[("session", "session-1"), ("workload_identity", "oidc-2")]);
@@ -618,7 +653,11 @@ fn a_missing_token_file_is_named_and_a_wrong_token_is_refused_without_showing_it
     let outcomes = sink.outcomes(2, Duration::from_secs(20));
     for o in outcomes.values() {
         assert_eq!(o.route, Route::Failure, "{}", o.message);
-        assert!(o.message.contains(&files.session()) && o.message.contains(&files.service_account()), "both paths named: {}", o.message);
+        assert!(
+            o.message.contains(&files.session()) && o.message.contains(&files.service_account()),
+            "both paths named: {}",
+            o.message
+        );
     }
     assert!(standin.requests("").is_empty(), "nothing was sent without a token");
     // Then a wrong token appears: refused (401 twice: the file is read again once), no token shown.
@@ -645,11 +684,16 @@ fn scoped_tokens_are_renewed_before_they_expire() {
     create_events(&standin, "");
     let sink = Sink::start(&config(&standin, &[]));
     for round in 0..4 {
-        sink.submit(records(1, 2, 1 + 2 * round).into_iter().map(|mut ff| {
-            let n = ff.id as u64;
-            ff.attributes.insert("aws.kinesis.last.sequence.number".into(), format!("4959{:012}", n));
-            ff
-        }).collect());
+        sink.submit(
+            records(1, 2, 1 + 2 * round)
+                .into_iter()
+                .map(|mut ff| {
+                    let n = ff.id as u64;
+                    ff.attributes.insert("aws.kinesis.last.sequence.number".into(), format!("4959{:012}", n));
+                    ff
+                })
+                .collect(),
+        );
         assert_eq!(routes(&sink.outcomes(2, Duration::from_secs(20)), Route::Success), 2);
         std::thread::sleep(Duration::from_millis(1200));
     }
@@ -669,7 +713,10 @@ fn a_named_pipe_is_used_when_destination_type_is_pipe() {
     assert_eq!(routes(&sink.outcomes(3, Duration::from_secs(20)), Route::Success), 3);
     assert_exactly_once(&standin, 3);
     let appends = standin.requests("/rows");
-    assert!(!appends.is_empty() && appends.iter().all(|r| r["path"].as_str().unwrap().contains("/pipes/EVENTS_PIPE/")), "{appends:?}");
+    assert!(
+        !appends.is_empty() && appends.iter().all(|r| r["path"].as_str().unwrap().contains("/pipes/EVENTS_PIPE/")),
+        "{appends:?}"
+    );
 }
 
 /// `[]` with a shard's attributes, as a filter or a JSON transform can leave it.
@@ -686,7 +733,11 @@ fn an_empty_flow_file_goes_to_empty_and_its_channel_keeps_working() {
     create_events(&standin, "");
     let sink = Sink::start(&config(&standin, &[]));
     let shard = "shardId-000000000000";
-    sink.submit(vec![record(1, shard, 1, json!({"n": 1})), empty_array(2, shard, 2), record(3, shard, 3, json!({"n": 3}))]);
+    sink.submit(vec![
+        record(1, shard, 1, json!({"n": 1})),
+        empty_array(2, shard, 2),
+        record(3, shard, 3, json!({"n": 3})),
+    ]);
     let outcomes = sink.outcomes(3, Duration::from_secs(20));
     assert_eq!(outcomes[&2].route, Route::Empty, "{:?}", outcomes[&2]);
     assert_eq!((outcomes[&2].rows_sent, outcomes[&2].rows_skipped), (0, 0));
@@ -726,7 +777,10 @@ fn an_engine_without_an_instance_id_is_refused() {
     let mut config = config(&standin, &[]);
     config.instance = None;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let err = rt.block_on(async { SinkEngine::start(&config, SinkSettings::from_config(&config, 0)) }).err().expect("refused");
+    let err = rt
+        .block_on(async { SinkEngine::start(&config, SinkSettings::from_config(&config, 0)) })
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("instance id"), "{err}");
 }
 
@@ -744,7 +798,11 @@ fn split_children_are_loaded_at_least_once_and_leave_the_shards_token_alone() {
     // Children of an older record (sequence 5), one at a time, each after the previous committed.
     for i in 2..=4 {
         let mut child = record(i, shard, 5, json!({"n": i}));
-        child.attributes.extend([("fragment.identifier".to_string(), "f".to_string()), ("fragment.index".to_string(), (i - 2).to_string()), ("fragment.count".to_string(), "3".to_string())]);
+        child.attributes.extend([
+            ("fragment.identifier".to_string(), "f".to_string()),
+            ("fragment.index".to_string(), (i - 2).to_string()),
+            ("fragment.count".to_string(), "3".to_string()),
+        ]);
         sink.submit(vec![child]);
         let o = &sink.outcomes(1, Duration::from_secs(20))[&i];
         assert_eq!((o.route, o.rows_sent), (Route::Success, 1), "{o:?}");
@@ -827,7 +885,11 @@ fn idle_writers_retire_with_their_status_entries_and_come_back() {
 /// resolved names travel as `kinesnow.snowflake.*` attributes).
 fn routed(table: &str, id: i64, shard: &str, seq: u64) -> FlowFileIn {
     let mut f = record(id, shard, seq, json!({"n": id, "shard": shard, "seq": seq}));
-    for (k, v) in [("kinesnow.snowflake.database", "DB"), ("kinesnow.snowflake.schema", "PUBLIC"), ("kinesnow.snowflake.table", table)] {
+    for (k, v) in [
+        ("kinesnow.snowflake.database", "DB"),
+        ("kinesnow.snowflake.schema", "PUBLIC"),
+        ("kinesnow.snowflake.table", table),
+    ] {
         f.attributes.insert(k.into(), v.into());
     }
     f
@@ -847,7 +909,9 @@ fn two_tables(first_seq: u64, n: u64, first_id: i64) -> Vec<FlowFileIn> {
 }
 
 fn counts(standin: &Standin, table: &str) -> (u64, u64, i64) {
-    let rows = standin.query(&format!("SELECT COUNT(*) AS C, COUNT(DISTINCT N) AS D, COALESCE(SUM(N % 2), -1) AS ODD FROM DB.PUBLIC.{table}"));
+    let rows = standin.query(&format!(
+        "SELECT COUNT(*) AS C, COUNT(DISTINCT N) AS D, COALESCE(SUM(N % 2), -1) AS ODD FROM DB.PUBLIC.{table}"
+    ));
     (rows[0]["C"].as_u64().unwrap(), rows[0]["D"].as_u64().unwrap(), rows[0]["ODD"].as_i64().unwrap())
 }
 
@@ -855,7 +919,9 @@ fn counts(standin: &Standin, table: &str) -> (u64, u64, i64) {
 fn flow_files_naming_two_tables_load_each_row_once_into_its_table_across_restarts() {
     let standin = Standin::start("twotables", 200);
     for t in ["ORDERS", "REFUNDS"] {
-        standin.sql(&format!("CREATE OR REPLACE TABLE DB.PUBLIC.{t} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT)"));
+        standin.sql(&format!(
+            "CREATE OR REPLACE TABLE DB.PUBLIC.{t} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT)"
+        ));
     }
     // The configured Table is an EL expression Java evaluated per FlowFile; nothing is sent to it.
     let config = config(&standin, &[("Table", "${snowflake.table}")]);
@@ -868,8 +934,15 @@ fn flow_files_naming_two_tables_load_each_row_once_into_its_table_across_restart
     assert_eq!(outcomes[&1].channel, outcomes[&2].channel, "one shard's channel name is the same in both pipes");
     assert!(sink.engine().destinations_open() <= 2);
     let paths: Vec<String> = standin.requests("/rows").iter().map(|r| r["path"].as_str().unwrap().to_owned()).collect();
-    assert!(paths.iter().any(|p| p.contains("/pipes/ORDERS-STREAMING/")) && paths.iter().any(|p| p.contains("/pipes/REFUNDS-STREAMING/")), "{paths:?}");
-    assert!(!paths.iter().any(|p| p.contains("snowflake.table")), "the unevaluated expression is never a pipe: {paths:?}");
+    assert!(
+        paths.iter().any(|p| p.contains("/pipes/ORDERS-STREAMING/"))
+            && paths.iter().any(|p| p.contains("/pipes/REFUNDS-STREAMING/")),
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.contains("snowflake.table")),
+        "the unevaluated expression is never a pipe: {paths:?}"
+    );
     sink.stop();
 
     // Restarted before NiFi recorded those outcomes: all 60 again plus 40 new. Each table's
@@ -902,7 +975,9 @@ fn flow_files_naming_two_tables_load_each_row_once_into_its_table_across_restart
 fn an_empty_resolved_table_fails_only_its_flow_file_and_open_destinations_are_bounded() {
     let standin = Standin::start("badtable", 200);
     for t in ["ORDERS", "REFUNDS", "RETURNS"] {
-        standin.sql(&format!("CREATE OR REPLACE TABLE DB.PUBLIC.{t} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT)"));
+        standin.sql(&format!(
+            "CREATE OR REPLACE TABLE DB.PUBLIC.{t} (N NUMBER, SHARD VARCHAR, SEQ NUMBER, KINESISMETADATA VARIANT)"
+        ));
     }
     let config = config(&standin, &[("Table", "${snowflake.table}")]);
     let sink = Sink::start_with(&config, |s| {

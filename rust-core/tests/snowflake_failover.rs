@@ -59,7 +59,14 @@ impl Consumer {
     async fn start(node: &str, s: EngineSettings, e: &Emulators, queue: Queue) -> Consumer {
         let engine = Arc::new(ConsumerEngine::start(s.clone(), clients(&aws(e)).await).await.unwrap());
         let running = Arc::new(AtomicBool::new(true));
-        let task = tokio::spawn(poll_into(node.to_owned(), s.stream.clone(), s.application.clone(), engine.clone(), running.clone(), queue));
+        let task = tokio::spawn(poll_into(
+            node.to_owned(),
+            s.stream.clone(),
+            s.application.clone(),
+            engine.clone(),
+            running.clone(),
+            queue,
+        ));
         Consumer { engine, running, task }
     }
 
@@ -79,7 +86,14 @@ impl Consumer {
     }
 }
 
-async fn poll_into(node: String, stream: String, application: String, engine: Arc<ConsumerEngine>, running: Arc<AtomicBool>, queue: Queue) {
+async fn poll_into(
+    node: String,
+    stream: String,
+    application: String,
+    engine: Arc<ConsumerEngine>,
+    running: Arc<AtomicBool>,
+    queue: Queue,
+) {
     let link = engine.link().map(|k| k.stream.clone());
     while running.load(Ordering::SeqCst) {
         let Some(batch) = engine.poll(256 * 1024, Duration::from_millis(100)).await else { continue };
@@ -113,8 +127,15 @@ async fn poll_into(node: String, stream: String, application: String, engine: Ar
                         }
                     }
                 }
-                previous = Some(kinesnow_core::kinesis::position::Position::new(r.sequence_number.clone(), r.sub_sequence_number));
-                written.push(FlowFileIn { id: NEXT_ID.fetch_add(1, Ordering::SeqCst), attributes, content: r.data.clone() });
+                previous = Some(kinesnow_core::kinesis::position::Position::new(
+                    r.sequence_number.clone(),
+                    r.sub_sequence_number,
+                ));
+                written.push(FlowFileIn {
+                    id: NEXT_ID.fetch_add(1, Ordering::SeqCst),
+                    attributes,
+                    content: r.data.clone(),
+                });
             }
         }
         queue.lock().unwrap().extend(written);
@@ -175,7 +196,12 @@ impl Loader {
     fn drain(&mut self, rt: &Runtime, queue: &Queue, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
         while !(queue.lock().unwrap().is_empty() && self.taken.is_empty()) {
-            assert!(std::time::Instant::now() < deadline, "{} queued, {} in flight after {limit:?}", queue.lock().unwrap().len(), self.taken.len());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} queued, {} in flight after {limit:?}",
+                queue.lock().unwrap().len(),
+                self.taken.len()
+            );
             self.pump(rt, queue, 500, Duration::from_millis(100));
         }
     }
@@ -215,13 +241,22 @@ fn check_once(standin: &Standin, n: usize, what: &str) {
 }
 
 async fn loaded_positions(c: &AwsClients, app: &str, stream: &str) -> Vec<Option<Loaded>> {
-    LeaseStore::new(c.dynamodb.clone(), app, stream).scan().await.unwrap().leases.into_iter().map(|r| r.loaded).collect()
+    LeaseStore::new(c.dynamodb.clone(), app, stream)
+        .scan()
+        .await
+        .unwrap()
+        .leases
+        .into_iter()
+        .map(|r| r.loaded)
+        .collect()
 }
 
 async fn checkpoints_cover(c: &AwsClients, app: &str, stream: &str, put: &[(String, String)]) -> bool {
     let rows = LeaseStore::new(c.dynamodb.clone(), app, stream).rows().await.unwrap();
     let shards: std::collections::BTreeSet<&String> = put.iter().map(|(s, _)| s).collect();
-    shards.iter().all(|s| rows.iter().any(|(id, cp, _)| &id == s && matches!(cp, kinesnow_core::lease::Checkpoint::At(_))))
+    shards
+        .iter()
+        .all(|s| rows.iter().any(|(id, cp, _)| &id == s && matches!(cp, kinesnow_core::lease::Checkpoint::At(_))))
 }
 
 fn create_table(standin: &Standin) {
@@ -256,7 +291,9 @@ fn a_node_killed_while_snowflake_is_behind_loses_nothing_and_loads_nothing_twice
     let (queue_a, queue_b): (Queue, Queue) = Default::default();
     let a = rt.block_on(Consumer::start("node-a", tracked_settings(stream, app), &e, queue_a.clone()));
     wait_until("node A's queue holds every record", Duration::from_secs(60), || queue_a.lock().unwrap().len() == 120);
-    wait_until("node A's checkpoints", Duration::from_secs(20), || rt.block_on(checkpoints_cover(&c, app, stream, &first)));
+    wait_until("node A's checkpoints", Duration::from_secs(20), || {
+        rt.block_on(checkpoints_cover(&c, app, stream, &first))
+    });
     let mut loader_a = Loader::start(&rt, &standin, "node-a", "aaaa");
     loader_a.pump(&rt, &queue_a, 40, Duration::from_millis(500));
     wait_until("node A's first loads", Duration::from_secs(20), || {
@@ -288,8 +325,12 @@ fn a_node_killed_while_snowflake_is_behind_loses_nothing_and_loads_nothing_twice
     // More records, node B disconnected and offloaded with part of them queued: its processors
     // stop (its leases are released), its queue moves to node A, whose consumer takes over.
     let more = rt.block_on(support::put(&c, stream, 120, 80));
-    wait_until("node B's queue", Duration::from_secs(60), || queue_b.lock().unwrap().len() + loaded(&standin).len() >= 200);
-    wait_until("node B's checkpoints", Duration::from_secs(20), || rt.block_on(checkpoints_cover(&c, app, stream, &more)));
+    wait_until("node B's queue", Duration::from_secs(60), || {
+        queue_b.lock().unwrap().len() + loaded(&standin).len() >= 200
+    });
+    wait_until("node B's checkpoints", Duration::from_secs(20), || {
+        rt.block_on(checkpoints_cover(&c, app, stream, &more))
+    });
     loader_b.stop(&queue_b);
     rt.block_on(b.stop());
     let a2 = rt.block_on(Consumer::start("node-a", tracked_settings(stream, app), &e, queue_a.clone()));

@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
 use kinesnow_core::aws::{clients, AwsClients, AwsSettings};
 use kinesnow_core::config::{ConsumeKinesisConfig, PropertyMap, PutSnowflakeConfig};
 use kinesnow_core::verify::{self, Outcome, Step};
@@ -40,12 +42,19 @@ async fn create_table(c: &AwsClients, name: &str, keys: &[(&str, KeyType)]) {
     let mut request = c.dynamodb.create_table().table_name(name).billing_mode(BillingMode::PayPerRequest);
     for (key, kind) in keys {
         request = request
-            .attribute_definitions(AttributeDefinition::builder().attribute_name(*key).attribute_type(ScalarAttributeType::S).build().unwrap())
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*key)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
             .key_schema(KeySchemaElement::builder().attribute_name(*key).key_type(kind.clone()).build().unwrap());
     }
     request.send().await.unwrap();
     for _ in 0..100 {
-        let status = c.dynamodb.describe_table().table_name(name).send().await.unwrap().table().unwrap().table_status().cloned();
+        let status =
+            c.dynamodb.describe_table().table_name(name).send().await.unwrap().table().unwrap().table_status().cloned();
         if status == Some(aws_sdk_dynamodb::types::TableStatus::Active) {
             return;
         }
@@ -78,7 +87,10 @@ async fn consume_kinesis_steps_pass_and_fail_against_the_emulators() {
     // All good: the stream with its shards and retention, no table yet.
     let steps = verify::consume_kinesis::verify(&kinesis_config(&settings, "orders", "orders-app", &[])).await;
     assert!(steps.iter().all(|s| s.outcome == Outcome::Successful), "{steps:#?}");
-    assert!(step(&steps, "Kinesis Stream").explanation.contains("2 shard(s), 2 open and 0 closed; retention 24 h"), "{steps:#?}");
+    assert!(
+        step(&steps, "Kinesis Stream").explanation.contains("2 shard(s), 2 open and 0 closed; retention 24 h"),
+        "{steps:#?}"
+    );
     assert!(step(&steps, "Lease Table").explanation.contains("is absent"), "{steps:#?}");
     let tables = direct.dynamodb.list_tables().send().await.unwrap();
     assert!(tables.table_names().is_empty(), "verification creates nothing: {:?}", tables.table_names());
@@ -91,23 +103,56 @@ async fn consume_kinesis_steps_pass_and_fail_against_the_emulators() {
     // A table NiFi's ConsumeKinesis wrote: shard rows with leaseOwner/leaseExpiry and no counter, a node row.
     create_table(&direct, "nifi-app", &[("streamName", KeyType::Hash), ("shardId", KeyType::Range)]).await;
     let now = kinesnow_core::lease::now_ms();
-    put_item(&direct, "nifi-app", &[("streamName", s("orders")), ("shardId", s("shardId-000000000000")), ("leaseOwner", s("nifi-node-1")), ("leaseExpiry", n(now + 60_000)), ("sequenceNumber", s("49600000000000000000000000000000000000000000000000000001")), ("lastUpdateTimestamp", n(now))]).await;
-    put_item(&direct, "nifi-app", &[("streamName", s("orders")), ("shardId", s("__node__#4f1c2a7e-1111-2222-3333-444455556666")), ("nodeHeartbeat", n(now)), ("lastUpdateTimestamp", n(now))]).await;
+    put_item(
+        &direct,
+        "nifi-app",
+        &[
+            ("streamName", s("orders")),
+            ("shardId", s("shardId-000000000000")),
+            ("leaseOwner", s("nifi-node-1")),
+            ("leaseExpiry", n(now + 60_000)),
+            ("sequenceNumber", s("49600000000000000000000000000000000000000000000000000001")),
+            ("lastUpdateTimestamp", n(now)),
+        ],
+    )
+    .await;
+    put_item(
+        &direct,
+        "nifi-app",
+        &[
+            ("streamName", s("orders")),
+            ("shardId", s("__node__#4f1c2a7e-1111-2222-3333-444455556666")),
+            ("nodeHeartbeat", n(now)),
+            ("lastUpdateTimestamp", n(now)),
+        ],
+    )
+    .await;
     let steps = verify::consume_kinesis::verify(&kinesis_config(&settings, "orders", "nifi-app", &[])).await;
     let lease = step(&steps, "Lease Table");
     assert_eq!(lease.outcome, Outcome::Successful);
-    assert!(lease.explanation.contains("NiFi's own ConsumeKinesis") && lease.explanation.contains("1 with a checkpoint"), "{lease:?}");
+    assert!(
+        lease.explanation.contains("NiFi's own ConsumeKinesis") && lease.explanation.contains("1 with a checkpoint"),
+        "{lease:?}"
+    );
     assert!(lease.explanation.contains("Warning: 1 of NiFi's leases"), "{lease:?}");
 
     // A KCL table (migrated at the first start) and a foreign one (refused).
     create_table(&direct, "kcl-app", &[("leaseKey", KeyType::Hash)]).await;
-    put_item(&direct, "kcl-app", &[("leaseKey", s("shardId-000000000000")), ("checkpoint", s("TRIM_HORIZON")), ("leaseCounter", n(3))]).await;
+    put_item(
+        &direct,
+        "kcl-app",
+        &[("leaseKey", s("shardId-000000000000")), ("checkpoint", s("TRIM_HORIZON")), ("leaseCounter", n(3))],
+    )
+    .await;
     let steps = verify::consume_kinesis::verify(&kinesis_config(&settings, "orders", "kcl-app", &[])).await;
     assert!(step(&steps, "Lease Table").explanation.contains("KCL lease table with 1 lease(s)"), "{steps:#?}");
     create_table(&direct, "foreign-app", &[("id", KeyType::Hash)]).await;
     let steps = verify::consume_kinesis::verify(&kinesis_config(&settings, "orders", "foreign-app", &[])).await;
     assert_eq!(step(&steps, "Lease Table").outcome, Outcome::Failed, "{steps:#?}");
-    assert!(!step(&steps, "IAM Permissions").explanation.contains("unknown"), "a foreign key schema is not probed by key: {steps:#?}");
+    assert!(
+        !step(&steps, "IAM Permissions").explanation.contains("unknown"),
+        "a foreign key schema is not probed by key: {steps:#?}"
+    );
 
     // Credentials: the default chain with nothing to find (no environment keys, no profile, no
     // instance metadata) fails, and the other steps are skipped. Only this test's process sees it.
@@ -121,7 +166,15 @@ async fn consume_kinesis_steps_pass_and_fail_against_the_emulators() {
     std::env::set_var("AWS_CONFIG_FILE", "/nonexistent/aws-config");
     std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials");
     std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-    for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] {
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    ] {
         std::env::remove_var(var);
     }
     let steps = verify::consume_kinesis::verify(&default_chain).await;
@@ -141,10 +194,22 @@ async fn consume_kinesis_probes_stay_within_snowflakes_policy() {
     assert!(steps.iter().all(|s| s.outcome == Outcome::Successful), "{steps:#?}");
     let (allowed, denied, denials) = proxy.stats();
     assert!(denied.is_empty(), "the policy denied a probe: {denials}");
-    for action in ["kinesis:DescribeStream", "kinesis:ListShards", "kinesis:GetShardIterator", "kinesis:GetRecords", "dynamodb:DescribeTable", "dynamodb:Query", "dynamodb:Scan", "dynamodb:GetItem"] {
+    for action in [
+        "kinesis:DescribeStream",
+        "kinesis:ListShards",
+        "kinesis:GetShardIterator",
+        "kinesis:GetRecords",
+        "dynamodb:DescribeTable",
+        "dynamodb:Query",
+        "dynamodb:Scan",
+        "dynamodb:GetItem",
+    ] {
         assert!(allowed.contains_key(action), "{action} was not probed: {allowed:?}");
     }
-    let writes: Vec<&String> = allowed.keys().filter(|a| ["PutItem", "UpdateItem", "CreateTable", "DeleteTable", "Register"].iter().any(|w| a.contains(w))).collect();
+    let writes: Vec<&String> = allowed
+        .keys()
+        .filter(|a| ["PutItem", "UpdateItem", "CreateTable", "DeleteTable", "Register"].iter().any(|w| a.contains(w)))
+        .collect();
     assert!(writes.is_empty(), "verification wrote: {writes:?}");
     drop(proxy);
 
@@ -154,7 +219,10 @@ async fn consume_kinesis_probes_stay_within_snowflakes_policy() {
     assert_eq!(permissions.outcome, Outcome::Failed, "{steps:#?}");
     assert!(permissions.explanation.starts_with("denied: kinesis:GetRecords"), "{permissions:?}");
     assert!(permissions.explanation.contains("dynamodb:Query ("), "{permissions:?}");
-    assert!(permissions.explanation.contains("Not checked, a probe would have to write: dynamodb:CreateTable"), "{permissions:?}");
+    assert!(
+        permissions.explanation.contains("Not checked, a probe would have to write: dynamodb:CreateTable"),
+        "{permissions:?}"
+    );
 }
 
 /// A PutSnowflake of the shared test settings, with schema evolution on and `extra` added (later pairs win).
@@ -176,7 +244,10 @@ fn put_snowflake_steps_pass_and_fail_against_the_standin() {
     standin.sql("CREATE TABLE DB.PUBLIC.EVENTS (ID NUMBER(38,0) NOT NULL, PAYLOAD VARIANT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE");
     let steps = run(&snowflake_config(&standin, &[]));
     assert!(steps.iter().all(|s| s.outcome == Outcome::Successful), "{steps:#?}");
-    assert!(step(&steps, "Table Columns").explanation.contains("ID NUMBER(38,0) NOT NULL, PAYLOAD VARIANT"), "{steps:#?}");
+    assert!(
+        step(&steps, "Table Columns").explanation.contains("ID NUMBER(38,0) NOT NULL, PAYLOAD VARIANT"),
+        "{steps:#?}"
+    );
     assert!(step(&steps, "Table Settings").explanation.contains("ERROR_LOGGING is on"), "{steps:#?}");
     let channels = standin.admin("GET", "/admin/channels", serde_json::Value::Null);
     assert_eq!(channels["channels"].as_array().map(Vec::len).unwrap_or(0), 0, "no channel opened: {channels}");

@@ -67,7 +67,13 @@ async fn register(endpoint: &str, stream: &str) -> String {
     let c = client(endpoint);
     let arn = c.describe_stream_summary().stream_name(stream).send().await.expect("DescribeStreamSummary");
     let arn = arn.stream_description_summary().expect("a summary").stream_arn().to_string();
-    let out = c.register_stream_consumer().stream_arn(arn).consumer_name("drain").send().await.expect("RegisterStreamConsumer");
+    let out = c
+        .register_stream_consumer()
+        .stream_arn(arn)
+        .consumer_name("drain")
+        .send()
+        .await
+        .expect("RegisterStreamConsumer");
     out.consumer().expect("a consumer").consumer_arn().to_string()
 }
 
@@ -75,7 +81,14 @@ async fn drain_fan_out(endpoint: &str, consumer: &str, shard: u32) -> (u64, u64)
     use aws_sdk_kinesis::types::{StartingPosition, SubscribeToShardEventStream};
     let c = client(endpoint);
     let start = StartingPosition::builder().r#type(ShardIteratorType::TrimHorizon).build().expect("a position");
-    let mut out = c.subscribe_to_shard().consumer_arn(consumer).shard_id(shard_id(shard)).starting_position(start).send().await.expect("SubscribeToShard");
+    let mut out = c
+        .subscribe_to_shard()
+        .consumer_arn(consumer)
+        .shard_id(shard_id(shard))
+        .starting_position(start)
+        .send()
+        .await
+        .expect("SubscribeToShard");
     let (mut records, mut bytes) = (0u64, 0u64);
     while let Some(event) = out.event_stream.recv().await.expect("an event") {
         if let SubscribeToShardEventStream::SubscribeToShardEvent(e) = event {
@@ -117,7 +130,8 @@ async fn drain_sdk(endpoint: &str, stream: &str, shard: u32, limit: i32) -> (u64
 async fn drain_raw(endpoint: &str, stream: &str, shard: u32, limit: i32, cbor: bool) -> (u64, u64) {
     let authority = endpoint.trim_start_matches("http://").to_string();
     let tcp = tokio::net::TcpStream::connect(&authority).await.expect("connect");
-    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(tcp)).await.expect("handshake");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(tcp)).await.expect("handshake");
     tokio::spawn(conn);
     let mut call = async |op: &'static str, body: serde_json::Value| {
         let (content_type, bytes) = if cbor {
@@ -137,7 +151,11 @@ async fn drain_raw(endpoint: &str, stream: &str, shard: u32, limit: i32, cbor: b
         let resp = sender.send_request(req).await.expect("a response");
         resp.into_body().collect().await.expect("a body").to_bytes()
     };
-    let first = call("GetShardIterator", serde_json::json!({"StreamName": stream, "ShardId": shard_id(shard), "ShardIteratorType": "TRIM_HORIZON"})).await;
+    let first = call(
+        "GetShardIterator",
+        serde_json::json!({"StreamName": stream, "ShardId": shard_id(shard), "ShardIteratorType": "TRIM_HORIZON"}),
+    )
+    .await;
     let mut it = text_field(&first, cbor, "ShardIterator");
     let (mut records, mut bytes) = (0u64, 0u64);
     loop {
@@ -166,7 +184,9 @@ fn text_field(body: &[u8], cbor: bool, name: &str) -> String {
 fn summarize(body: &[u8], cbor: bool) -> (u64, u64, String, u64) {
     if cbor {
         let v: Cbor = ciborium::from_reader(body).expect("CBOR");
-        let get = |m: &Cbor, name: &str| m.as_map().unwrap().iter().find(|(k, _)| k.as_text() == Some(name)).unwrap().1.clone();
+        let get = |m: &Cbor, name: &str| {
+            m.as_map().unwrap().iter().find(|(k, _)| k.as_text() == Some(name)).unwrap().1.clone()
+        };
         let recs = get(&v, "Records");
         let recs = recs.as_array().unwrap();
         let data = recs.iter().map(|r| get(r, "Data").as_bytes().unwrap().len() as u64).sum();
@@ -177,6 +197,11 @@ fn summarize(body: &[u8], cbor: bool) -> (u64, u64, String, u64) {
         let recs = v["Records"].as_array().unwrap();
         // base64 length ≈ 4/3 of the data: the exact data size is not needed here
         let data = recs.iter().map(|r| r["Data"].as_str().unwrap().len() as u64 * 3 / 4).sum();
-        (recs.len() as u64, data, v["NextShardIterator"].as_str().unwrap().to_string(), v["MillisBehindLatest"].as_u64().unwrap())
+        (
+            recs.len() as u64,
+            data,
+            v["NextShardIterator"].as_str().unwrap().to_string(),
+            v["MillisBehindLatest"].as_u64().unwrap(),
+        )
     }
 }

@@ -52,7 +52,8 @@ mod tests {
         let g = Generator::new(test_spec());
         let mut out = Vec::new();
         write_all(&g, &mut out).unwrap();
-        let lines: Vec<serde_json::Value> = out.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+        let lines: Vec<serde_json::Value> =
+            out.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
         // 4 shards × 50 records, a quarter of them aggregates of 3
         assert_eq!(lines.len(), 4 * (50 - 12 + 12 * 3));
         assert_eq!(lines[0]["shard"], "shardId-000000000000");

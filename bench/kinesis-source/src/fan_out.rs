@@ -121,7 +121,9 @@ impl Consumers {
     /// By ConsumerARN, or by StreamARN (checked by the caller) and ConsumerName.
     pub fn describe(&self, stream_arn: &str, input: &ConsumerInput) -> Result<DescribeStreamConsumerOutput, ApiError> {
         let consumer = self.find(input)?;
-        Ok(DescribeStreamConsumerOutput { consumer_description: ConsumerDescription { consumer, stream_arn: stream_arn.to_string() } })
+        Ok(DescribeStreamConsumerOutput {
+            consumer_description: ConsumerDescription { consumer, stream_arn: stream_arn.to_string() },
+        })
     }
 
     pub fn list(&self) -> ListStreamConsumersOutput {
@@ -154,7 +156,13 @@ impl Consumers {
 
 /// Streams a subscription's events into `events` (frames of the event-stream encoding) until its
 /// lifetime ends or the client goes away.
-pub async fn push_events(server: Arc<Server>, protocol: Protocol, sub: Subscription, lifetime: Duration, events: mpsc::Sender<Bytes>) {
+pub async fn push_events(
+    server: Arc<Server>,
+    protocol: Protocol,
+    sub: Subscription,
+    lifetime: Duration,
+    events: mpsc::Sender<Bytes>,
+) {
     let source = &server.source;
     let started = Instant::now();
     let ends = started + lifetime;
@@ -206,7 +214,10 @@ mod tests {
         assert!(made.consumer_arn.starts_with("arn:aws:kinesis:us-east-1:000000000000:stream/s/consumer/app:"));
         assert_eq!(made.consumer_status, "ACTIVE");
         assert!(matches!(c.register(arn, named("app")), Err(ApiError::ResourceInUse(_))));
-        assert_eq!(c.describe(arn, &named("app")).unwrap().consumer_description.consumer.consumer_arn, made.consumer_arn);
+        assert_eq!(
+            c.describe(arn, &named("app")).unwrap().consumer_description.consumer.consumer_arn,
+            made.consumer_arn
+        );
         assert_eq!(c.find_arn(&made.consumer_arn).unwrap().consumer_name, "app");
         assert_eq!(c.list().consumers.len(), 1);
         c.deregister(&named("app")).unwrap();

@@ -394,7 +394,10 @@ mod tests {
             g.user_data_into(3, 123_456, 2, &mut a);
             assert_eq!(a.len(), size);
             let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
-            assert_eq!((v["shard"].as_u64(), v["index"].as_u64(), v["sub"].as_u64()), (Some(3), Some(123_456), Some(2)));
+            assert_eq!(
+                (v["shard"].as_u64(), v["index"].as_u64(), v["sub"].as_u64()),
+                (Some(3), Some(123_456), Some(2))
+            );
             assert!(v["data"].as_str().unwrap().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
             assert_eq!(v.as_object().unwrap().len(), 4);
         }
@@ -428,7 +431,8 @@ mod tests {
     #[test]
     fn avro_payload_is_a_datum_of_the_schema() {
         let schema: serde_json::Value = serde_json::from_str(AVRO_SCHEMA).unwrap();
-        let names: Vec<&str> = schema["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> =
+            schema["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["shard", "index", "sub", "data"]);
         for size in 80..1200 {
             let g = Generator::new(StreamSpec { payload: Payload::Avro, record_size: size, ..test_spec() });

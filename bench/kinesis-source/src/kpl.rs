@@ -62,11 +62,20 @@ pub struct UserRecord {
 
 /// Builds an `AggregatedRecord`, sharing key-table entries between user records as the KPL does.
 pub fn aggregated_record(records: Vec<UserRecord>) -> AggregatedRecord {
-    let mut out = AggregatedRecord { partition_key_table: Vec::new(), explicit_hash_key_table: Vec::new(), records: Vec::with_capacity(records.len()) };
+    let mut out = AggregatedRecord {
+        partition_key_table: Vec::new(),
+        explicit_hash_key_table: Vec::new(),
+        records: Vec::with_capacity(records.len()),
+    };
     for r in records {
         let pk = table_index(&mut out.partition_key_table, r.partition_key);
         let ehk = r.explicit_hash_key.map(|k| table_index(&mut out.explicit_hash_key_table, k));
-        out.records.push(Record { partition_key_index: pk, explicit_hash_key_index: ehk, data: r.data, tags: Vec::new() });
+        out.records.push(Record {
+            partition_key_index: pk,
+            explicit_hash_key_index: ehk,
+            data: r.data,
+            tags: Vec::new(),
+        });
     }
     out
 }

@@ -73,10 +73,9 @@ impl Operation {
     /// From an `X-Amz-Target` header value.
     pub fn from_target(target: &str) -> Result<Self, ApiError> {
         let name = target.strip_prefix("Kinesis_20131202.").unwrap_or("");
-        Operation::ALL
-            .into_iter()
-            .find(|op| op.name() == name)
-            .ok_or_else(|| ApiError::UnknownOperation(format!("operation not served by this benchmark source: {target:?}")))
+        Operation::ALL.into_iter().find(|op| op.name() == name).ok_or_else(|| {
+            ApiError::UnknownOperation(format!("operation not served by this benchmark source: {target:?}"))
+        })
     }
 
     pub fn index(self) -> usize {
@@ -320,7 +319,9 @@ impl Source {
         match op {
             Operation::ListShards => self.list_shards(parse(input)?).map(Reply::ListShards),
             Operation::DescribeStream => self.describe_stream(parse(input)?).map(Reply::DescribeStream),
-            Operation::DescribeStreamSummary => self.describe_stream_summary(parse(input)?).map(Reply::DescribeStreamSummary),
+            Operation::DescribeStreamSummary => {
+                self.describe_stream_summary(parse(input)?).map(Reply::DescribeStreamSummary)
+            }
             Operation::GetShardIterator => self.get_shard_iterator(parse(input)?).map(Reply::GetShardIterator),
             Operation::GetRecords => self.get_records(parse(input)?).map(Reply::GetRecords),
             Operation::RegisterStreamConsumer => {
@@ -383,8 +384,13 @@ impl Source {
         let range = g.hash_range(index);
         Shard {
             shard_id: generate::shard_id(index),
-            hash_key_range: HashKeyRange { starting_hash_key: range.start.to_string(), ending_hash_key: range.end.to_string() },
-            sequence_number_range: SequenceNumberRange { starting_sequence_number: g.sequence_number(index, 0).to_string() },
+            hash_key_range: HashKeyRange {
+                starting_hash_key: range.start.to_string(),
+                ending_hash_key: range.end.to_string(),
+            },
+            sequence_number_range: SequenceNumberRange {
+                starting_sequence_number: g.sequence_number(index, 0).to_string(),
+            },
         }
     }
 
@@ -527,9 +533,9 @@ impl Source {
             "AT_SEQUENCE_NUMBER" => sequence()?,
             "AFTER_SEQUENCE_NUMBER" => sequence()?.saturating_add(1),
             "AT_TIMESTAMP" => {
-                let seconds = input.timestamp.ok_or_else(|| {
-                    ApiError::InvalidArgument("Timestamp is required for AT_TIMESTAMP".into())
-                })?;
+                let seconds = input
+                    .timestamp
+                    .ok_or_else(|| ApiError::InvalidArgument("Timestamp is required for AT_TIMESTAMP".into()))?;
                 g.first_arrival_at_or_after(shard, (seconds.max(0.0) * 1000.0).ceil() as u64)
             }
             other => return Err(ApiError::InvalidArgument(format!("Invalid ShardIteratorType {other:?}"))),
@@ -661,18 +667,33 @@ mod tests {
     #[test]
     fn list_shards_pages_with_next_token() {
         let s = Source::new(Generator::new(StreamSpec { shard_count: 5, ..test_spec() }), false);
-        let Reply::ListShards(first) = s.handle(Operation::ListShards, json!({"StreamName": "bench", "MaxResults": 2})).unwrap() else { panic!() };
-        assert_eq!(first.shards.iter().map(|s| s.shard_id.as_str()).collect::<Vec<_>>(), ["shardId-000000000000", "shardId-000000000001"]);
+        let Reply::ListShards(first) =
+            s.handle(Operation::ListShards, json!({"StreamName": "bench", "MaxResults": 2})).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            first.shards.iter().map(|s| s.shard_id.as_str()).collect::<Vec<_>>(),
+            ["shardId-000000000000", "shardId-000000000001"]
+        );
         let token = first.next_token.unwrap();
-        let Reply::ListShards(rest) = s.handle(Operation::ListShards, json!({"NextToken": token})).unwrap() else { panic!() };
+        let Reply::ListShards(rest) = s.handle(Operation::ListShards, json!({"NextToken": token})).unwrap() else {
+            panic!()
+        };
         assert_eq!(rest.shards.len(), 3);
         assert!(rest.next_token.is_none());
         let Reply::ListShards(after) = s
             .handle(Operation::ListShards, json!({"StreamName": "bench", "ShardFilter": {"Type": "AFTER_SHARD_ID", "ShardId": "shardId-000000000003"}}))
             .unwrap() else { panic!() };
         assert_eq!(after.shards.len(), 1);
-        assert!(matches!(s.handle(Operation::ListShards, json!({"StreamName": "other"})), Err(ApiError::ResourceNotFound(_))));
-        assert!(matches!(s.handle(Operation::ListShards, json!({"NextToken": "bad"})), Err(ApiError::InvalidArgument(_))));
+        assert!(matches!(
+            s.handle(Operation::ListShards, json!({"StreamName": "other"})),
+            Err(ApiError::ResourceNotFound(_))
+        ));
+        assert!(matches!(
+            s.handle(Operation::ListShards, json!({"NextToken": "bad"})),
+            Err(ApiError::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -694,7 +715,10 @@ mod tests {
         assert_eq!(with(json!({"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": t})), Ok(9));
         // another shard's sequence number
         let other = g.sequence_number(2, 7).to_string();
-        assert!(matches!(with(json!({"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": other})), Err(ApiError::InvalidArgument(_))));
+        assert!(matches!(
+            with(json!({"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": other})),
+            Err(ApiError::InvalidArgument(_))
+        ));
         assert!(matches!(with(json!({"ShardIteratorType": "SOMEWHERE"})), Err(ApiError::InvalidArgument(_))));
         let missing = json!({"StreamName": "bench", "ShardId": "shardId-000000000009", "ShardIteratorType": "LATEST"});
         assert!(matches!(iterator(&s, missing), Err(ApiError::ResourceNotFound(_))));
@@ -715,14 +739,25 @@ mod tests {
         assert!(drained.records.is_empty());
         assert_eq!(drained.millis_behind_latest, 0);
         assert_eq!(drained.next_shard_iterator, second.next_shard_iterator);
-        assert!(matches!(s.handle(Operation::GetRecords, json!({"ShardIterator": it, "Limit": 0})), Err(ApiError::InvalidArgument(_))));
-        assert!(matches!(s.handle(Operation::GetRecords, json!({"ShardIterator": "AAAA"})), Err(ApiError::InvalidArgument(_))));
+        assert!(matches!(
+            s.handle(Operation::GetRecords, json!({"ShardIterator": it, "Limit": 0})),
+            Err(ApiError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            s.handle(Operation::GetRecords, json!({"ShardIterator": "AAAA"})),
+            Err(ApiError::InvalidArgument(_))
+        ));
         assert!(matches!(s.handle(Operation::GetRecords, json!({"Limit": 1})), Err(ApiError::Serialization(_))));
     }
 
     #[test]
     fn batches_stop_after_ten_mib() {
-        let spec = StreamSpec { record_size: 1024 * 1024, aggregate_share: 0.0, records: RecordCount::PerShard(30), ..test_spec() };
+        let spec = StreamSpec {
+            record_size: 1024 * 1024,
+            aggregate_share: 0.0,
+            records: RecordCount::PerShard(30),
+            ..test_spec()
+        };
         let s = Source::new(Generator::new(spec), false);
         let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000, MAX_BATCH_BYTES);
         assert_eq!(batch.records.len(), 10);

@@ -52,7 +52,10 @@ const SALT_MOD: u64 = 1_000_000_000_000_000_000; // 18 digits
 
 impl SequenceLayout {
     pub fn new(created_at_ms: u64, seed: u64) -> Self {
-        SequenceLayout { epoch_seconds: (created_at_ms / 1000) % 10_000_000_000, salt: crate::generate::mix(seed, 0x5eed) % SALT_MOD }
+        SequenceLayout {
+            epoch_seconds: (created_at_ms / 1000) % 10_000_000_000,
+            salt: crate::generate::mix(seed, 0x5eed) % SALT_MOD,
+        }
     }
 
     pub fn format(&self, shard: u32, index: u64) -> SequenceNumber {
@@ -138,8 +141,14 @@ mod tests {
         let other = SequenceLayout::new(1_700_000_000_123, 43);
         let s = other.format(1, 5);
         assert!(matches!(l.parse(s.as_str()), Err(SequenceError::Foreign(_))));
-        assert!(matches!(l.parse("49590338271490256608559692538361571095921575989136588898"), Err(SequenceError::Foreign(_))));
+        assert!(matches!(
+            l.parse("49590338271490256608559692538361571095921575989136588898"),
+            Err(SequenceError::Foreign(_))
+        ));
         assert!(matches!(l.parse("123"), Err(SequenceError::Foreign(_))));
-        assert!(matches!(l.parse_in(2, l.format(1, 5).as_str()), Err(SequenceError::OtherShard { expected: 2, actual: 1, .. })));
+        assert!(matches!(
+            l.parse_in(2, l.format(1, 5).as_str()),
+            Err(SequenceError::OtherShard { expected: 2, actual: 1, .. })
+        ));
     }
 }

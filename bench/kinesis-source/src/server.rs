@@ -87,7 +87,10 @@ impl Server {
             Err(e) => return self.error(Protocol::Json, &e),
         };
         if req.method() != Method::POST {
-            return self.error(protocol, &ApiError::UnknownOperation(format!("{} is not served; POST an X-Amz-Target", req.method())));
+            return self.error(
+                protocol,
+                &ApiError::UnknownOperation(format!("{} is not served; POST an X-Amz-Target", req.method())),
+            );
         }
         let body = match read_body(req.into_body()).await {
             Ok(b) => b,

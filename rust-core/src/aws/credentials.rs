@@ -30,13 +30,14 @@ pub async fn provider(settings: &AwsSettings) -> Option<SharedCredentialsProvide
         (CredentialSource::Service(service), _) => Some(service_provider(service)),
         (CredentialSource::WebIdentity { token_file }, Some(role)) => {
             let sts = sts_config(settings, role, None).await;
-            let provider = WebIdentity { sts: aws_sdk_sts::Client::new(&sts), token_file: token_file.clone(), role: role.clone() };
+            let provider =
+                WebIdentity { sts: aws_sdk_sts::Client::new(&sts), token_file: token_file.clone(), role: role.clone() };
             Some(SharedCredentialsProvider::new(provider))
         }
         // Refused by validation; without a role there is nothing to exchange the token for.
-        (CredentialSource::WebIdentity { token_file }, None) => {
-            Some(SharedCredentialsProvider::new(Unusable(format!("the web identity token file {} needs an Assume Role ARN", token_file.display()))))
-        }
+        (CredentialSource::WebIdentity { token_file }, None) => Some(SharedCredentialsProvider::new(Unusable(
+            format!("the web identity token file {} needs an Assume Role ARN", token_file.display()),
+        ))),
         (source, None) => Some(base(source, region, super::http_client(settings)).await),
         (source, Some(role)) => {
             let base = base(source, region, super::http_client(settings)).await;
@@ -97,42 +98,52 @@ fn describe_role(role: &AssumeRole, source: &CredentialSource) -> String {
             role.session_name,
             token_file.display()
         ),
-        other => format!("role {} (session '{}'{external}) assumed with {}", role.role_arn, role.session_name, describe_source(other)),
+        other => format!(
+            "role {} (session '{}'{external}) assumed with {}",
+            role.role_arn,
+            role.session_name,
+            describe_source(other)
+        ),
     }
 }
 
 /// The provider of a source of its own.
-async fn base(source: &CredentialSource, region: Region, http: Option<aws_sdk_kinesis::config::SharedHttpClient>) -> SharedCredentialsProvider {
+async fn base(
+    source: &CredentialSource,
+    region: Region,
+    http: Option<aws_sdk_kinesis::config::SharedHttpClient>,
+) -> SharedCredentialsProvider {
     match source {
-        CredentialSource::Static { access_key_id, secret_access_key } => SharedCredentialsProvider::new(Credentials::new(
-            access_key_id.expose(),
-            secret_access_key.expose(),
-            None,
-            None,
-            "kinesnow-static",
-        )),
+        CredentialSource::Static { access_key_id, secret_access_key } => SharedCredentialsProvider::new(
+            Credentials::new(access_key_id.expose(), secret_access_key.expose(), None, None, "kinesnow-static"),
+        ),
         CredentialSource::Profile { name, file } => {
             let mut files = aws_runtime::env_config::file::EnvConfigFiles::builder().include_default_config_file(true);
             match file {
-                Some(path) => files = files.with_file(aws_runtime::env_config::file::EnvConfigFileKind::Credentials, path.clone()),
+                Some(path) => {
+                    files = files.with_file(aws_runtime::env_config::file::EnvConfigFileKind::Credentials, path.clone())
+                }
                 None => files = files.include_default_credentials_file(true),
             }
             let mut config = aws_config::provider_config::ProviderConfig::default().with_region(Some(region));
             if let Some(client) = http {
                 config = config.with_http_client(client);
             }
-            let mut builder = aws_config::profile::ProfileFileCredentialsProvider::builder().configure(&config).profile_files(files.build());
+            let mut builder = aws_config::profile::ProfileFileCredentialsProvider::builder()
+                .configure(&config)
+                .profile_files(files.build());
             if let Some(name) = name {
                 builder = builder.profile_name(name.clone());
             }
             SharedCredentialsProvider::new(Described { inner: builder.build(), what: describe_source(source) })
         }
-        CredentialSource::DefaultChain => {
-            SharedCredentialsProvider::new(aws_config::default_provider::credentials::DefaultCredentialsChain::builder().region(region).build().await)
-        }
-        CredentialSource::WebIdentity { token_file } => {
-            SharedCredentialsProvider::new(Unusable(format!("the web identity token file {} needs an Assume Role ARN", token_file.display())))
-        }
+        CredentialSource::DefaultChain => SharedCredentialsProvider::new(
+            aws_config::default_provider::credentials::DefaultCredentialsChain::builder().region(region).build().await,
+        ),
+        CredentialSource::WebIdentity { token_file } => SharedCredentialsProvider::new(Unusable(format!(
+            "the web identity token file {} needs an Assume Role ARN",
+            token_file.display()
+        ))),
         CredentialSource::Service(service) => service_provider(service),
     }
 }
@@ -142,7 +153,8 @@ async fn base(source: &CredentialSource, region: Region, http: Option<aws_sdk_ki
 /// identity: AssumeRoleWithWebIdentity is unsigned).
 async fn sts_config(settings: &AwsSettings, role: &AssumeRole, signer: Option<SharedCredentialsProvider>) -> SdkConfig {
     let region = role.sts_region.clone().unwrap_or_else(|| settings.region.clone());
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region)).timeout_config(super::timeouts());
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region)).timeout_config(super::timeouts());
     if let Some(client) = super::http_client(settings) {
         loader = loader.http_client(client);
     }
@@ -169,7 +181,10 @@ impl<P: ProvideCredentials> ProvideCredentials for Described<P> {
         Self: 'a,
     {
         future::ProvideCredentials::new(async move {
-            self.inner.provide_credentials().await.map_err(|source| CredentialsError::provider_error(Failed::new(self.what.clone(), source)))
+            self.inner
+                .provide_credentials()
+                .await
+                .map_err(|source| CredentialsError::provider_error(Failed::new(self.what.clone(), source)))
         })
     }
 }
@@ -211,8 +226,9 @@ impl std::error::Error for Failed {
 fn unread_answer(error: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(error);
     while let Some(e) = next {
-        let found = unread::<aws_sdk_sts::operation::assume_role::AssumeRoleError>(e)
-            .or_else(|| unread::<aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError>(e));
+        let found = unread::<aws_sdk_sts::operation::assume_role::AssumeRoleError>(e).or_else(|| {
+            unread::<aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError>(e)
+        });
         if found.is_some() {
             return found;
         }
@@ -226,7 +242,9 @@ where
     E: aws_sdk_sts::error::ProvideErrorMetadata + std::error::Error + 'static,
 {
     use aws_sdk_sts::error::SdkError;
-    let Some(SdkError::ServiceError(context)) = e.downcast_ref::<SdkError<E, aws_sdk_sts::config::http::HttpResponse>>() else {
+    let Some(SdkError::ServiceError(context)) =
+        e.downcast_ref::<SdkError<E, aws_sdk_sts::config::http::HttpResponse>>()
+    else {
         return None;
     };
     if context.err().code().is_some() {
@@ -285,7 +303,8 @@ struct WebIdentity {
 impl WebIdentity {
     async fn credentials(&self) -> Result<Credentials, CredentialsError> {
         // A few hundred bytes, read about once per session: no blocking worth a thread.
-        let token = std::fs::read_to_string(&self.token_file).map_err(|e| self.failed(CredentialsError::provider_error(e)))?;
+        let token =
+            std::fs::read_to_string(&self.token_file).map_err(|e| self.failed(CredentialsError::provider_error(e)))?;
         let answer = self
             .sts
             .assume_role_with_web_identity()
@@ -296,9 +315,18 @@ impl WebIdentity {
             .send()
             .await
             .map_err(|e| self.failed(CredentialsError::provider_error(e)))?;
-        let issued = answer.credentials.ok_or_else(|| self.failed(CredentialsError::unhandled("STS answered without credentials")))?;
-        let expiry = SystemTime::try_from(issued.expiration).map_err(|e| self.failed(CredentialsError::unhandled(e)))?;
-        Ok(Credentials::new(issued.access_key_id, issued.secret_access_key, Some(issued.session_token), Some(expiry), "kinesnow-web-identity"))
+        let issued = answer
+            .credentials
+            .ok_or_else(|| self.failed(CredentialsError::unhandled("STS answered without credentials")))?;
+        let expiry =
+            SystemTime::try_from(issued.expiration).map_err(|e| self.failed(CredentialsError::unhandled(e)))?;
+        Ok(Credentials::new(
+            issued.access_key_id,
+            issued.secret_access_key,
+            Some(issued.session_token),
+            Some(expiry),
+            "kinesnow-web-identity",
+        ))
     }
 
     fn failed(&self, source: CredentialsError) -> CredentialsError {
@@ -343,15 +371,26 @@ mod tests {
         );
         let page = format!("<html><body><h1>407 Proxy Authentication Required</h1>{}</body></html>", "x".repeat(1000));
         let text = text_of(&page);
-        assert!(text.starts_with("407 Proxy Authentication Required") && text.ends_with("...") && text.chars().count() == 403, "{text}");
+        assert!(
+            text.starts_with("407 Proxy Authentication Required")
+                && text.ends_with("...")
+                && text.chars().count() == 403,
+            "{text}"
+        );
     }
 
     #[test]
     fn descriptions_name_the_role_and_the_source_and_no_secret() {
-        let keys = CredentialSource::Static { access_key_id: Secret::new("AKIAEXAMPLE"), secret_access_key: Secret::new("topsecretvalue") };
+        let keys = CredentialSource::Static {
+            access_key_id: Secret::new("AKIAEXAMPLE"),
+            secret_access_key: Secret::new("topsecretvalue"),
+        };
         let text = describe(&keys, Some(&role()));
         assert!(text.contains("arn:aws:iam::123456789012:role/reader") && text.contains("AWS Access Key ID"), "{text}");
-        assert!(!text.contains("topsecretvalue") && !text.contains("AKIAEXAMPLE") && !text.contains("ext-secretish"), "{text}");
+        assert!(
+            !text.contains("topsecretvalue") && !text.contains("AKIAEXAMPLE") && !text.contains("ext-secretish"),
+            "{text}"
+        );
         let profile = CredentialSource::Profile { name: None, file: Some("/etc/nifi/aws".into()) };
         assert_eq!(describe(&profile, None), "profile 'default' of /etc/nifi/aws");
         let web = CredentialSource::WebIdentity { token_file: "/var/run/token".into() };

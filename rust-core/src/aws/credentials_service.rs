@@ -98,7 +98,11 @@ impl Eq for ServiceRef {}
 
 impl std::fmt::Debug for ServiceRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceRef").field("id", &self.id).field("name", &self.name).field("supplier", &self.supplier.is_some()).finish()
+        f.debug_struct("ServiceRef")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("supplier", &self.supplier.is_some())
+            .finish()
     }
 }
 
@@ -151,7 +155,8 @@ pub fn parse_answer(parts: &[Option<String>], now: SystemTime) -> Result<Supplie
     let expires_at = match text(4) {
         None => None,
         Some(millis) => {
-            let millis: u64 = millis.parse().map_err(|_| SupplyError::Malformed("with an expiry that is not a time".into()))?;
+            let millis: u64 =
+                millis.parse().map_err(|_| SupplyError::Malformed("with an expiry that is not a time".into()))?;
             let at = UNIX_EPOCH + Duration::from_millis(millis);
             if at <= now {
                 return Err(SupplyError::Expired(humantime::format_rfc3339_seconds(at).to_string()));
@@ -159,7 +164,12 @@ pub fn parse_answer(parts: &[Option<String>], now: SystemTime) -> Result<Supplie
             Some(at)
         }
     };
-    Ok(Supplied { access_key_id: access_key_id.to_owned(), secret_access_key: secret_access_key.to_owned(), session_token, expires_at })
+    Ok(Supplied {
+        access_key_id: access_key_id.to_owned(),
+        secret_access_key: secret_access_key.to_owned(),
+        session_token,
+        expires_at,
+    })
 }
 
 /// `text` without anything that looks like an AWS access key ID (`AKIA`/`ASIA` and 12 or more upper-case
@@ -227,13 +237,25 @@ impl ServiceProvider {
         let answer = match tokio::runtime::Handle::try_current() {
             // A blocking thread: the call waits on Java (and Java perhaps on STS).
             Ok(runtime) => runtime.spawn_blocking(call).await.unwrap_or_else(|e| {
-                Err(SupplyError::Jvm(if e.is_panic() { "the call panicked (a bug)".into() } else { "the call was cancelled".into() }))
+                Err(SupplyError::Jvm(if e.is_panic() {
+                    "the call panicked (a bug)".into()
+                } else {
+                    "the call was cancelled".into()
+                }))
             }),
             Err(_) => call(),
         };
         match answer {
-            Ok(s) => Ok(Credentials::new(s.access_key_id, s.secret_access_key, s.session_token, s.expires_at, "nifi-aws-credentials-service")),
-            Err(reason) => Err(CredentialsError::provider_error(ServiceFailed { service: self.service.describe(), reason })),
+            Ok(s) => Ok(Credentials::new(
+                s.access_key_id,
+                s.secret_access_key,
+                s.session_token,
+                s.expires_at,
+                "nifi-aws-credentials-service",
+            )),
+            Err(reason) => {
+                Err(CredentialsError::provider_error(ServiceFailed { service: self.service.describe(), reason }))
+            }
         }
     }
 }
@@ -334,7 +356,10 @@ mod tests {
         let e = parse_answer(&[Some("ERROR".into()), Some(reason)], now()).unwrap_err();
         let text = e.to_string();
         assert!(matches!(e, SupplyError::Provider(_)));
-        assert!(text.contains("arn:aws:iam::123456789012:role/kinesis-reader") && text.contains("is not authorized"), "{text}");
+        assert!(
+            text.contains("arn:aws:iam::123456789012:role/kinesis-reader") && text.contains("is not authorized"),
+            "{text}"
+        );
         assert!(text.contains("sts:AssumeRole") && text.contains("Status Code: 403"), "{text}");
         for secret in [KEY, SECRET, TOKEN] {
             assert!(!text.contains(secret), "{secret} in {text}");
@@ -345,14 +370,20 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_provider_calls_the_supplier_off_the_workers_and_names_the_service_in_errors() {
-        let good = Supplied { access_key_id: KEY.into(), secret_access_key: SECRET.into(), session_token: Some(TOKEN.into()), expires_at: None };
+        let good = Supplied {
+            access_key_id: KEY.into(),
+            secret_access_key: SECRET.into(),
+            session_token: Some(TOKEN.into()),
+            expires_at: None,
+        };
         let fixed = Arc::new(Fixed(Ok(good), Default::default()));
         let provider = ServiceProvider::new(service(None), fixed.clone());
         let c = provider.provide_credentials().await.unwrap();
         assert_eq!((c.access_key_id(), c.session_token()), (KEY, Some(TOKEN)));
         assert_eq!(fixed.1.load(Ordering::SeqCst), 1);
 
-        let denied = Arc::new(Fixed(Err(SupplyError::Provider("AccessDenied: not authorized".into())), Default::default()));
+        let denied =
+            Arc::new(Fixed(Err(SupplyError::Provider("AccessDenied: not authorized".into())), Default::default()));
         let e = ServiceProvider::new(service(None), denied).provide_credentials().await.unwrap_err();
         let text = crate::kinesis::sdk_error_text(&e);
         assert!(text.contains("no credentials from the AWS credentials service 'Reader role' (0b6c-41e2): AccessDenied: not authorized"), "{text}");
@@ -369,7 +400,8 @@ mod tests {
 
     #[test]
     fn the_registry_hands_out_and_forgets_suppliers() {
-        let supplier: Arc<dyn CredentialsSupplier> = Arc::new(Fixed(Err(SupplyError::Malformed("x".into())), Default::default()));
+        let supplier: Arc<dyn CredentialsSupplier> =
+            Arc::new(Fixed(Err(SupplyError::Malformed("x".into())), Default::default()));
         let a = register(supplier.clone());
         let b = register(supplier);
         assert_ne!(a, b);
@@ -383,8 +415,12 @@ mod tests {
     #[test]
     fn a_service_is_described_by_name_and_id_and_compared_by_supplier() {
         assert_eq!(service(None).describe(), "the AWS credentials service 'Reader role' (0b6c-41e2)");
-        assert_eq!(ServiceRef { id: "x-1".into(), name: None, supplier: None }.describe(), "the AWS credentials service x-1");
-        let supplier: Arc<dyn CredentialsSupplier> = Arc::new(Fixed(Err(SupplyError::Malformed("x".into())), Default::default()));
+        assert_eq!(
+            ServiceRef { id: "x-1".into(), name: None, supplier: None }.describe(),
+            "the AWS credentials service x-1"
+        );
+        let supplier: Arc<dyn CredentialsSupplier> =
+            Arc::new(Fixed(Err(SupplyError::Malformed("x".into())), Default::default()));
         assert_eq!(service(Some(supplier.clone())), service(Some(supplier.clone())));
         assert_ne!(service(Some(supplier)), service(None));
     }

@@ -3,10 +3,10 @@
 //! service and extra certificates the SDK's own default client is used; it reads the proxy
 //! environment variables exactly as the client built here does for `Proxy::FromEnvironment`.
 
+use aws_sdk_kinesis::config::SharedHttpClient;
 use aws_smithy_http_client::proxy::ProxyConfig;
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider, TlsContext, TrustStore};
 use aws_smithy_http_client::{Builder, ConnectorBuilder};
-use aws_sdk_kinesis::config::SharedHttpClient;
 
 use aws_sdk_kinesis::config::interceptors::BeforeDeserializationInterceptorContextRef;
 use aws_sdk_kinesis::config::{ConfigBag, Intercept, RuntimeComponents};
@@ -26,7 +26,8 @@ pub fn client(proxy: &Proxy, extra_ca_pem: Option<&str>) -> Result<Option<Shared
     }
     let tls = TlsContext::builder().with_trust_store(trust).build().map_err(|e| format!("TLS context: {e}"))?;
     let client = Builder::new().build_with_connector_fn(move |settings, components| {
-        let mut connector = ConnectorBuilder::default().tls_provider(Provider::Rustls(CryptoMode::AwsLc)).tls_context(tls.clone());
+        let mut connector =
+            ConnectorBuilder::default().tls_provider(Provider::Rustls(CryptoMode::AwsLc)).tls_context(tls.clone());
         connector.set_connector_settings(settings.cloned());
         if let Some(components) = components {
             connector.set_sleep_impl(components.sleep_impl());
@@ -43,7 +44,9 @@ fn proxy_config(proxy: &Proxy) -> Result<ProxyConfig, String> {
         Proxy::FromEnvironment => ProxyConfig::from_env(),
         Proxy::Direct => ProxyConfig::disabled(),
         Proxy::Http(http) => {
-            let mut config = ProxyConfig::all(http.url()).map_err(|e| format!("proxy {}: {e}", http.url()))?.no_proxy(METADATA_HOSTS);
+            let mut config = ProxyConfig::all(http.url())
+                .map_err(|e| format!("proxy {}: {e}", http.url()))?
+                .no_proxy(METADATA_HOSTS);
             if let Some(c) = &http.credentials {
                 config = config.with_basic_auth(c.user.clone(), c.password.expose().to_owned());
             }

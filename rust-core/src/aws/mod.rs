@@ -6,8 +6,8 @@
 //! of its own: see [`AwsClients::separate_kinesis`].
 
 pub mod credentials;
-pub mod http;
 pub mod credentials_service;
+pub mod http;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,9 @@ impl AwsClients {
     /// connection with those of another such client.
     pub fn separate_kinesis(&self) -> aws_sdk_kinesis::Client {
         match http::client(&self.proxy, self.extra_ca_pem.as_deref()) {
-            Ok(Some(client)) => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().to_builder().http_client(client).build()),
+            Ok(Some(client)) => {
+                aws_sdk_kinesis::Client::from_conf(self.kinesis.config().to_builder().http_client(client).build())
+            }
             // No HTTP client in the configuration: the SDK builds a default one for each client. (The
             // settings made a client once already, in `build`, so they make one again.)
             _ => aws_sdk_kinesis::Client::from_conf(self.kinesis.config().clone()),
@@ -75,8 +77,10 @@ pub async fn clients_trusting(settings: &AwsSettings, extra_ca_pem: &str) -> Res
 async fn build(settings: &AwsSettings, extra_ca_pem: Option<Arc<str>>) -> AwsClients {
     let sdk = sdk_config(settings).await;
     let text = |u: &url::Url| u.as_str().trim_end_matches('/').to_owned();
-    let mut kinesis = aws_sdk_kinesis::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
-    let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
+    let mut kinesis =
+        aws_sdk_kinesis::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
+    let mut dynamodb =
+        aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
     if let Some(url) = &settings.endpoint_override {
         kinesis = kinesis.endpoint_url(text(url));
     }

@@ -71,7 +71,13 @@ pub struct Startup<E: Engine> {
 
 impl<E: Engine> Startup<E> {
     /// Spawns the start task on the current runtime. `prepare` is called once per attempt.
-    pub fn spawn<P, PF, PFut, JF, JFut, Fail>(component: u64, doing: &'static str, backoff: Backoff, prepare: PF, join: JF) -> Self
+    pub fn spawn<P, PF, PFut, JF, JFut, Fail>(
+        component: u64,
+        doing: &'static str,
+        backoff: Backoff,
+        prepare: PF,
+        join: JF,
+    ) -> Self
     where
         P: Send + 'static,
         Fail: std::fmt::Display + Send + 'static,
@@ -194,7 +200,10 @@ async fn run<E, P, PF, PFut, JF, JFut, Fail>(
             Err(error) => {
                 failures += 1;
                 let retry_in = backoff.after(failures);
-                let text = format!("the engine could not start: {error}; it tries again in {} s", retry_in.as_secs_f64().ceil() as u64);
+                let text = format!(
+                    "the engine could not start: {error}; it tries again in {} s",
+                    retry_in.as_secs_f64().ceil() as u64
+                );
                 // The status first: whoever sees the bulletin and asks for the status sees the failure.
                 *lock(&phase) = Phase::Failed { attempt: failures, error, retry_in };
                 error!(component, "{text}");
@@ -226,7 +235,9 @@ fn flatten<T, Fail: std::fmt::Display>(r: Result<Result<T, Fail>, JoinError>) ->
     match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(e) if e.is_panic() => Err(format!("internal error in the native engine (a bug, please report it): {}", panic_text(e))),
+        Err(e) if e.is_panic() => {
+            Err(format!("internal error in the native engine (a bug, please report it): {}", panic_text(e)))
+        }
         Err(_) => Err("the start was cancelled".into()),
     }
 }
@@ -282,7 +293,13 @@ mod tests {
 
     /// A start whose prepare waits for `release` (as for another node's migration lock) and
     /// fails its first `failures` attempts; join takes `join_time`.
-    fn fake(record: &Arc<Record>, release: &Arc<Notify>, failures: u32, join_time: Duration, backoff: Backoff) -> Startup<FakeEngine> {
+    fn fake(
+        record: &Arc<Record>,
+        release: &Arc<Notify>,
+        failures: u32,
+        join_time: Duration,
+        backoff: Backoff,
+    ) -> Startup<FakeEngine> {
         let (r1, r2, release) = (record.clone(), record.clone(), release.clone());
         Startup::spawn(
             7,

@@ -149,7 +149,10 @@ impl AwsCredentials {
     /// Static keys, no role.
     pub fn fixed(access_key_id: &str, secret_access_key: &str) -> Self {
         Self {
-            source: CredentialSource::Static { access_key_id: Secret::new(access_key_id), secret_access_key: Secret::new(secret_access_key) },
+            source: CredentialSource::Static {
+                access_key_id: Secret::new(access_key_id),
+                secret_access_key: Secret::new(secret_access_key),
+            },
             role: None,
         }
     }
@@ -159,13 +162,21 @@ impl AwsCredentials {
 pub enum CredentialSource {
     /// The AWS SDK's default chain (environment, profile, web identity, container or instance role).
     DefaultChain,
-    Static { access_key_id: Secret, secret_access_key: Secret },
+    Static {
+        access_key_id: Secret,
+        secret_access_key: Secret,
+    },
     /// A profile of the AWS shared config and credentials files (`None`: `default`; `file`: that
     /// credentials file instead of `~/.aws/credentials`).
-    Profile { name: Option<String>, file: Option<std::path::PathBuf> },
+    Profile {
+        name: Option<String>,
+        file: Option<std::path::PathBuf>,
+    },
     /// An OIDC token read from this file at each refresh (what EKS mounts for IRSA), exchanged for
     /// the role's credentials with AssumeRoleWithWebIdentity.
-    WebIdentity { token_file: std::path::PathBuf },
+    WebIdentity {
+        token_file: std::path::PathBuf,
+    },
     /// NiFi's AWS credentials controller service, through the shim. Exclusive: no other credential
     /// property may be set with it (as NiFi's own AWS processors, where the service is the only source).
     Service(crate::aws::credentials_service::ServiceRef),
@@ -242,12 +253,19 @@ impl ConsumeKinesisConfig {
         let consumer_type = r.one_of(
             CONSUMER_TYPE,
             ConsumerType::SharedThroughput,
-            &[("SHARED_THROUGHPUT", ConsumerType::SharedThroughput), ("ENHANCED_FAN_OUT", ConsumerType::EnhancedFanOut)],
+            &[
+                ("SHARED_THROUGHPUT", ConsumerType::SharedThroughput),
+                ("ENHANCED_FAN_OUT", ConsumerType::EnhancedFanOut),
+            ],
         );
         let initial_position = initial_position(&mut r);
         let max_records_per_request = r.int_in(MAX_RECORDS_PER_REQUEST, 1000, 1, 10_000) as u32;
-        let max_batch_duration =
-            r.duration_in(MAX_BATCH_DURATION, Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
+        let max_batch_duration = r.duration_in(
+            MAX_BATCH_DURATION,
+            Duration::from_secs(1),
+            Duration::from_millis(10),
+            Duration::from_secs(600),
+        );
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 10 * MIB, 1024, 1024 * MIB);
         let max_buffer_size = r.data_size_in(MAX_BUFFER_SIZE, 64 * MIB, MIB, 64 * 1024 * MIB);
         if props.get(MAX_BATCH_SIZE).is_some() || props.get(MAX_BUFFER_SIZE).is_some() {
@@ -336,8 +354,16 @@ fn processing_strategy(r: &mut Reader) -> ProcessingStrategy {
 
 /// SNOWFLAKE_COMMIT needs every row to carry its position: one record per FlowFile, or records with
 /// their own `kinesisMetadata`. The one place this rule lives (the shim only shows its verdict).
-fn check_exactly_once_layout(r: &mut Reader, failover: FailoverPosition, processing: &ProcessingStrategy, output: OutputStrategy) {
-    if failover == FailoverPosition::SnowflakeCommit && processing.groups_records() && output == OutputStrategy::UseValue {
+fn check_exactly_once_layout(
+    r: &mut Reader,
+    failover: FailoverPosition,
+    processing: &ProcessingStrategy,
+    output: OutputStrategy,
+) {
+    if failover == FailoverPosition::SnowflakeCommit
+        && processing.groups_records()
+        && output == OutputStrategy::UseValue
+    {
         r.problem(
             FAILOVER_POSITION,
             "SNOWFLAKE_COMMIT needs FlowFiles whose rows PutSnowflake loads exactly once: Processing Strategy FLOW_FILE, \
@@ -390,7 +416,10 @@ fn credentials(r: &mut Reader) -> AwsCredentials {
     let source = credential_source(r);
     let role = assume_role(r);
     if matches!(source, CredentialSource::WebIdentity { .. }) && role.is_none() {
-        r.problem(ASSUME_ROLE_ARN, "is required with Web Identity Token File: the token is exchanged for that role's credentials");
+        r.problem(
+            ASSUME_ROLE_ARN,
+            "is required with Web Identity Token File: the token is exchanged for that role's credentials",
+        );
     }
     AwsCredentials { source, role }
 }
@@ -401,10 +430,11 @@ fn credentials(r: &mut Reader) -> AwsCredentials {
 /// registered, absent in validation.
 fn credentials_service(r: &mut Reader) -> Option<crate::aws::credentials_service::ServiceRef> {
     let id = r.optional(CREDENTIALS_SERVICE)?;
-    let others: Vec<&str> = [ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN]
-        .into_iter()
-        .filter(|name| r.optional_raw(name).is_some())
-        .collect();
+    let others: Vec<&str> =
+        [ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN]
+            .into_iter()
+            .filter(|name| r.optional_raw(name).is_some())
+            .collect();
     if !others.is_empty() {
         r.problem(
             CREDENTIALS_SERVICE,
@@ -449,7 +479,8 @@ fn credential_source(r: &mut Reader) -> CredentialSource {
     let (profile_name, credentials_file) = (r.optional(PROFILE_NAME), r.optional(CREDENTIALS_FILE));
     let profile = (profile_name.is_some() || credentials_file.is_some())
         .then(|| CredentialSource::Profile { name: profile_name, file: credentials_file.map(Into::into) });
-    let web_identity = r.optional(WEB_IDENTITY_TOKEN_FILE).map(|f| CredentialSource::WebIdentity { token_file: f.into() });
+    let web_identity =
+        r.optional(WEB_IDENTITY_TOKEN_FILE).map(|f| CredentialSource::WebIdentity { token_file: f.into() });
     let given: Vec<CredentialSource> = [keys, profile, web_identity].into_iter().flatten().collect();
     if given.len() > 1 {
         r.problem(
@@ -464,11 +495,19 @@ fn assume_role(r: &mut Reader) -> Option<AssumeRole> {
     // The other role settings depend on the ARN (hidden in NiFi without it): ignored then.
     let role_arn = r.optional(ASSUME_ROLE_ARN)?;
     if !is_role_arn(&role_arn) {
-        r.problem(ASSUME_ROLE_ARN, format!("'{role_arn}' is not an IAM role ARN such as arn:aws:iam::123456789012:role/kinesis-reader"));
+        r.problem(
+            ASSUME_ROLE_ARN,
+            format!("'{role_arn}' is not an IAM role ARN such as arn:aws:iam::123456789012:role/kinesis-reader"),
+        );
     }
     let session_name = r.optional(ASSUME_ROLE_SESSION_NAME).unwrap_or_else(|| DEFAULT_SESSION_NAME.to_owned());
-    if !(2..=64).contains(&session_name.len()) || !session_name.chars().all(|c| c.is_ascii_alphanumeric() || "=,.@-_".contains(c)) {
-        r.problem(ASSUME_ROLE_SESSION_NAME, format!("'{session_name}' must be 2-64 letters, digits or any of = , . @ - _"));
+    if !(2..=64).contains(&session_name.len())
+        || !session_name.chars().all(|c| c.is_ascii_alphanumeric() || "=,.@-_".contains(c))
+    {
+        r.problem(
+            ASSUME_ROLE_SESSION_NAME,
+            format!("'{session_name}' must be 2-64 letters, digits or any of = , . @ - _"),
+        );
     }
     let external_id = r.optional(ASSUME_ROLE_EXTERNAL_ID);
     if external_id.as_ref().is_some_and(|id| !(2..=1224).contains(&id.len())) {
@@ -517,7 +556,10 @@ fn initial_position(r: &mut Reader) -> InitialPosition {
             Some(text) => match humantime::parse_rfc3339_weak(&text) {
                 Ok(t) => InitialPosition::AtTimestamp(t),
                 Err(_) => {
-                    r.problem(POSITION_TIMESTAMP, format!("'{text}' is not an ISO-8601 timestamp such as 2026-01-31T12:00:00Z"));
+                    r.problem(
+                        POSITION_TIMESTAMP,
+                        format!("'{text}' is not an ISO-8601 timestamp such as 2026-01-31T12:00:00Z"),
+                    );
                     InitialPosition::TrimHorizon
                 }
             },
@@ -539,7 +581,12 @@ mod tests {
 
     fn problem_for(pairs: Vec<(&str, &str)>, property: &str) -> String {
         let problems = parse(pairs).unwrap_err().0;
-        problems.iter().find(|p| p.property == property).unwrap_or_else(|| panic!("no problem for {property}: {problems:?}")).message.clone()
+        problems
+            .iter()
+            .find(|p| p.property == property)
+            .unwrap_or_else(|| panic!("no problem for {property}: {problems:?}"))
+            .message
+            .clone()
     }
 
     #[test]
@@ -631,7 +678,11 @@ mod tests {
     fn role_settings_without_a_role_are_ignored_and_two_sources_refused() {
         let mut p = minimal();
         p.extend([(ASSUME_ROLE_EXTERNAL_ID, "ext-7"), (ASSUME_ROLE_SESSION_TIME, "5")]);
-        assert_eq!(parse(p).unwrap().credentials, AwsCredentials::default_chain(), "as NiFi hides them without Assume Role ARN");
+        assert_eq!(
+            parse(p).unwrap().credentials,
+            AwsCredentials::default_chain(),
+            "as NiFi hides them without Assume Role ARN"
+        );
         let mut p = minimal();
         p.extend([(PROFILE_NAME, "reader"), (ACCESS_KEY_ID, "AKIAEXAMPLE"), (SECRET_ACCESS_KEY, "topsecretvalue")]);
         assert!(problem_for(p, WEB_IDENTITY_TOKEN_FILE).contains("one source of credentials"));
@@ -650,7 +701,10 @@ mod tests {
             CredentialSource::Profile { name: Some("reader".into()), file: Some("/etc/nifi/aws-credentials".into()) }
         );
         let mut p = minimal();
-        p.extend([(WEB_IDENTITY_TOKEN_FILE, "/var/run/token"), (ASSUME_ROLE_ARN, "arn:aws-cn:iam::123456789012:role/irsa")]);
+        p.extend([
+            (WEB_IDENTITY_TOKEN_FILE, "/var/run/token"),
+            (ASSUME_ROLE_ARN, "arn:aws-cn:iam::123456789012:role/irsa"),
+        ]);
         let c = parse(p).unwrap();
         assert_eq!(c.credentials.source, CredentialSource::WebIdentity { token_file: "/var/run/token".into() });
         assert_eq!(c.credentials.role.map(|r| r.role_arn).as_deref(), Some("arn:aws-cn:iam::123456789012:role/irsa"));
@@ -662,7 +716,10 @@ mod tests {
         p.push((CREDENTIALS_SERVICE, "4f1c-service-id"));
         let c = parse(p.clone()).unwrap();
         let CredentialSource::Service(service) = &c.credentials.source else { panic!("{:?}", c.credentials) };
-        assert_eq!((service.id.as_str(), service.name.as_deref(), service.supplier.is_none()), ("4f1c-service-id", None, true));
+        assert_eq!(
+            (service.id.as_str(), service.name.as_deref(), service.supplier.is_none()),
+            ("4f1c-service-id", None, true)
+        );
         assert_eq!(c.credentials.role, None);
 
         for (name, value) in [
@@ -698,11 +755,18 @@ mod tests {
         let handle = svc::register(supplier.clone());
         let mut p = minimal();
         let text = handle.to_string();
-        p.extend([(CREDENTIALS_SERVICE, "4f1c"), (CREDENTIALS_SERVICE_HANDLE, text.as_str()), (CREDENTIALS_SERVICE_NAME, "Reader")]);
+        p.extend([
+            (CREDENTIALS_SERVICE, "4f1c"),
+            (CREDENTIALS_SERVICE_HANDLE, text.as_str()),
+            (CREDENTIALS_SERVICE_NAME, "Reader"),
+        ]);
         let c = parse(p.clone()).unwrap();
         svc::release(handle);
         let CredentialSource::Service(service) = c.credentials.source else { panic!() };
-        assert!(service.supplier.is_some_and(|s| std::sync::Arc::ptr_eq(&s, &supplier)), "the settings keep it after the release");
+        assert!(
+            service.supplier.is_some_and(|s| std::sync::Arc::ptr_eq(&s, &supplier)),
+            "the settings keep it after the release"
+        );
         assert_eq!(service.name.as_deref(), Some("Reader"));
         let CredentialSource::Service(after) = parse(p.clone()).unwrap().credentials.source else { panic!() };
         assert!(after.supplier.is_none(), "a released handle gives none");
@@ -719,7 +783,10 @@ mod tests {
             parse(p).map(|c| c.processing_strategy)
         };
         assert_eq!(strategy(vec![]).unwrap(), ProcessingStrategy::FlowFile);
-        assert_eq!(strategy(vec![(PROCESSING_STRATEGY, "LINE_DELIMITED")]).unwrap(), ProcessingStrategy::Demarcated(b"\n".to_vec()));
+        assert_eq!(
+            strategy(vec![(PROCESSING_STRATEGY, "LINE_DELIMITED")]).unwrap(),
+            ProcessingStrategy::Demarcated(b"\n".to_vec())
+        );
         assert_eq!(strategy(vec![(PROCESSING_STRATEGY, "RECORD")]).unwrap(), ProcessingStrategy::Record);
         assert_eq!(
             strategy(vec![(PROCESSING_STRATEGY, "DEMARCATOR"), (MESSAGE_DEMARCATOR, "\u{1F4A5}|\r\n")]).unwrap(),
@@ -752,7 +819,10 @@ mod tests {
             let mut p = minimal();
             p.extend([(FAILOVER_POSITION, "SNOWFLAKE_COMMIT"), (PROCESSING_STRATEGY, processing)]);
             p.extend(demarcator.map(|d| (MESSAGE_DEMARCATOR, d)));
-            assert!(problem_for(p.clone(), FAILOVER_POSITION).contains("no per-record positions"), "{processing} + USE_VALUE");
+            assert!(
+                problem_for(p.clone(), FAILOVER_POSITION).contains("no per-record positions"),
+                "{processing} + USE_VALUE"
+            );
             for output in ["INJECT_METADATA", "USE_WRAPPER"] {
                 let mut q = p.clone();
                 q.push((OUTPUT_STRATEGY, output));

@@ -22,11 +22,7 @@ impl PropertyMap {
         K: Into<String>,
         V: Into<String>,
     {
-        let values = pairs
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(_, v)| !v.is_empty())
-            .collect();
+        let values = pairs.into_iter().map(|(k, v)| (k.into(), v.into())).filter(|(_, v)| !v.is_empty()).collect();
         Self { values }
     }
 
@@ -116,7 +112,10 @@ impl<'a> Reader<'a> {
         match parse_time_period(value) {
             Some(d) if d >= min && d <= max => d,
             Some(_) => {
-                self.problem(name, format!("'{value}' must be between {} and {}", show_duration(min), show_duration(max)));
+                self.problem(
+                    name,
+                    format!("'{value}' must be between {} and {}", show_duration(min), show_duration(max)),
+                );
                 default
             }
             None => {

@@ -52,7 +52,11 @@ pub struct ProxyCredentials {
 impl HttpProxy {
     /// `http://host:port`, without the credentials.
     pub fn url(&self) -> String {
-        let host = if self.host.contains(':') && !self.host.starts_with('[') { format!("[{}]", self.host) } else { self.host.clone() };
+        let host = if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
         format!("http://{host}:{}", self.port)
     }
 }
@@ -65,7 +69,10 @@ impl Proxy {
             "DIRECT" => Self::Direct,
             "HTTP" => Self::read_http(r),
             other => {
-                r.problem(SERVICE_PROPERTY, format!("proxy type {other} is not supported: use HTTP (with or without a user name) or DIRECT"));
+                r.problem(
+                    SERVICE_PROPERTY,
+                    format!("proxy type {other} is not supported: use HTTP (with or without a user name) or DIRECT"),
+                );
                 Self::FromEnvironment
             }
         }
@@ -95,7 +102,9 @@ impl Proxy {
     /// What the calls go through, for verification and errors; never the password.
     pub fn describe(&self) -> String {
         match self {
-            Self::FromEnvironment => "the proxy environment variables (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY), if any".into(),
+            Self::FromEnvironment => {
+                "the proxy environment variables (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY), if any".into()
+            }
             Self::Direct => "no proxy (the Proxy Configuration Service says DIRECT)".into(),
             Self::Http(p) => match &p.credentials {
                 Some(c) => format!("the HTTP proxy {} as user '{}'", p.url(), c.user),
@@ -128,7 +137,13 @@ mod tests {
 
     #[test]
     fn an_http_service_with_a_user_carries_basic_credentials_that_never_print() {
-        let (proxy, problems) = read(&[(PROXY_TYPE, "HTTP"), (PROXY_HOST, "127.0.0.1"), (PROXY_PORT, "3128"), (PROXY_USER, "nifi"), (PROXY_PASSWORD, "s3cr3t-pw")]);
+        let (proxy, problems) = read(&[
+            (PROXY_TYPE, "HTTP"),
+            (PROXY_HOST, "127.0.0.1"),
+            (PROXY_PORT, "3128"),
+            (PROXY_USER, "nifi"),
+            (PROXY_PASSWORD, "s3cr3t-pw"),
+        ]);
         assert!(problems.is_empty(), "{problems:?}");
         let Proxy::Http(http) = &proxy else { panic!("{proxy:?}") };
         assert_eq!(http.url(), "http://127.0.0.1:3128");

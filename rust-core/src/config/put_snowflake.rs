@@ -72,9 +72,16 @@ pub enum PrivateKeySource {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Authentication {
-    KeyPair { user: String, key: PrivateKeySource, password: Option<Secret> },
+    KeyPair {
+        user: String,
+        key: PrivateKeySource,
+        password: Option<Secret>,
+    },
     /// Openflow's `SNOWFLAKE_MANAGED`: the token files the platform mounts and rotates.
-    SnowflakeManaged { service_account_token_file: String, session_token_file: String },
+    SnowflakeManaged {
+        service_account_token_file: String,
+        session_token_file: String,
+    },
 }
 
 /// Where the control URL came from.
@@ -138,14 +145,18 @@ impl PutSnowflakeConfig {
         if let Some(u) = &url_override {
             let loopback = matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
             if u.scheme() == "http" && !loopback {
-                r.problem(URL_OVERRIDE, "plain http is allowed only for a server on this machine (127.0.0.1); use https");
+                r.problem(
+                    URL_OVERRIDE,
+                    "plain http is allowed only for a server on this machine (127.0.0.1); use https",
+                );
             }
         }
         let role = r.optional(ROLE);
         let authentication = authentication(&mut r);
         let managed = matches!(authentication, Authentication::SnowflakeManaged { .. });
         let snowflake_host = if managed { env(SNOWFLAKE_HOST_VARIABLE).filter(|h| !h.trim().is_empty()) } else { None };
-        let (control, control_source) = control(&mut r, url_override.as_ref(), snowflake_host.as_deref(), &account, managed);
+        let (control, control_source) =
+            control(&mut r, url_override.as_ref(), snowflake_host.as_deref(), &account, managed);
         let database = r.required(DATABASE);
         let schema = r.required(SCHEMA);
         let table = r.required(TABLE);
@@ -154,7 +165,8 @@ impl PutSnowflakeConfig {
             Table,
             Pipe,
         }
-        let destination = match r.one_of(DESTINATION_TYPE, Kind::Table, &[("TABLE", Kind::Table), ("PIPE", Kind::Pipe)]) {
+        let destination = match r.one_of(DESTINATION_TYPE, Kind::Table, &[("TABLE", Kind::Table), ("PIPE", Kind::Pipe)])
+        {
             Kind::Table => Destination::Table,
             Kind::Pipe => match r.optional(PIPE) {
                 Some(p) => Destination::Pipe(p),
@@ -174,8 +186,10 @@ impl PutSnowflakeConfig {
         let node = r.optional(super::consume_kinesis::NODE_IDENTITY).unwrap_or_default();
         let proxy = super::proxy::Proxy::read(&mut r);
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
-        let max_latency = r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
-        let commit_timeout = r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
+        let max_latency =
+            r.duration_in(MAX_LATENCY, Duration::from_millis(250), Duration::from_millis(10), Duration::from_secs(600));
+        let commit_timeout =
+            r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
         let max_in_flight_size = r.data_size_in(MAX_IN_FLIGHT_SIZE, 64 * MIB, MIB, 4096 * MIB);
         if max_in_flight_size < max_batch_size {
             r.problem(MAX_IN_FLIGHT_SIZE, "must be at least Max Batch Size");
@@ -222,7 +236,11 @@ fn control(
     if let Some(host) = snowflake_host {
         let host = host.trim();
         let parsed = url::Url::parse(&format!("https://{host}")).ok().filter(|u| {
-            u.host_str().is_some() && u.path() == "/" && u.query().is_none() && u.username().is_empty() && !host.contains('/')
+            u.host_str().is_some()
+                && u.path() == "/"
+                && u.query().is_none()
+                && u.username().is_empty()
+                && !host.contains('/')
         });
         return match parsed {
             Some(u) => (u, ControlSource::SnowflakeHost),
@@ -260,7 +278,10 @@ fn control(
 fn check_account(r: &mut Reader, account: &str) {
     let ok = account.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if !account.is_empty() && !ok {
-        r.problem(ACCOUNT_IDENTIFIER, format!("'{account}' is not a Snowflake account identifier such as myorg-myaccount"));
+        r.problem(
+            ACCOUNT_IDENTIFIER,
+            format!("'{account}' is not a Snowflake account identifier such as myorg-myaccount"),
+        );
     }
 }
 
@@ -307,7 +328,10 @@ fn key_pair(r: &mut Reader) -> Authentication {
             PrivateKeySource::File(String::new())
         }
         (None, None) => {
-            r.problem(PRIVATE_KEY, "Private Key or Private Key File is required when Authentication Strategy is KEY_PAIR");
+            r.problem(
+                PRIVATE_KEY,
+                "Private Key or Private Key File is required when Authentication Strategy is KEY_PAIR",
+            );
             PrivateKeySource::File(String::new())
         }
         (Some(pem), None) => {
@@ -360,7 +384,10 @@ mod tests {
     }
 
     /// Shape only (a truncated body): the rules look at the armour, not the key.
-    const KEY: &str = concat!("-----BEGIN ", "PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n");
+    const KEY: &str = concat!(
+        "-----BEGIN ",
+        "PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n"
+    );
 
     fn minimal() -> Vec<(&'static str, &'static str)> {
         vec![
@@ -400,7 +427,10 @@ mod tests {
     #[test]
     fn encrypted_key_needs_password_and_pkcs1_is_explained() {
         let mut p = minimal();
-        p[2] = (PRIVATE_KEY, concat!("-----BEGIN ENCRYPTED ", "PRIVATE KEY-----\nabc\n-----END ENCRYPTED PRIVATE KEY-----"));
+        p[2] = (
+            PRIVATE_KEY,
+            concat!("-----BEGIN ENCRYPTED ", "PRIVATE KEY-----\nabc\n-----END ENCRYPTED PRIVATE KEY-----"),
+        );
         assert!(messages(p).iter().any(|m| m.contains("Private Key Password: is required")));
         let mut p = minimal();
         p[2] = (PRIVATE_KEY, concat!("-----BEGIN RSA ", "PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----"));
@@ -431,8 +461,11 @@ mod tests {
     #[test]
     fn snowflake_managed_and_its_two_aliases_need_no_account_user_or_key() {
         for strategy in ["SNOWFLAKE_MANAGED", "SNOWFLAKE_MANAGED_TOKEN", "SNOWFLAKE_SESSION_TOKEN"] {
-            let c = parse_env(vec![(AUTHENTICATION_STRATEGY, strategy), (DATABASE, "D"), (SCHEMA, "S"), (TABLE, "T")], Some("org-acct.snowflakecomputing.com"))
-                .unwrap_or_else(|e| panic!("{strategy}: {e}"));
+            let c = parse_env(
+                vec![(AUTHENTICATION_STRATEGY, strategy), (DATABASE, "D"), (SCHEMA, "S"), (TABLE, "T")],
+                Some("org-acct.snowflakecomputing.com"),
+            )
+            .unwrap_or_else(|e| panic!("{strategy}: {e}"));
             assert_eq!(
                 c.authentication,
                 Authentication::SnowflakeManaged {
@@ -441,21 +474,37 @@ mod tests {
                 },
                 "{strategy}"
             );
-            assert_eq!(c.control.as_str(), "https://org-acct.snowflakecomputing.com/", "{strategy}: the host comes from SNOWFLAKE_HOST");
+            assert_eq!(
+                c.control.as_str(),
+                "https://org-acct.snowflakecomputing.com/",
+                "{strategy}: the host comes from SNOWFLAKE_HOST"
+            );
             assert_eq!((c.control_source, c.account.as_str()), (ControlSource::SnowflakeHost, ""));
         }
-        let m = messages(vec![(AUTHENTICATION_STRATEGY, "SNOWFLAKE_OAUTH"), (ACCOUNT_IDENTIFIER, "a-b"), (DATABASE, "D"), (SCHEMA, "S"), (TABLE, "T")]);
+        let m = messages(vec![
+            (AUTHENTICATION_STRATEGY, "SNOWFLAKE_OAUTH"),
+            (ACCOUNT_IDENTIFIER, "a-b"),
+            (DATABASE, "D"),
+            (SCHEMA, "S"),
+            (TABLE, "T"),
+        ]);
         assert!(m.iter().any(|m| m.contains("'SNOWFLAKE_OAUTH' is not one of KEY_PAIR, SNOWFLAKE_MANAGED")), "{m:?}");
     }
 
     #[test]
     fn managed_without_snowflake_host_needs_an_account_or_url_naming_the_variable() {
         let e = parse_env(managed(&[]), None).unwrap_err().to_string();
-        assert!(e.contains("Account Identifier: is required when the environment variable SNOWFLAKE_HOST is not set"), "{e}");
+        assert!(
+            e.contains("Account Identifier: is required when the environment variable SNOWFLAKE_HOST is not set"),
+            "{e}"
+        );
         let e = parse_env(managed(&[]), Some("  ")).unwrap_err().to_string();
         assert!(e.contains("SNOWFLAKE_HOST is not set"), "a blank variable is not a host: {e}");
         let c = parse_env(managed(&[(ACCOUNT_IDENTIFIER, "My_Org-Acct")]), None).unwrap();
-        assert_eq!((c.control.as_str(), c.control_source), ("https://my-org-acct.snowflakecomputing.com/", ControlSource::Account));
+        assert_eq!(
+            (c.control.as_str(), c.control_source),
+            ("https://my-org-acct.snowflakecomputing.com/", ControlSource::Account)
+        );
         let c = parse_env(managed(&[(URL_OVERRIDE, "http://127.0.0.1:8765")]), None).unwrap();
         assert_eq!((c.control.as_str(), c.control_source), ("http://127.0.0.1:8765/", ControlSource::UrlOverride));
     }
@@ -469,14 +518,20 @@ mod tests {
         assert_eq!((c.control.as_str(), c.control_source), ("https://127.0.0.1:8443/", ControlSource::SnowflakeHost));
         // Key pair is Openflow's KEY_PAIR: the account always, SNOWFLAKE_HOST never.
         let c = parse_env(minimal(), Some("127.0.0.1:8443")).unwrap();
-        assert_eq!((c.control.as_str(), c.control_source), ("https://myorg-myaccount.snowflakecomputing.com/", ControlSource::Account));
+        assert_eq!(
+            (c.control.as_str(), c.control_source),
+            ("https://myorg-myaccount.snowflakecomputing.com/", ControlSource::Account)
+        );
     }
 
     #[test]
     fn a_snowflake_host_that_is_not_a_host_is_named() {
         for bad in ["https://org-acct.snowflakecomputing.com", "org acct", "host/path", "user@host"] {
             let e = parse_env(managed(&[]), Some(bad)).unwrap_err().to_string();
-            assert!(e.contains(&format!("environment variable SNOWFLAKE_HOST '{bad}' is not a host name")), "{bad}: {e}");
+            assert!(
+                e.contains(&format!("environment variable SNOWFLAKE_HOST '{bad}' is not a host name")),
+                "{bad}: {e}"
+            );
         }
     }
 
@@ -486,15 +541,22 @@ mod tests {
         p.remove(0);
         let m = messages(p);
         assert_eq!(m.iter().filter(|m| m.starts_with("Account Identifier")).count(), 1, "{m:?}");
-        assert!(m.contains(&"Account Identifier: is required when Authentication Strategy is KEY_PAIR".to_owned()), "{m:?}");
+        assert!(
+            m.contains(&"Account Identifier: is required when Authentication Strategy is KEY_PAIR".to_owned()),
+            "{m:?}"
+        );
     }
 
     #[test]
     fn the_token_files_can_be_moved() {
-        let c = parse_env(managed(&[(TOKEN_FILE, "/tmp/s"), (SERVICE_ACCOUNT_TOKEN_FILE, "/tmp/sa")]), Some("h")).unwrap();
+        let c =
+            parse_env(managed(&[(TOKEN_FILE, "/tmp/s"), (SERVICE_ACCOUNT_TOKEN_FILE, "/tmp/sa")]), Some("h")).unwrap();
         assert_eq!(
             c.authentication,
-            Authentication::SnowflakeManaged { service_account_token_file: "/tmp/sa".into(), session_token_file: "/tmp/s".into() }
+            Authentication::SnowflakeManaged {
+                service_account_token_file: "/tmp/sa".into(),
+                session_token_file: "/tmp/s".into()
+            }
         );
     }
 

@@ -37,7 +37,12 @@ impl MemoryBudget {
 
     /// Waits for `bytes` (clamped to the whole budget, so a single huge record still passes).
     pub async fn reserve(&self, bytes: u64) -> Reservation {
-        let permit = self.semaphore.clone().acquire_many_owned(self.clamp(bytes)).await.expect("the budget semaphore is never closed");
+        let permit = self
+            .semaphore
+            .clone()
+            .acquire_many_owned(self.clamp(bytes))
+            .await
+            .expect("the budget semaphore is never closed");
         Reservation { permit: Some(permit) }
     }
 

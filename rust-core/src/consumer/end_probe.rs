@@ -148,7 +148,10 @@ mod tests {
         // A listing started just before the quiet time is not asked for again at once.
         let recent = listed(false, quiet - Duration::from_secs(1));
         assert_eq!(end_check(recent, quiet - QUIET, quiet), EndCheck::Wait);
-        assert_eq!(end_check(recent, quiet - QUIET, quiet - Duration::from_secs(1) + LIST_AT_MOST_EVERY), EndCheck::List);
+        assert_eq!(
+            end_check(recent, quiet - QUIET, quiet - Duration::from_secs(1) + LIST_AT_MOST_EVERY),
+            EndCheck::List
+        );
         // Not quiet: no listing, whatever its age.
         assert_eq!(end_check(old, quiet, quiet + Duration::from_secs(1)), EndCheck::Wait);
     }
@@ -178,12 +181,18 @@ mod tests {
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let all = [InitialPosition::TrimHorizon, InitialPosition::Latest, InitialPosition::AtTimestamp(at)];
         for initial in all {
-            assert_eq!(probe_start(Some("205"), Some(&cp), initial, Some("210")), ProbeStart::AfterRecord("205".into()));
+            assert_eq!(
+                probe_start(Some("205"), Some(&cp), initial, Some("210")),
+                ProbeStart::AfterRecord("205".into())
+            );
             assert_eq!(probe_start(None, Some(&cp), initial, Some("210")), ProbeStart::AtCheckpoint(cp.clone()));
         }
         assert_eq!(probe_start(None, None, InitialPosition::TrimHorizon, Some("7")), ProbeStart::TrimHorizon);
         assert_eq!(probe_start(None, None, InitialPosition::AtTimestamp(at), Some("7")), ProbeStart::AtTimestamp(at));
-        assert_eq!(probe_start(None, None, InitialPosition::Latest, Some("7")), ProbeStart::AfterContinuation("7".into()));
+        assert_eq!(
+            probe_start(None, None, InitialPosition::Latest, Some("7")),
+            ProbeStart::AfterContinuation("7".into())
+        );
         assert_eq!(probe_start(None, None, InitialPosition::Latest, None), ProbeStart::TrimHorizon);
     }
 }

@@ -14,16 +14,16 @@ use super::keeper::Keeper;
 pub use super::ledger::Batch;
 use super::ledger::{CheckpointWrite, FinishShard, Ledger, Next, Pass, ReaderStart, WriteOutcome};
 use super::reader;
+pub use super::resume::FailoverPosition;
 use super::state::Buffered;
 use super::ConsumerError;
 use crate::aws::AwsClients;
 use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, InitialPosition};
+use crate::feedback::{LinkKey, Loaded};
 use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
 use crate::lease::migration::{self, MigrationSettings};
-use crate::feedback::{LinkKey, Loaded};
 use crate::lease::{Lease, LeaseError, LeaseStore};
-pub use super::resume::FailoverPosition;
 
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
@@ -273,7 +273,8 @@ impl ConsumerEngine {
     /// node were frozen by a long GC pause or SIGSTOP; reading and polling go on.
     #[cfg(feature = "test-support")]
     pub fn suspend_lease_keeping(&self, pause: Duration) {
-        *self.shared.suspended_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::time::Instant::now() + pause);
+        *self.shared.suspended_until.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(tokio::time::Instant::now() + pause);
     }
 
     pub fn owner(&self) -> &str {
@@ -336,8 +337,7 @@ impl ConsumerEngine {
         for r in rewound {
             warn!(
                 component = self.shared.settings.component,
-                "NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record",
-                r.shard_id
+                "NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record", r.shard_id
             );
             if let Some(start) = r.restart {
                 self.shared.spawn_reader(start);
@@ -376,7 +376,10 @@ impl ConsumerEngine {
         for lease in leases {
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {}
-                Err(e) => warn!(component = self.shared.settings.component, "could not release the lease of shard {}: {e}", lease.shard_id),
+                Err(e) => warn!(
+                    component = self.shared.settings.component,
+                    "could not release the lease of shard {}: {e}", lease.shard_id
+                ),
             }
         }
         self.shared.lock_ledger().clear();
@@ -386,7 +389,10 @@ impl ConsumerEngine {
         if let Some(key) = &self.shared.link {
             crate::feedback::board().forget_engine(key, &self.shared.owner);
         }
-        info!(component = self.shared.settings.component, "consumer of stream '{}' stopped", self.shared.settings.stream);
+        info!(
+            component = self.shared.settings.component,
+            "consumer of stream '{}' stopped", self.shared.settings.stream
+        );
     }
 }
 
@@ -502,7 +508,10 @@ impl Shared {
             match self.store.write_loaded(&write.lease, &write.loaded).await {
                 Ok(()) => self.lock_ledger().loaded_written(&write),
                 Err(LeaseError::Fenced { .. }) => self.lose(&write.lease.shard_id),
-                Err(e) => warn!(component = self.settings.component, "loaded position of shard {} not written: {e}", write.lease.shard_id),
+                Err(e) => warn!(
+                    component = self.settings.component,
+                    "loaded position of shard {} not written: {e}", write.lease.shard_id
+                ),
             }
         }
     }
@@ -543,7 +552,10 @@ impl Shared {
                 WriteOutcome::Written
             }
             Err(LeaseError::Fenced { .. }) => {
-                warn!(component = self.settings.component, "lease on shard {shard_id} was lost before its shard-end marker was written");
+                warn!(
+                    component = self.settings.component,
+                    "lease on shard {shard_id} was lost before its shard-end marker was written"
+                );
                 WriteOutcome::Fenced
             }
             Err(e) => {
@@ -567,7 +579,10 @@ impl Shared {
 
     /// Ends the readers of a shard whose lease is gone.
     fn lost(&self, shard_id: &str) {
-        warn!(component = self.settings.component, "lease on shard {shard_id} was lost; its buffered records are dropped");
+        warn!(
+            component = self.settings.component,
+            "lease on shard {shard_id} was lost; its buffered records are dropped"
+        );
         for (_, reader) in self.lock_readers().iter().filter(|(id, _)| id == shard_id) {
             reader.abort();
         }
@@ -607,7 +622,13 @@ impl Shared {
             None => tokio::spawn(reader::run(self.clone(), shard_id.clone(), generation)),
             Some(f) => {
                 let client = fan_out::pooled(&f.pool, f.next.fetch_add(1, Ordering::Relaxed)).clone();
-                tokio::spawn(super::subscriber::run(self.clone(), shard_id.clone(), generation, client, f.consumer_arn.clone()))
+                tokio::spawn(super::subscriber::run(
+                    self.clone(),
+                    shard_id.clone(),
+                    generation,
+                    client,
+                    f.consumer_arn.clone(),
+                ))
             }
         };
         let mut readers = self.lock_readers();
@@ -644,7 +665,8 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
 /// ([`AwsClients::separate_kinesis`]), so over HTTP/2 each carries its own connection.
 async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
     let kinesis = &clients.kinesis;
-    let consumer_arn = fan_out::ensure_consumer(kinesis, &settings.stream, &settings.application, settings.component).await?;
+    let consumer_arn =
+        fan_out::ensure_consumer(kinesis, &settings.stream, &settings.application, settings.component).await?;
     let shards = crate::kinesis::shards::list_shards(kinesis, &settings.stream).await?.len();
     let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
     let pool = (0..size).map(|_| clients.separate_kinesis()).collect();

@@ -58,7 +58,9 @@ pub(super) async fn hand_over(
     for fetched in records {
         let fetched_cost = fetched_cost(&fetched);
         let record = from_sdk(fetched);
-        if committed.is_some_and(|p| compare_sequence_numbers(&record.sequence_number, &p.sequence_number) == Ordering::Less) {
+        if committed
+            .is_some_and(|p| compare_sequence_numbers(&record.sequence_number, &p.sequence_number) == Ordering::Less)
+        {
             ready_fetched_cost += fetched_cost; // wholly before the checkpoint, aggregate or not
             continue;
         }
@@ -188,8 +190,14 @@ mod tests {
         assert!(covered(&inside, &record("100", Some(3), b"sub")), "sub-records are exact");
         assert!(!covered(&inside, &record("100", Some(4), b"sub")));
         assert!(covered(&inside, &record("99", None, &bomb)), "an earlier record is covered, whole or not");
-        assert!(covered(&inside, &record("100", None, b"plain")), "a plain record at a KCL checkpoint (sub 0) is covered");
-        assert!(covered(&Position::new("100", None), &record("100", None, &bomb)), "a whole-record checkpoint covers it");
+        assert!(
+            covered(&inside, &record("100", None, b"plain")),
+            "a plain record at a KCL checkpoint (sub 0) is covered"
+        );
+        assert!(
+            covered(&Position::new("100", None), &record("100", None, &bomb)),
+            "a whole-record checkpoint covers it"
+        );
         assert!(!covered(&Position::new("100", None), &record("101", None, &bomb)));
     }
 }

@@ -14,13 +14,13 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::end_probe::ListingView;
-use super::resume;
 use super::engine::Shared;
+use super::resume;
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::shards::{list_shards, ShardInfo};
-use crate::lease::kcl::StartHint;
 use crate::lease::balance::{self, Readable};
+use crate::lease::kcl::StartHint;
 use crate::lease::membership::Membership;
 use crate::lease::{now_ms, Checkpoint, Holder, LeaseError, LeaseRow};
 
@@ -105,7 +105,10 @@ impl Keeper {
                 }
             }
             if let Err(e) = self.pass().await {
-                warn!(component = self.shared.settings.component, "lease pass on stream '{}' failed: {e}", self.shared.settings.stream);
+                warn!(
+                    component = self.shared.settings.component,
+                    "lease pass on stream '{}' failed: {e}", self.shared.settings.stream
+                );
             }
         }
     }
@@ -156,7 +159,10 @@ impl Keeper {
         self.retire_rows(&view.leases, now).await;
         for owner in self.membership.long_dead(now) {
             if self.shared.store.remove_node(&owner).await.is_ok() {
-                info!(component = self.shared.settings.component, "removed the heartbeat row of node {owner}, silent for long");
+                info!(
+                    component = self.shared.settings.component,
+                    "removed the heartbeat row of node {owner}, silent for long"
+                );
             }
         }
         Ok(())
@@ -167,7 +173,8 @@ impl Keeper {
     fn warn_malformed(&mut self, malformed: &[(String, String)], now: Instant) {
         self.malformed_warned.retain(|id, _| malformed.iter().any(|(m, _)| m == id));
         for (shard_id, message) in malformed {
-            if self.malformed_warned.get(shard_id).is_some_and(|t| now.saturating_duration_since(*t) < MALFORMED_REWARN) {
+            if self.malformed_warned.get(shard_id).is_some_and(|t| now.saturating_duration_since(*t) < MALFORMED_REWARN)
+            {
                 continue;
             }
             self.malformed_warned.insert(shard_id.clone(), now);
@@ -185,7 +192,8 @@ impl Keeper {
     /// table does not grow with every reshard. Children without a checkpoint first get the start
     /// position the parent's row gave them.
     async fn retire_rows(&mut self, rows: &[LeaseRow], now: Instant) {
-        self.finished_seen.retain(|id, _| rows.iter().any(|r| &r.shard_id == id && matches!(r.checkpoint, Checkpoint::ShardEnd(_))));
+        self.finished_seen
+            .retain(|id, _| rows.iter().any(|r| &r.shard_id == id && matches!(r.checkpoint, Checkpoint::ShardEnd(_))));
         for row in rows.iter().filter(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(_))) {
             self.finished_seen.entry(row.shard_id.clone()).or_insert(now);
         }
@@ -193,7 +201,10 @@ impl Keeper {
             let mut kept = true;
             for child in &retire.children_to_mark {
                 if let Err(e) = self.shared.store.keep_child_start(child).await {
-                    warn!(component = self.shared.settings.component, "start position of child shard {child} not written: {e}");
+                    warn!(
+                        component = self.shared.settings.component,
+                        "start position of child shard {child} not written: {e}"
+                    );
                     kept = false;
                 }
             }
@@ -210,7 +221,10 @@ impl Keeper {
                         self.shared.settings.stream
                     );
                 }
-                Err(e) => warn!(component = self.shared.settings.component, "row of finished shard {} not removed: {e}", retire.shard_id),
+                Err(e) => warn!(
+                    component = self.shared.settings.component,
+                    "row of finished shard {} not removed: {e}", retire.shard_id
+                ),
             }
         }
     }
@@ -225,7 +239,11 @@ impl Keeper {
             let mut board = crate::feedback::board();
             let held = self.shared.lock_ledger().held().into_iter().map(|(shard, h)| (shard, h.counter));
             board.publish_held(&key, &self.shared.owner, held);
-            board.publish_tenures(&key, self.shared.settings.failover_timeout, rows.iter().filter(|r| r.loaded.is_some()).filter_map(tenure_of));
+            board.publish_tenures(
+                &key,
+                self.shared.settings.failover_timeout,
+                rows.iter().filter(|r| r.loaded.is_some()).filter_map(tenure_of),
+            );
         }
         let advanced = self.shared.take_in_loaded(&key);
         self.watch_reports(rows, advanced, now);
@@ -250,7 +268,8 @@ impl Keeper {
             return;
         }
         let since = *self.reports.behind_since.get_or_insert(now);
-        let warned_recently = self.reports.warned_at.is_some_and(|t| now.saturating_duration_since(t) < MALFORMED_REWARN);
+        let warned_recently =
+            self.reports.warned_at.is_some_and(|t| now.saturating_duration_since(t) < MALFORMED_REWARN);
         if now.saturating_duration_since(since) >= NO_REPORT_WARNING && !warned_recently {
             self.reports.warned_at = Some(now);
             warn!(
@@ -304,9 +323,15 @@ impl Keeper {
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {
                     self.shared.lock_ledger().remove(&lease.shard_id);
-                    info!(component = self.shared.settings.component, "handed shard {} back for balancing", lease.shard_id);
+                    info!(
+                        component = self.shared.settings.component,
+                        "handed shard {} back for balancing", lease.shard_id
+                    );
                 }
-                Err(e) => warn!(component = self.shared.settings.component, "lease of shard {} not released: {e}", lease.shard_id),
+                Err(e) => warn!(
+                    component = self.shared.settings.component,
+                    "lease of shard {} not released: {e}", lease.shard_id
+                ),
             }
         }
     }
@@ -339,7 +364,8 @@ impl Keeper {
         let mine = self.shared.lock_ledger().reading();
         let live = self.membership.live_nodes(now);
         let wall = now_ms();
-        let plan = balance::plan(&self.shared.owner, readable, &mine, &live, |h| self.membership.may_take_over(h, now, wall));
+        let plan =
+            balance::plan(&self.shared.owner, readable, &mine, &live, |h| self.membership.may_take_over(h, now, wall));
         for shard_id in &plan.release {
             info!(
                 component = self.shared.settings.component,
@@ -351,7 +377,8 @@ impl Keeper {
         }
         let mode = self.shared.settings.failover_position;
         for (shard_id, seen) in plan.take {
-            let scanned = rows.iter().find(|r| r.shard_id == shard_id).map_or(Checkpoint::None, |r| r.checkpoint.clone());
+            let scanned =
+                rows.iter().find(|r| r.shard_id == shard_id).map_or(Checkpoint::None, |r| r.checkpoint.clone());
             let on_take = resume::on_take(mode, &scanned);
             let taken = match self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref(), on_take).await {
                 Ok(taken) => taken,
@@ -375,8 +402,13 @@ impl Keeper {
                 describe_start(&lease.checkpoint, &resume),
                 seen.map_or(String::new(), |h| format!(" (taken over from node {}, silent)", h.owner)),
             );
-            let parents = readable.iter().find(|r| r.shard_id == shard_id).map(|r| r.parents.clone()).unwrap_or_default();
-            let initial = if resume.trim_horizon { Some(InitialPosition::TrimHorizon) } else { start_without_checkpoint(rows, &shard_id, &parents) };
+            let parents =
+                readable.iter().find(|r| r.shard_id == shard_id).map(|r| r.parents.clone()).unwrap_or_default();
+            let initial = if resume.trim_horizon {
+                Some(InitialPosition::TrimHorizon)
+            } else {
+                start_without_checkpoint(rows, &shard_id, &parents)
+            };
             self.shared.start_reading(lease, committed, parents, initial, resume.loaded);
         }
         Ok(())
@@ -397,7 +429,9 @@ fn describe_start(checkpoint: &Checkpoint, resume: &resume::Resume) -> String {
         _ => None,
     };
     match (&resume.after, at) {
-        (Some(p), Some(c)) if p != c => format!("loaded position {} (what Snowflake has; checkpoint {})", p.sequence_number, c.sequence_number),
+        (Some(p), Some(c)) if p != c => {
+            format!("loaded position {} (what Snowflake has; checkpoint {})", p.sequence_number, c.sequence_number)
+        }
         (Some(p), _) => format!("checkpoint {}", p.sequence_number),
         (None, _) if resume.trim_horizon => "TRIM_HORIZON (nothing of it was known loaded in Snowflake)".to_owned(),
         (None, _) => "the initial position".to_owned(),
@@ -409,7 +443,8 @@ fn describe_start(checkpoint: &Checkpoint, resume: &resume::Resume) -> String {
 /// it before its lease was taken is skipped, even with LATEST) and a shard whose start KCL recorded.
 fn start_without_checkpoint(rows: &[LeaseRow], shard_id: &str, parents: &[String]) -> Option<InitialPosition> {
     let row = |id: &str| rows.iter().find(|r| r.shard_id == id);
-    let parent_read = parents.iter().any(|p| row(p).is_some_and(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(Some(_)))));
+    let parent_read =
+        parents.iter().any(|p| row(p).is_some_and(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(Some(_)))));
     match row(shard_id).and_then(|r| r.start) {
         _ if parent_read => Some(InitialPosition::TrimHorizon),
         Some(StartHint::TrimHorizon) => Some(InitialPosition::TrimHorizon),
@@ -432,7 +467,12 @@ struct Retired {
 /// (`children_to_mark`: listed or with a row, and no checkpoint) is given the start position
 /// the parent's row implied. So the table holds the stream's shards plus, per open shard, at most
 /// its parents, until they too leave the stream.
-fn retired(listed: &[ShardInfo], listing_started: Instant, rows: &[LeaseRow], finished_seen: &HashMap<String, Instant>) -> Vec<Retired> {
+fn retired(
+    listed: &[ShardInfo],
+    listing_started: Instant,
+    rows: &[LeaseRow],
+    finished_seen: &HashMap<String, Instant>,
+) -> Vec<Retired> {
     let listed_ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
     let by_id: HashMap<&str, &LeaseRow> = rows.iter().map(|r| (r.shard_id.as_str(), r)).collect();
     rows.iter()
@@ -445,7 +485,9 @@ fn retired(listed: &[ShardInfo], listing_started: Instant, rows: &[LeaseRow], fi
                 .filter(|s| s.parent_shard_ids.iter().any(|p| p == id))
                 .map(|s| s.shard_id.clone())
                 .chain(rows.iter().filter(|c| c.parents.iter().any(|p| p == id)).map(|c| c.shard_id.clone()))
-                .filter(|c| by_id.get(c.as_str()).is_none_or(|row| row.checkpoint == Checkpoint::None && row.start.is_none()))
+                .filter(|c| {
+                    by_id.get(c.as_str()).is_none_or(|row| row.checkpoint == Checkpoint::None && row.start.is_none())
+                })
                 .collect();
             children.sort();
             children.dedup();
@@ -458,9 +500,15 @@ fn retired(listed: &[ShardInfo], listing_started: Instant, rows: &[LeaseRow], fi
 /// written from ChildShards (unless known gone), not finished, whose parents are all finished or
 /// no longer in the stream. Parents are always read to their end before their children. A shard
 /// whose row is `malformed` is not read, and neither are its children.
-fn readable(listed: &[ShardInfo], rows: &[LeaseRow], gone: &HashSet<String>, malformed: &HashSet<String>) -> Vec<Readable> {
+fn readable(
+    listed: &[ShardInfo],
+    rows: &[LeaseRow],
+    gone: &HashSet<String>,
+    malformed: &HashSet<String>,
+) -> Vec<Readable> {
     let by_id: HashMap<&str, &LeaseRow> = rows.iter().map(|r| (r.shard_id.as_str(), r)).collect();
-    let mut known: Vec<(&str, Vec<String>)> = listed.iter().map(|s| (s.shard_id.as_str(), s.parent_shard_ids.clone())).collect();
+    let mut known: Vec<(&str, Vec<String>)> =
+        listed.iter().map(|s| (s.shard_id.as_str(), s.parent_shard_ids.clone())).collect();
     let listed_ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
     for row in rows {
         if !row.parents.is_empty() && !listed_ids.contains(row.shard_id.as_str()) && !gone.contains(&row.shard_id) {
@@ -487,7 +535,11 @@ mod tests {
     use crate::kinesis::position::Position;
 
     fn shard(id: &str, parents: &[&str]) -> ShardInfo {
-        ShardInfo { shard_id: id.into(), parent_shard_ids: parents.iter().map(|p| p.to_string()).collect(), closed: false }
+        ShardInfo {
+            shard_id: id.into(),
+            parent_shard_ids: parents.iter().map(|p| p.to_string()).collect(),
+            closed: false,
+        }
     }
 
     fn row(id: &str, ended: bool, parents: &[&str]) -> LeaseRow {
@@ -519,7 +571,10 @@ mod tests {
 
     #[test]
     fn a_child_of_a_parent_read_to_its_end_starts_at_trim_horizon() {
-        let ended = |id: &str, position: Option<Position>| LeaseRow { checkpoint: Checkpoint::ShardEnd(position), ..row(id, true, &[]) };
+        let ended = |id: &str, position: Option<Position>| LeaseRow {
+            checkpoint: Checkpoint::ShardEnd(position),
+            ..row(id, true, &[])
+        };
         let parents = vec!["p".to_owned()];
         let read = vec![ended("p", Some(Position::new("7", None))), row("c", false, &["p"])];
         assert_eq!(start_without_checkpoint(&read, "c", &parents), Some(InitialPosition::TrimHorizon));
@@ -541,7 +596,8 @@ mod tests {
         let rows = vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("c2", false, &["p1"])];
         assert_eq!(ids(readable(&listed, &rows, &HashSet::new(), &HashSet::new())), vec!["p2", "c1", "c2"]);
         // A merge of c1 with p2 known only from the table waits for both, though c1 is unlisted.
-        let rows = vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("m", false, &["c1", "p2"]), row("p2", true, &[])];
+        let rows =
+            vec![row("p1", true, &[]), row("c1", false, &["p1"]), row("m", false, &["c1", "p2"]), row("p2", true, &[])];
         assert_eq!(ids(readable(&listed, &rows, &HashSet::new(), &HashSet::new())), vec!["c1"]);
         // Once a later listing lacks c1, it is gone from the stream and blocks nothing.
         let gone: HashSet<String> = ["c1".to_owned()].into();

@@ -184,7 +184,9 @@ impl Ledger {
         millis_behind: i64,
         ended: Option<Vec<(String, Vec<String>)>>,
     ) -> bool {
-        let Some(state) = self.shards.get_mut(shard_id).filter(|s| s.generation == generation && !s.finished) else { return false };
+        let Some(state) = self.shards.get_mut(shard_id).filter(|s| s.generation == generation && !s.finished) else {
+            return false;
+        };
         state.millis_behind = millis_behind;
         for b in records {
             state.buffered_bytes += b.reservation.bytes();
@@ -283,7 +285,8 @@ impl Ledger {
         let shards = self.batches.remove(&batch_id).ok_or(UnknownBatch(batch_id))?;
         let mut rewound = Vec::new();
         for shard_id in shards {
-            let in_flight = self.shards.get(&shard_id).is_some_and(|s| s.in_flight.iter().any(|f| f.batch_id == batch_id));
+            let in_flight =
+                self.shards.get(&shard_id).is_some_and(|s| s.in_flight.iter().any(|f| f.batch_id == batch_id));
             if !in_flight {
                 continue;
             }
@@ -404,9 +407,16 @@ impl Ledger {
         if state.acked != state.committed {
             let position = state.acked.clone()?;
             state.writing = Some(position.clone());
-            return Some(Next::Write(CheckpointWrite { lease: state.lease.clone(), position, loaded: state.loaded.clone() }));
+            return Some(Next::Write(CheckpointWrite {
+                lease: state.lease.clone(),
+                position,
+                loaded: state.loaded.clone(),
+            }));
         }
-        let done = state.reader_finished && state.buffer.is_empty() && state.in_flight.is_empty() && state.handing_back.is_none();
+        let done = state.reader_finished
+            && state.buffer.is_empty()
+            && state.in_flight.is_empty()
+            && state.handing_back.is_none();
         if !done {
             return None;
         }
@@ -427,7 +437,9 @@ impl Ledger {
     /// is tried again.
     pub fn finish_done(&mut self, finish: &FinishShard, outcome: WriteOutcome) {
         let shard_id = &finish.lease.shard_id;
-        if outcome != WriteOutcome::Failed && self.shards.get(shard_id).is_some_and(|s| same_lease(&s.lease, &finish.lease)) {
+        if outcome != WriteOutcome::Failed
+            && self.shards.get(shard_id).is_some_and(|s| same_lease(&s.lease, &finish.lease))
+        {
             self.shards.remove(shard_id);
         }
     }
@@ -454,8 +466,9 @@ impl Ledger {
         self.shards
             .values()
             .filter(|s| {
-                s.handing_back
-                    .is_some_and(|t| (s.in_flight.is_empty() && s.checkpointed()) || now.saturating_duration_since(t) >= timeout)
+                s.handing_back.is_some_and(|t| {
+                    (s.in_flight.is_empty() && s.checkpointed()) || now.saturating_duration_since(t) >= timeout
+                })
             })
             .map(|s| (s.lease.clone(), s.in_flight.len()))
             .collect()
@@ -476,7 +489,9 @@ impl Ledger {
         self.shards
             .iter()
             .filter(|(_, s)| !s.finished)
-            .map(|(id, s)| (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter, lease_expiry: None }))
+            .map(|(id, s)| {
+                (id.clone(), Holder { owner: s.lease.owner.clone(), counter: s.lease.counter, lease_expiry: None })
+            })
             .collect()
     }
 
@@ -570,9 +585,17 @@ mod tests {
         let w = write(l.ack(batch.id).unwrap().pop());
         assert_eq!(w.loaded, Some(Loaded::FromTrimHorizon), "the checkpoint carries what Snowflake has");
         assert!(l.note_loaded("s", at(1)), "Snowflake committed record 1 while the checkpoint was written");
-        assert_eq!(l.loaded_writes_due(Pass::Periodic), vec![], "a write is in flight: it is not what carries it, but the next one is");
+        assert_eq!(
+            l.loaded_writes_due(Pass::Periodic),
+            vec![],
+            "a write is in flight: it is not what carries it, but the next one is"
+        );
         assert_eq!(l.checkpoint_written(&w, WriteOutcome::Written), None);
-        assert_eq!(l.loaded_writes_due(Pass::Periodic), vec![], "records flow: the next checkpoint carries the position");
+        assert_eq!(
+            l.loaded_writes_due(Pass::Periodic),
+            vec![],
+            "records flow: the next checkpoint carries the position"
+        );
         let due = l.loaded_writes_due(Pass::Periodic);
         assert_eq!(due.len(), 1, "no checkpoint for a whole pass: the shard is idle, one write of its own");
         assert_eq!(due[0].loaded, Loaded::Through(at(1)));
@@ -584,7 +607,11 @@ mod tests {
         let w = write(l.ack(batch.id).unwrap().pop());
         l.checkpoint_written(&w, WriteOutcome::Written);
         l.note_loaded("s", at(3));
-        assert_eq!(l.loaded_writes_due(Pass::Final).len(), 1, "the engine's last pass writes whatever is not written yet");
+        assert_eq!(
+            l.loaded_writes_due(Pass::Final).len(),
+            1,
+            "the engine's last pass writes whatever is not written yet"
+        );
     }
 
     #[test]
@@ -600,7 +627,11 @@ mod tests {
         l.nack(first.id).unwrap();
         let (generation, _) = l.reader_position("s", start.generation).unwrap();
         l.push("s", generation, records(5, 1), 0, None);
-        assert_eq!(l.take(u64::MAX).unwrap().shards[0].previous, Some(at(4)), "after a rewind: the acknowledged position");
+        assert_eq!(
+            l.take(u64::MAX).unwrap().shards[0].previous,
+            Some(at(4)),
+            "after a rewind: the acknowledged position"
+        );
         let fresh = l.start(lease("t", 1), None, vec![], None);
         l.push("t", fresh.generation, records(1, 1), 0, None);
         assert_eq!(l.take(u64::MAX).unwrap().shards[0].previous, None, "from the shard's start: nothing before");
@@ -627,7 +658,8 @@ mod tests {
         l.push("s", start.generation, records(1, 2), 0, None);
         let batch = l.take(u64::MAX).unwrap();
         assert_eq!(l.nack(batch.id).unwrap()[0].restart, None);
-        let (generation, resume) = l.reader_position("s", start.generation).expect("the running reader follows the rewind");
+        let (generation, resume) =
+            l.reader_position("s", start.generation).expect("the running reader follows the rewind");
         assert!(generation > start.generation);
         assert_eq!(resume, None);
     }
@@ -691,7 +723,11 @@ mod tests {
         let old = write(l.ack(batch.id).unwrap().pop());
         l.lose("s");
         l.start(lease("s", 2), Some(at(0)), vec![], None);
-        assert_eq!(l.checkpoint_written(&old, WriteOutcome::Fenced), None, "the new lease is not lost by the old write");
+        assert_eq!(
+            l.checkpoint_written(&old, WriteOutcome::Fenced),
+            None,
+            "the new lease is not lost by the old write"
+        );
         assert!(l.reader_position("s", u64::MAX).is_some());
     }
 

@@ -5,12 +5,12 @@
 pub mod budget;
 mod end_probe;
 pub mod engine;
+mod intake;
 mod keeper;
 pub(crate) mod ledger;
 #[cfg(test)]
 mod model;
 pub mod output;
-mod intake;
 mod reader;
 pub mod resume;
 mod state;

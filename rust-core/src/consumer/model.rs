@@ -38,25 +38,52 @@ const MAX_SHARDS: usize = 10;
 #[derive(Debug, Clone)]
 enum Op {
     /// Records (or one KPL aggregate of `n` sub-records) written to an open shard.
-    Put { shard: u8, n: u8, aggregate: bool },
+    Put {
+        shard: u8,
+        n: u8,
+        aggregate: bool,
+    },
     /// An open shard is split in two, or merged with the next open shard.
-    Reshard { shard: u8, merge: bool },
+    Reshard {
+        shard: u8,
+        merge: bool,
+    },
     /// A reader checks its generation and fetches up to `max` records (waiting for budget).
-    Fetch { reader: u8, max: u8 },
+    Fetch {
+        reader: u8,
+        max: u8,
+    },
     /// A reader pushes what it fetched (maybe of a generation that is stale by now).
-    Deliver { reader: u8 },
-    Poll { max_bytes: u16 },
-    Ack { batch: u8 },
-    Nack { batch: u8 },
+    Deliver {
+        reader: u8,
+    },
+    Poll {
+        max_bytes: u16,
+    },
+    Ack {
+        batch: u8,
+    },
+    Nack {
+        batch: u8,
+    },
     /// A checkpoint write in flight comes back: written, fenced, failed, or written with the
     /// answer lost.
-    CompleteWrite { write: u8, outcome: u8 },
+    CompleteWrite {
+        write: u8,
+        outcome: u8,
+    },
     KeeperPass,
-    HandBack { shard: u8 },
+    HandBack {
+        shard: u8,
+    },
     /// Another node takes one of this engine's leases (its counter moves on).
-    Steal { shard: u8 },
+    Steal {
+        shard: u8,
+    },
     /// The other node gives a lease up, so this engine takes it back.
-    OtherReleases { shard: u8 },
+    OtherReleases {
+        shard: u8,
+    },
     ToggleServices,
     Tick,
     /// The engine crashes and a new one starts (its old leases are taken over).
@@ -298,7 +325,11 @@ impl World {
             return;
         }
         let first = open[pick as usize % open.len()].clone();
-        let parents = if merge && open.len() >= 2 { vec![first, open[(pick as usize + 1) % open.len()].clone()] } else { vec![first] };
+        let parents = if merge && open.len() >= 2 {
+            vec![first, open[(pick as usize + 1) % open.len()].clone()]
+        } else {
+            vec![first]
+        };
         let count = if parents.len() == 2 { 1 } else { 2 };
         let children: Vec<String> = (0..count).map(|i| shard_name(self.stream.len() + i)).collect();
         for p in &parents {
@@ -359,7 +390,10 @@ impl World {
             return; // waits for budget
         }
         let mut reservation = self.rt.block_on(self.budget.reserve(needed));
-        let records = records.into_iter().map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record }).collect();
+        let records = records
+            .into_iter()
+            .map(|record| Buffered { reservation: reservation.split(record_cost(&record)), record })
+            .collect();
         self.readers[i].fetched = Some(Fetched { generation: current, records, ended, next: end });
     }
 
@@ -419,7 +453,9 @@ impl World {
             }
         }
         let next = self.ledger.ack(batch.id).expect("a batch acked once");
-        if next.is_empty() && self.writes.iter().any(|w| batch.shards.iter().any(|s| s.shard_id == w.write.lease.shard_id)) {
+        if next.is_empty()
+            && self.writes.iter().any(|w| batch.shards.iter().any(|s| s.shard_id == w.write.lease.shard_id))
+        {
             self.coverage.writes_deferred += 1;
         }
         for next in next {
@@ -443,7 +479,13 @@ impl World {
     }
 
     fn spawn(&mut self, start: ReaderStart) {
-        self.readers.push(Reader { shard: start.shard_id, generation: start.generation, next: None, fetched: None, ending: None });
+        self.readers.push(Reader {
+            shard: start.shard_id,
+            generation: start.generation,
+            next: None,
+            fetched: None,
+            ending: None,
+        });
     }
 
     /// What the engine does with a decision of the ledger.
@@ -518,7 +560,12 @@ impl World {
             return WriteOutcome::Fenced;
         }
         if let Some(old) = &row.checkpoint {
-            assert!(!is_after(old, &write.position), "checkpoint of {} moved backwards: {old:?} -> {:?}", write.lease.shard_id, write.position);
+            assert!(
+                !is_after(old, &write.position),
+                "checkpoint of {} moved backwards: {old:?} -> {:?}",
+                write.lease.shard_id,
+                write.position
+            );
         }
         row.checkpoint = Some(write.position.clone());
         WriteOutcome::Written
@@ -558,7 +605,8 @@ impl World {
             .iter()
             .filter(|(id, s)| {
                 let row = self.table.get(*id);
-                !row.is_some_and(|r| r.shard_end) && s.parents.iter().all(|p| self.table.get(p).is_some_and(|r| r.shard_end))
+                !row.is_some_and(|r| r.shard_end)
+                    && s.parents.iter().all(|p| self.table.get(p).is_some_and(|r| r.shard_end))
             })
             .map(|(id, _)| id.clone())
             .collect();
@@ -572,7 +620,8 @@ impl World {
             row.counter += 1;
             let checkpoint = row.checkpoint.clone().map_or(Checkpoint::None, Checkpoint::At);
             let committed = row.checkpoint.clone();
-            let lease = Lease { shard_id: shard_id.clone(), owner: me.clone(), counter: row.counter, checkpoint, loaded: None };
+            let lease =
+                Lease { shard_id: shard_id.clone(), owner: me.clone(), counter: row.counter, checkpoint, loaded: None };
             let parents = self.stream[&shard_id].parents.clone();
             let start = self.ledger.start(lease, committed, parents, None);
             if !self.ever_held.insert(shard_id.clone()) {
@@ -596,7 +645,12 @@ impl World {
 
     fn steal(&mut self, pick: usize) {
         let me = self.me();
-        let mine: Vec<String> = self.table.iter().filter(|(_, r)| r.owner.as_deref() == Some(me.as_str())).map(|(k, _)| k.clone()).collect();
+        let mine: Vec<String> = self
+            .table
+            .iter()
+            .filter(|(_, r)| r.owner.as_deref() == Some(me.as_str()))
+            .map(|(k, _)| k.clone())
+            .collect();
         if mine.is_empty() {
             return;
         }
@@ -606,7 +660,8 @@ impl World {
     }
 
     fn other_releases(&mut self, pick: usize) {
-        let theirs: Vec<String> = self.table.iter().filter(|(_, r)| r.owner.as_deref() == Some(OTHER)).map(|(k, _)| k.clone()).collect();
+        let theirs: Vec<String> =
+            self.table.iter().filter(|(_, r)| r.owner.as_deref() == Some(OTHER)).map(|(k, _)| k.clone()).collect();
         if theirs.is_empty() {
             return;
         }
@@ -629,15 +684,29 @@ impl World {
     fn check_order(&mut self, batch: &Batch) {
         for s in &batch.shards {
             let indices: Vec<usize> = s.records.iter().map(|r| index_of(r).1).collect();
-            assert!(indices.windows(2).all(|w| w[1] == w[0] + 1), "shard {}: records out of order in one batch: {indices:?}", s.shard_id);
+            assert!(
+                indices.windows(2).all(|w| w[1] == w[0] + 1),
+                "shard {}: records out of order in one batch: {indices:?}",
+                s.shard_id
+            );
             let first = indices[0];
             if self.may_restart.remove(&s.shard_id) {
                 let committed = self.committed.get(&s.shard_id);
                 let first_uncommitted = (0..).find(|i| !committed.is_some_and(|c| c.contains(i))).expect("unbounded");
-                assert!(first <= first_uncommitted, "shard {}: restarted at {first}, but {first_uncommitted} was never committed", s.shard_id);
+                assert!(
+                    first <= first_uncommitted,
+                    "shard {}: restarted at {first}, but {first_uncommitted} was never committed",
+                    s.shard_id
+                );
             } else {
                 let expected = self.last_delivered.get(&s.shard_id).map_or(0, |l| l + 1);
-                assert_eq!(first, expected, "shard {}: delivered {indices:?} after {:?}", s.shard_id, self.last_delivered.get(&s.shard_id));
+                assert_eq!(
+                    first,
+                    expected,
+                    "shard {}: delivered {indices:?} after {:?}",
+                    s.shard_id,
+                    self.last_delivered.get(&s.shard_id)
+                );
             }
             self.last_delivered.insert(s.shard_id.clone(), *indices.last().expect("a shard in a batch has records"));
         }
@@ -649,15 +718,24 @@ impl World {
         let committed = self.committed.get(shard);
         for (i, e) in self.stream[shard].entries.iter().enumerate() {
             if write.position.covers(&e.seq.to_string(), e.sub) {
-                assert!(committed.is_some_and(|c| c.contains(&i)), "checkpoint {:?} of {shard} passes record {i}, never committed", write.position);
+                assert!(
+                    committed.is_some_and(|c| c.contains(&i)),
+                    "checkpoint {:?} of {shard} passes record {i}, never committed",
+                    write.position
+                );
             }
         }
     }
 
     /// The budget's bytes in use are those held by buffers, unsettled batches and fetches in hand.
     fn check_budget(&self) {
-        let fetched: u64 =
-            self.readers.iter().flat_map(|r| r.fetched.iter()).flat_map(|f| f.records.iter()).map(|b| b.reservation.bytes()).sum();
+        let fetched: u64 = self
+            .readers
+            .iter()
+            .flat_map(|r| r.fetched.iter())
+            .flat_map(|f| f.records.iter())
+            .map(|b| b.reservation.bytes())
+            .sum();
         let in_use = self.budget.total() - self.budget.available();
         assert_eq!(in_use, self.ledger.held_bytes() + fetched, "budget bytes in use are not those held");
         assert!(in_use <= BUDGET);
@@ -709,9 +787,15 @@ impl World {
             self.check_budget();
             self.now += Duration::from_secs(10);
         }
-        let unread: Vec<(&String, usize, usize)> =
-            self.stream.iter().map(|(id, s)| (id, self.committed.get(id).map_or(0, BTreeSet::len), s.entries.len())).collect();
-        panic!("progress stopped with every service answering: (shard, committed, records) {unread:?}; table {:?}", self.table);
+        let unread: Vec<(&String, usize, usize)> = self
+            .stream
+            .iter()
+            .map(|(id, s)| (id, self.committed.get(id).map_or(0, BTreeSet::len), s.entries.len()))
+            .collect();
+        panic!(
+            "progress stopped with every service answering: (shard, committed, records) {unread:?}; table {:?}",
+            self.table
+        );
     }
 }
 
@@ -749,13 +833,15 @@ proptest! {
 fn model_consumer_covers_the_hostile_paths() {
     use proptest::test_runner::TestRunner;
     let mut total = Coverage::default();
-    let mut runner = TestRunner::new(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() });
+    let mut runner =
+        TestRunner::new(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() });
     let seen = std::cell::RefCell::new(&mut total);
-    runner.run(&case(), |(initial, ops)| {
-        seen.borrow_mut().add(&run_case(&initial, &ops));
-        Ok(())
-    })
-    .expect("the model holds");
+    runner
+        .run(&case(), |(initial, ops)| {
+            seen.borrow_mut().add(&run_case(&initial, &ops));
+            Ok(())
+        })
+        .expect("the model holds");
     eprintln!("model coverage over 500 cases: {total:?}");
     let c = total;
     for (name, n) in [

@@ -65,13 +65,18 @@ impl Layout<'_> {
         let mut joined: Option<FlowFileOut> = None;
         let mut before = shard.previous;
         for mut record in shard.records {
-            let previous = std::mem::replace(&mut before, Some(Position::new(record.sequence_number.clone(), record.sub_sequence_number)));
+            let previous = std::mem::replace(
+                &mut before,
+                Some(Position::new(record.sequence_number.clone(), record.sub_sequence_number)),
+            );
             match self.content(&shard.shard_id, &mut record) {
                 Ok(content) => match self.processing {
                     ProcessingStrategy::FlowFile | ProcessingStrategy::Record => {
                         flow_files.push(single(&record, previous, Route::Success, content, String::new()))
                     }
-                    ProcessingStrategy::Demarcated(demarcator) => append(&mut joined, demarcator, &record, previous, content),
+                    ProcessingStrategy::Demarcated(demarcator) => {
+                        append(&mut joined, demarcator, &record, previous, content)
+                    }
                 },
                 Err(reason) => {
                     let data = std::mem::take(&mut record.data);
@@ -133,7 +138,13 @@ fn parse_json(data: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(data).map_err(|e| format!("the record is not valid JSON: {e}"))
 }
 
-fn single(record: &KinesisRecord, previous: Option<Position>, route: Route, content: Vec<u8>, error: String) -> FlowFileOut {
+fn single(
+    record: &KinesisRecord,
+    previous: Option<Position>,
+    route: Route,
+    content: Vec<u8>,
+    error: String,
+) -> FlowFileOut {
     FlowFileOut {
         previous,
         route,
@@ -150,7 +161,13 @@ fn single(record: &KinesisRecord, previous: Option<Position>, route: Route, cont
 }
 
 /// Adds a record to the shard's joined FlowFile, after the demarcator (as it is, never escaped).
-fn append(joined: &mut Option<FlowFileOut>, demarcator: &[u8], record: &KinesisRecord, previous: Option<Position>, content: Vec<u8>) {
+fn append(
+    joined: &mut Option<FlowFileOut>,
+    demarcator: &[u8],
+    record: &KinesisRecord,
+    previous: Option<Position>,
+    content: Vec<u8>,
+) {
     match joined {
         None => *joined = Some(single(record, previous, Route::Success, content, String::new())),
         Some(ff) => {
@@ -178,7 +195,14 @@ mod tests {
     }
 
     fn shard(records: Vec<KinesisRecord>) -> ShardRecords {
-        ShardRecords { shard_id: "shardId-000000000001".into(), parent_shard_ids: Vec::new(), millis_behind: 42, records, tenure: None, previous: None }
+        ShardRecords {
+            shard_id: "shardId-000000000001".into(),
+            parent_shard_ids: Vec::new(),
+            millis_behind: 42,
+            records,
+            tenure: None,
+            previous: None,
+        }
     }
 
     #[test]
@@ -186,31 +210,51 @@ mod tests {
         let at = |seq: &str, sub| Some(Position::new(seq, sub));
         let mut s = shard(vec![record("5", Some(0), "{}"), record("5", Some(1), "oops"), record("6", None, "{}")]);
         s.previous = at("4", None);
-        let layout = Layout { stream: "s", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
+        let layout =
+            Layout { stream: "s", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
         let out = layout.shard(s.clone());
         let previous: Vec<_> = out.flow_files.iter().map(|f| (f.route, f.previous.clone())).collect();
-        assert_eq!(previous, vec![(Route::Success, at("4", None)), (Route::ParseFailure, at("5", Some(0))), (Route::Success, at("5", Some(1)))]);
+        assert_eq!(
+            previous,
+            vec![
+                (Route::Success, at("4", None)),
+                (Route::ParseFailure, at("5", Some(0))),
+                (Route::Success, at("5", Some(1)))
+            ]
+        );
         let lines = ProcessingStrategy::line_delimited();
         let layout = Layout { processing: &lines, ..layout };
         let out = layout.shard(s);
         let lines = out.flow_files.iter().find(|f| f.route == Route::Success).unwrap();
-        assert_eq!((lines.previous.clone(), lines.record_count), (at("4", None), 2), "the lines' FlowFile starts after the batch's previous record");
+        assert_eq!(
+            (lines.previous.clone(), lines.record_count),
+            (at("4", None), 2),
+            "the lines' FlowFile starts after the batch's previous record"
+        );
     }
 
     #[test]
     fn line_delimited_joins_a_shards_records_in_order() {
         let lines = ProcessingStrategy::line_delimited();
         let layout = Layout { stream: "s", processing: &lines, output: OutputStrategy::UseValue };
-        let out = layout.shard(shard(vec![record("1", None, "a"), record("2", Some(0), "b"), record("2", Some(1), "c")]));
+        let out =
+            layout.shard(shard(vec![record("1", None, "a"), record("2", Some(0), "b"), record("2", Some(1), "c")]));
         assert_eq!(out.flow_files.len(), 1);
         let ff = &out.flow_files[0];
         assert_eq!(ff.content, b"a\nb\nc");
-        assert_eq!((ff.record_count, ff.first_sequence.as_str(), ff.last_sequence.as_str(), ff.last_sub), (3, "1", "2", Some(1)));
+        assert_eq!(
+            (ff.record_count, ff.first_sequence.as_str(), ff.last_sequence.as_str(), ff.last_sub),
+            (3, "1", "2", Some(1))
+        );
     }
 
     #[test]
     fn inject_metadata_adds_nifis_fields() {
-        let layout = Layout { stream: "orders", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::InjectMetadata };
+        let layout = Layout {
+            stream: "orders",
+            processing: &ProcessingStrategy::FlowFile,
+            output: OutputStrategy::InjectMetadata,
+        };
         let out = layout.shard(shard(vec![record("77", Some(3), r#"{"id":1}"#)]));
         let v: Value = serde_json::from_slice(&out.flow_files[0].content).unwrap();
         assert_eq!(v["id"], 1);
@@ -226,7 +270,8 @@ mod tests {
 
     #[test]
     fn wrapper_keeps_any_json_value() {
-        let layout = Layout { stream: "s", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::UseWrapper };
+        let layout =
+            Layout { stream: "s", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::UseWrapper };
         let out = layout.shard(shard(vec![record("1", None, "[1,2]")]));
         let v: Value = serde_json::from_slice(&out.flow_files[0].content).unwrap();
         assert_eq!(v["value"], serde_json::json!([1, 2]));
@@ -236,7 +281,11 @@ mod tests {
     fn non_json_goes_to_parse_failure_whole_and_the_rest_continues() {
         let lines = ProcessingStrategy::line_delimited();
         let layout = Layout { stream: "s", processing: &lines, output: OutputStrategy::InjectMetadata };
-        let out = layout.shard(shard(vec![record("1", None, "{\"a\":1}"), record("2", None, "\u{0}not json"), record("3", None, "5")]));
+        let out = layout.shard(shard(vec![
+            record("1", None, "{\"a\":1}"),
+            record("2", None, "\u{0}not json"),
+            record("3", None, "5"),
+        ]));
         let failures: Vec<_> = out.flow_files.iter().filter(|f| f.route == Route::ParseFailure).collect();
         assert_eq!(failures.len(), 2);
         assert_eq!(failures[0].content, b"\0not json");
@@ -252,31 +301,58 @@ mod tests {
         let demarcator = ProcessingStrategy::Demarcated("\u{1F4A5}\r\n".as_bytes().to_vec());
         let layout = Layout { stream: "s", processing: &demarcator, output: OutputStrategy::UseValue };
         let inside = "left\u{1F4A5}\r\nright";
-        let out = layout.shard(shard(vec![record("1", None, "a"), record("2", None, inside), record("3", Some(4), "c")]));
+        let out =
+            layout.shard(shard(vec![record("1", None, "a"), record("2", None, inside), record("3", Some(4), "c")]));
         assert_eq!(out.flow_files.len(), 1, "one FlowFile per shard per batch");
         let ff = &out.flow_files[0];
-        assert_eq!(ff.content, "a\u{1F4A5}\r\nleft\u{1F4A5}\r\nright\u{1F4A5}\r\nc".as_bytes(), "the record's own demarcator stays as it is");
-        assert_eq!((ff.record_count, ff.first_sequence.as_str(), ff.last_sequence.as_str(), ff.last_sub), (3, "1", "3", Some(4)));
+        assert_eq!(
+            ff.content,
+            "a\u{1F4A5}\r\nleft\u{1F4A5}\r\nright\u{1F4A5}\r\nc".as_bytes(),
+            "the record's own demarcator stays as it is"
+        );
+        assert_eq!(
+            (ff.record_count, ff.first_sequence.as_str(), ff.last_sequence.as_str(), ff.last_sub),
+            (3, "1", "3", Some(4))
+        );
         let text = String::from_utf8(ff.content.clone()).unwrap();
-        assert_eq!(text.split("\u{1F4A5}\r\n").count(), 4, "a split on the demarcator downstream cuts the second record in two");
+        assert_eq!(
+            text.split("\u{1F4A5}\r\n").count(),
+            4,
+            "a split on the demarcator downstream cuts the second record in two"
+        );
     }
 
     #[test]
     fn a_demarcator_applies_the_output_strategy_per_record() {
         let demarcator = ProcessingStrategy::Demarcated(b"||".to_vec());
         let layout = Layout { stream: "s", processing: &demarcator, output: OutputStrategy::InjectMetadata };
-        let out = layout.shard(shard(vec![record("1", None, r#"{"a":1}"#), record("2", None, "nope"), record("3", None, r#"{"a":3}"#)]));
+        let out = layout.shard(shard(vec![
+            record("1", None, r#"{"a":1}"#),
+            record("2", None, "nope"),
+            record("3", None, r#"{"a":3}"#),
+        ]));
         let ok = out.flow_files.iter().find(|f| f.route == Route::Success).unwrap();
-        let parts: Vec<Value> = String::from_utf8(ok.content.clone()).unwrap().split("||").map(|p| serde_json::from_str(p).unwrap()).collect();
+        let parts: Vec<Value> = String::from_utf8(ok.content.clone())
+            .unwrap()
+            .split("||")
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
         assert_eq!(parts.len(), 2);
-        assert_eq!((parts[0]["a"].clone(), parts[1]["kinesisMetadata"]["sequenceNumber"].clone()), (1.into(), "3".into()));
+        assert_eq!(
+            (parts[0]["a"].clone(), parts[1]["kinesisMetadata"]["sequenceNumber"].clone()),
+            (1.into(), "3".into())
+        );
         assert_eq!(out.flow_files.iter().filter(|f| f.route == Route::ParseFailure).count(), 1);
     }
 
     #[test]
     fn record_gives_one_entry_per_record_with_its_bytes_and_previous_positions() {
         let at = |seq: &str, sub| Some(Position::new(seq, sub));
-        let mut s = shard(vec![record("5", Some(0), "\u{0}not json"), record("5", Some(1), r#"{"a":1}"#), record("6", None, "x,y")]);
+        let mut s = shard(vec![
+            record("5", Some(0), "\u{0}not json"),
+            record("5", Some(1), r#"{"a":1}"#),
+            record("6", None, "x,y"),
+        ]);
         s.previous = at("4", None);
         for output in [OutputStrategy::UseValue, OutputStrategy::UseWrapper, OutputStrategy::InjectMetadata] {
             let layout = Layout { stream: "s", processing: &ProcessingStrategy::Record, output };
@@ -284,7 +360,16 @@ mod tests {
             let entries: Vec<_> = out
                 .flow_files
                 .iter()
-                .map(|f| (f.route, f.record_count, f.first_sequence.as_str(), f.last_sub, f.previous.clone(), f.content.as_slice()))
+                .map(|f| {
+                    (
+                        f.route,
+                        f.record_count,
+                        f.first_sequence.as_str(),
+                        f.last_sub,
+                        f.previous.clone(),
+                        f.content.as_slice(),
+                    )
+                })
                 .collect();
             assert_eq!(
                 entries,

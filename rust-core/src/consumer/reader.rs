@@ -140,7 +140,10 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         }
         match next {
             None => {
-                info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
+                info!(
+                    component = shared.settings.component,
+                    "shard {shard_id} of stream '{}' has ended", shared.settings.stream
+                );
                 shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
@@ -186,10 +189,12 @@ async fn fetch_turn(limiter: &ShardLimiter, slots: &Arc<Semaphore>) -> OwnedSema
 async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Result<String, KinesisError> {
     let request = shared.kinesis.get_shard_iterator().stream_name(&shared.settings.stream).shard_id(shard_id);
     let request = match start {
-        Start::Committed(p) => {
-            request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(&p.sequence_number)
+        Start::Committed(p) => request
+            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+            .starting_sequence_number(&p.sequence_number),
+        Start::After(seq) => {
+            request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq)
         }
-        Start::After(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq),
         Start::Initial => match shared.initial_position(shard_id) {
             InitialPosition::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
             InitialPosition::Latest => request.shard_iterator_type(ShardIteratorType::Latest),
@@ -204,7 +209,12 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
             message: format!("GetShardIterator for shard {shard_id} returned no iterator"),
         }),
         Err(e) => {
-            let error = KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned));
+            let error = KinesisError::from_sdk(
+                &shared.settings.stream,
+                Some(shard_id),
+                crate::kinesis::sdk_error_text(&e),
+                e.code().map(str::to_owned),
+            );
             match (&error, start) {
                 // The checkpoint lies before the stream's retention: the records in between are gone.
                 (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_)) => {
@@ -222,7 +232,14 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
                         .shard_iterator_type(ShardIteratorType::TrimHorizon)
                         .send()
                         .await
-                        .map_err(|e| KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned)))?;
+                        .map_err(|e| {
+                            KinesisError::from_sdk(
+                                &shared.settings.stream,
+                                Some(shard_id),
+                                crate::kinesis::sdk_error_text(&e),
+                                e.code().map(str::to_owned),
+                            )
+                        })?;
                     Ok(out.shard_iterator().unwrap_or_default().to_owned())
                 }
                 _ => Err(error),
@@ -232,7 +249,13 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
 }
 
 /// Backs off after an error, with a warning bulletin for errors the user must act on.
-fn pause_after(shared: &Shared, shard_id: &str, error: &KinesisError, limiter: &mut ShardLimiter, backoff: &mut Backoff) {
+fn pause_after(
+    shared: &Shared,
+    shard_id: &str,
+    error: &KinesisError,
+    limiter: &mut ShardLimiter,
+    backoff: &mut Backoff,
+) {
     let delay = match error {
         KinesisError::Throttled { .. } => backoff.next_delay().max(Duration::from_secs(1)),
         KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. } => {
@@ -243,7 +266,11 @@ fn pause_after(shared: &Shared, shard_id: &str, error: &KinesisError, limiter: &
         _ => {
             let delay = backoff.next_delay();
             if backoff.attempts() >= 3 {
-                warn!(component = shared.settings.component, "{error}; retrying shard {shard_id} in {} ms", delay.as_millis());
+                warn!(
+                    component = shared.settings.component,
+                    "{error}; retrying shard {shard_id} in {} ms",
+                    delay.as_millis()
+                );
             }
             delay
         }

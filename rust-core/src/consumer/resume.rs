@@ -49,7 +49,9 @@ pub fn resume(mode: FailoverPosition, checkpoint: &Checkpoint, loaded: Option<&L
             };
             Resume { after: Some(after), trim_horizon: false, loaded: Some(Loaded::Through(p.clone())) }
         }
-        Some(Loaded::FromTrimHorizon) => Resume { after: None, trim_horizon: true, loaded: Some(Loaded::FromTrimHorizon) },
+        Some(Loaded::FromTrimHorizon) => {
+            Resume { after: None, trim_horizon: true, loaded: Some(Loaded::FromTrimHorizon) }
+        }
         None => {
             let loaded = at.clone().map_or(Loaded::FromTrimHorizon, Loaded::Through);
             Resume { after: at, trim_horizon: false, loaded: Some(loaded) }
@@ -91,9 +93,17 @@ mod tests {
         assert_eq!(behind.after, Some(p("40")), "records NiFi committed but Snowflake lacks are read again");
         assert_eq!(behind.loaded, Some(Loaded::Through(p("40"))));
         let ahead = resume(mode, &Checkpoint::At(p("100")), Some(&Loaded::Through(p("150"))));
-        assert_eq!(ahead.after, Some(p("100")), "never past what NiFi committed: other branches of the flow need those records");
+        assert_eq!(
+            ahead.after,
+            Some(p("100")),
+            "never past what NiFi committed: other branches of the flow need those records"
+        );
         assert_eq!(ahead.loaded, Some(Loaded::Through(p("150"))), "the fact is kept");
-        let sub = resume(mode, &Checkpoint::At(Position::new("100", Some(3))), Some(&Loaded::Through(Position::new("100", Some(1)))));
+        let sub = resume(
+            mode,
+            &Checkpoint::At(Position::new("100", Some(3))),
+            Some(&Loaded::Through(Position::new("100", Some(1)))),
+        );
         assert_eq!(sub.after, Some(Position::new("100", Some(1))), "exact to the KPL sub-record");
     }
 

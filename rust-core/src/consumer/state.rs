@@ -113,6 +113,7 @@ impl ShardState {
     /// Bytes of the budget this shard holds: buffered records and batches not yet settled.
     #[cfg(test)]
     pub fn held_bytes(&self) -> u64 {
-        self.buffered_bytes + self.in_flight.iter().flat_map(|f| f.reservations.iter()).map(Reservation::bytes).sum::<u64>()
+        self.buffered_bytes
+            + self.in_flight.iter().flat_map(|f| f.reservations.iter()).map(Reservation::bytes).sum::<u64>()
     }
 }

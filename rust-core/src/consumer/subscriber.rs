@@ -83,7 +83,13 @@ enum End {
     Failed(KinesisError),
 }
 
-pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64, client: aws_sdk_kinesis::Client, consumer_arn: String) {
+pub async fn run(
+    shared: Arc<Shared>,
+    shard_id: String,
+    generation: u64,
+    client: aws_sdk_kinesis::Client,
+    consumer_arn: String,
+) {
     let mut stopping = shared.stopping.subscribe();
     let mut backoff = Backoff::new(RESUBSCRIBE_FLOOR, Duration::from_secs(10));
     let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id, generation) else { return };
@@ -138,7 +144,10 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64, client:
             End::Probe => probe = begin_confirmation(&shared, &shard_id),
             End::Recheck => {}
             End::ShardEnd => {
-                info!(component = shared.settings.component, "shard {shard_id} of stream '{}' has ended", shared.settings.stream);
+                info!(
+                    component = shared.settings.component,
+                    "shard {shard_id} of stream '{}' has ended", shared.settings.stream
+                );
                 shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
@@ -160,8 +169,12 @@ async fn subscribe(
     start: &Start,
 ) -> Result<Events, KinesisError> {
     let position = match start {
-        Start::Committed(p) => StartingPosition::builder().r#type(ShardIteratorType::AtSequenceNumber).sequence_number(&p.sequence_number),
-        Start::After(seq) => StartingPosition::builder().r#type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
+        Start::Committed(p) => {
+            StartingPosition::builder().r#type(ShardIteratorType::AtSequenceNumber).sequence_number(&p.sequence_number)
+        }
+        Start::After(seq) => {
+            StartingPosition::builder().r#type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq)
+        }
         Start::Initial => match shared.initial_position(shard_id) {
             InitialPosition::TrimHorizon => StartingPosition::builder().r#type(ShardIteratorType::TrimHorizon),
             InitialPosition::Latest => StartingPosition::builder().r#type(ShardIteratorType::Latest),
@@ -170,7 +183,9 @@ async fn subscribe(
             }
         },
     };
-    let position = position.build().map_err(|e| KinesisError::Service { stream: shared.settings.stream.clone(), message: e.to_string() })?;
+    let position = position
+        .build()
+        .map_err(|e| KinesisError::Service { stream: shared.settings.stream.clone(), message: e.to_string() })?;
     shared.fan_out_stats.subscriptions.fetch_add(1, Ordering::Relaxed);
     let out = client
         .subscribe_to_shard()
@@ -335,7 +350,13 @@ fn begin_confirmation(shared: &Shared, shard_id: &str) -> bool {
 /// is no next iterator. What the subscription had not delivered yet is delivered here, in order,
 /// within the memory budget (this response is the shard's one held event), and the shard ends
 /// with the children GetRecords names (or, if none, those of the next listing).
-async fn confirm_end(shared: &Shared, shard_id: &str, generation: u64, committed: Option<&Position>, progress: &mut Progress) -> End {
+async fn confirm_end(
+    shared: &Shared,
+    shard_id: &str,
+    generation: u64,
+    committed: Option<&Position>,
+    progress: &mut Progress,
+) -> End {
     let from = end_probe::probe_start(
         progress.last_record.as_deref(),
         committed,
@@ -360,7 +381,12 @@ async fn confirm_end(shared: &Shared, shard_id: &str, generation: u64, committed
             Ok(out) => out,
             Err(e) => {
                 let text = crate::kinesis::sdk_error_text(&e);
-                return End::Failed(KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), text, e.code().map(str::to_owned)));
+                return End::Failed(KinesisError::from_sdk(
+                    &shared.settings.stream,
+                    Some(shard_id),
+                    text,
+                    e.code().map(str::to_owned),
+                ));
             }
         };
         limiter.record_call(out.records().iter().map(|r| r.data().as_ref().len() as u64).sum());
@@ -423,14 +449,21 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> R
         ProbeStart::AfterRecord(seq) | ProbeStart::AfterContinuation(seq) => {
             request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq)
         }
-        ProbeStart::AtCheckpoint(p) => {
-            request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(&p.sequence_number)
-        }
+        ProbeStart::AtCheckpoint(p) => request
+            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+            .starting_sequence_number(&p.sequence_number),
         ProbeStart::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
-        ProbeStart::AtTimestamp(t) => request.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from(*t)),
+        ProbeStart::AtTimestamp(t) => {
+            request.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from(*t))
+        }
     };
     let out = request.send().await.map_err(|e| {
-        KinesisError::from_sdk(&shared.settings.stream, Some(shard_id), crate::kinesis::sdk_error_text(&e), e.code().map(str::to_owned))
+        KinesisError::from_sdk(
+            &shared.settings.stream,
+            Some(shard_id),
+            crate::kinesis::sdk_error_text(&e),
+            e.code().map(str::to_owned),
+        )
     })?;
     out.shard_iterator().map(str::to_owned).ok_or_else(|| KinesisError::Service {
         stream: shared.settings.stream.clone(),
@@ -480,9 +513,18 @@ async fn pause(shared: &Shared, shard_id: &str, error: &KinesisError, backoff: &
     tracing::debug!(component = shared.settings.component, "fan-out subscription of shard {shard_id} ended: {error}");
     if in_use {
         shared.fan_out_stats.resource_in_use.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(component = shared.settings.component, "shard {shard_id}: previous subscription still active; retrying");
-    } else if matches!(error, KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. }) || backoff.attempts() >= 3 {
-        warn!(component = shared.settings.component, "{error}; subscribing to shard {shard_id} again in {} ms", delay.as_millis());
+        tracing::debug!(
+            component = shared.settings.component,
+            "shard {shard_id}: previous subscription still active; retrying"
+        );
+    } else if matches!(error, KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. })
+        || backoff.attempts() >= 3
+    {
+        warn!(
+            component = shared.settings.component,
+            "{error}; subscribing to shard {shard_id} again in {} ms",
+            delay.as_millis()
+        );
     }
     tokio::time::sleep(if in_use { RESUBSCRIBE_FLOOR } else { delay }).await;
 }
@@ -500,9 +542,17 @@ mod tests {
             for p in *parents {
                 c = c.parent_shards(*p);
             }
-            b = b.child_shards(c.hash_key_range(
-                aws_sdk_kinesis::types::HashKeyRange::builder().starting_hash_key("0").ending_hash_key("1").build().unwrap(),
-            ).build().unwrap());
+            b = b.child_shards(
+                c.hash_key_range(
+                    aws_sdk_kinesis::types::HashKeyRange::builder()
+                        .starting_hash_key("0")
+                        .ending_hash_key("1")
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+                .unwrap(),
+            );
         }
         b.set_records(Some(Vec::new())).build().unwrap()
     }

@@ -88,7 +88,10 @@ impl Loaded {
 pub enum Reported {
     Recorded,
     /// Dropped: the key has more than one destination (`first` is the one seen before).
-    Conflicted { first: String, newly: bool },
+    Conflicted {
+        first: String,
+        newly: bool,
+    },
     /// Dropped: the key tracks [`MAX_SHARDS_PER_KEY`] shards already.
     Full,
 }
@@ -177,7 +180,9 @@ impl ChainState {
     /// Snowflake committed the lease's records up to `last`: so are the spans that follow on.
     fn commit(&mut self, last: &Position) {
         extend(&mut self.committed, last);
-        while let Some(i) = self.passed.iter().position(|(previous, _)| reaches(previous.as_ref(), self.committed.as_ref())) {
+        while let Some(i) =
+            self.passed.iter().position(|(previous, _)| reaches(previous.as_ref(), self.committed.as_ref()))
+        {
             let (_, span_last) = self.passed.swap_remove(i);
             extend(&mut self.committed, &span_last);
         }
@@ -253,7 +258,12 @@ impl Board {
 
     /// The engine's latest view of the tracking tenures' leases (rows with a loaded position);
     /// a view older than one already published (a lower counter) changes nothing.
-    pub fn publish_tenures(&mut self, key: &LinkKey, failover: std::time::Duration, tenures: impl IntoIterator<Item = (String, ShardTenure)>) {
+    pub fn publish_tenures(
+        &mut self,
+        key: &LinkKey,
+        failover: std::time::Duration,
+        tenures: impl IntoIterator<Item = (String, ShardTenure)>,
+    ) {
         let state = self.keys.entry(key.clone()).or_default();
         state.scans += 1;
         state.failover = Some(failover);
@@ -295,7 +305,13 @@ impl Board {
         }
         let chains = state.chains.entry(shard.to_owned()).or_default();
         chains.retain(|c| c.tenure != counter);
-        chains.push(ChainState { tenure: counter, end: start.clone(), committed: start, skips: Vec::new(), passed: Vec::new() });
+        chains.push(ChainState {
+            tenure: counter,
+            end: start.clone(),
+            committed: start,
+            skips: Vec::new(),
+            passed: Vec::new(),
+        });
         chains.sort_by_key(|c| c.tenure);
         if chains.len() > CHAINS_PER_SHARD {
             chains.remove(0);
@@ -389,7 +405,6 @@ impl Board {
     pub fn failover(&self, key: &LinkKey) -> Option<std::time::Duration> {
         self.keys.get(key).and_then(|s| s.failover)
     }
-
 }
 
 static BOARD: LazyLock<Mutex<Board>> = LazyLock::new(Mutex::default);
@@ -419,7 +434,11 @@ mod tests {
         let mut b = Board::default();
         assert_eq!(b.report(&key(), "db.s.p", "shard-1", at("200", None)), Reported::Recorded);
         b.report(&key(), "db.s.p", "shard-1", at("100", None));
-        assert_eq!(b.loaded(&key(), "shard-1"), Some(at("200", None)), "a late report of a lower position changes nothing");
+        assert_eq!(
+            b.loaded(&key(), "shard-1"),
+            Some(at("200", None)),
+            "a late report of a lower position changes nothing"
+        );
         b.report(&key(), "db.s.p", "shard-1", at("300", Some(2)));
         b.report(&key(), "db.s.p", "shard-1", at("300", Some(1)));
         assert_eq!(b.loaded(&key(), "shard-1"), Some(at("300", Some(2))));
@@ -432,9 +451,15 @@ mod tests {
     fn a_second_destination_conflicts_the_key_for_good() {
         let mut b = Board::default();
         b.report(&key(), "db.s.p1", "shard-1", at("100", None));
-        assert_eq!(b.report(&key(), "db.s.p2", "shard-1", at("50", None)), Reported::Conflicted { first: "db.s.p1".into(), newly: true });
+        assert_eq!(
+            b.report(&key(), "db.s.p2", "shard-1", at("50", None)),
+            Reported::Conflicted { first: "db.s.p1".into(), newly: true }
+        );
         assert_eq!(b.loaded(&key(), "shard-1"), None);
-        assert_eq!(b.report(&key(), "db.s.p1", "shard-1", at("150", None)), Reported::Conflicted { first: "db.s.p1".into(), newly: false });
+        assert_eq!(
+            b.report(&key(), "db.s.p1", "shard-1", at("150", None)),
+            Reported::Conflicted { first: "db.s.p1".into(), newly: false }
+        );
         assert_eq!(b.loaded(&key(), "shard-1"), None);
     }
 
@@ -464,7 +489,11 @@ mod tests {
         assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "13 went to parse.failure");
         assert_eq!(b.chain(&k, "s", 2, Some(&at("13", None))), Chain::Unknown, "another lease");
         b.took_here(&k, "other engine", "s", 3, None);
-        assert_eq!(b.chain(&k, "s", 1, Some(&at("13", None))), Chain::Linked, "a later lease keeps the earlier one's chain");
+        assert_eq!(
+            b.chain(&k, "s", 1, Some(&at("13", None))),
+            Chain::Linked,
+            "a later lease keeps the earlier one's chain"
+        );
         assert_eq!(b.chain(&k, "s", 3, Some(&at("1", Some(0)))), Chain::Broken, "its first FlowFile went elsewhere");
         assert_eq!(b.chain(&k, "s", 3, None), Chain::Linked, "the lease's first FlowFile, from the shard's start");
         for counter in 4..=6 {
@@ -485,7 +514,11 @@ mod tests {
         b.put_in_channel(&k, "s", 1, &at("15", None));
         b.skipped(&k, "s", 1, Some(at("15", None)), at("16", None));
         b.rewind_chain(&k, "s", 1);
-        assert_eq!(b.chain(&k, "s", 1, Some(&at("11", None))), Chain::Broken, "nothing is committed: only the lease's start");
+        assert_eq!(
+            b.chain(&k, "s", 1, Some(&at("11", None))),
+            Chain::Broken,
+            "nothing is committed: only the lease's start"
+        );
         assert_eq!(b.chain(&k, "s", 1, Some(&at("10", None))), Chain::Linked);
         b.committed_in_channel(&k, "s", 1, &at("12", None));
         b.rewind_chain(&k, "s", 1);
@@ -510,7 +543,11 @@ mod tests {
         assert_eq!(b.chain(&k, "s", 1, Some(&at("7", Some(2)))), Chain::Linked);
         assert_eq!(b.chain(&k, "s", 1, Some(&at("7", Some(3)))), Chain::Broken);
         b.put_in_channel(&k, "s", 1, &at("7", None));
-        assert_eq!(b.chain(&k, "s", 1, Some(&at("7", Some(9)))), Chain::Linked, "a whole record covers its sub-records");
+        assert_eq!(
+            b.chain(&k, "s", 1, Some(&at("7", Some(9)))),
+            Chain::Linked,
+            "a whole record covers its sub-records"
+        );
     }
 
     #[test]

@@ -46,35 +46,74 @@ fn node_name(n: usize) -> String {
 #[derive(Debug, Clone)]
 enum Step {
     /// The producer writes records to the shard.
-    Put { n: u8 },
+    Put {
+        n: u8,
+    },
     /// The holder (as it believes) reads records into one FlowFile, which NiFi commits at once.
-    Read { node: u8, n: u8 },
+    Read {
+        node: u8,
+        n: u8,
+    },
     /// The holder's engine takes in its board's loaded position and writes a checkpoint (fenced).
-    Checkpoint { node: u8 },
+    Checkpoint {
+        node: u8,
+    },
     /// The node's engine scans the row and publishes the tenure on its board.
-    Scan { node: u8 },
+    Scan {
+        node: u8,
+    },
     /// A node takes the lease: free, or its holder dead or paused past the failover timeout.
-    Take { node: u8 },
+    Take {
+        node: u8,
+    },
     /// The holder stops gracefully (final checkpoint, release); with `offload` its queue then moves
     /// to the other node (NiFi's offload).
-    Release { node: u8, offload: bool },
-    Kill { node: u8 },
-    Restart { node: u8 },
-    Pause { node: u8 },
-    Resume { node: u8 },
+    Release {
+        node: u8,
+        offload: bool,
+    },
+    Kill {
+        node: u8,
+    },
+    Restart {
+        node: u8,
+    },
+    Pause {
+        node: u8,
+    },
+    Resume {
+        node: u8,
+    },
     /// PutSnowflake takes up to `n` FlowFiles from its queue.
-    Submit { node: u8, n: u8 },
-    Open { node: u8 },
-    Append { node: u8, rows: u8 },
+    Submit {
+        node: u8,
+        n: u8,
+    },
+    Open {
+        node: u8,
+    },
+    Append {
+        node: u8,
+        rows: u8,
+    },
     /// Snowflake commits up to this many appends.
-    Commit { appends: u8 },
+    Commit {
+        appends: u8,
+    },
     /// A node's status poller reports the channel's committed token.
-    Report { node: u8 },
+    Report {
+        node: u8,
+    },
     /// Parked FlowFiles have waited longer than a dead holder takes to be replaced.
-    ParkExpires { node: u8 },
+    ParkExpires {
+        node: u8,
+    },
     /// A load-balanced connection between ConsumeKinesis and PutSnowflake: up to `n` of the node's
     /// newest queued FlowFiles go to the other node's queue while both run.
-    Balance { node: u8, n: u8 },
+    Balance {
+        node: u8,
+        n: u8,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -325,7 +364,10 @@ impl Model {
             return;
         }
         self.nodes[n].scanned = true;
-        let tracked = self.row.loaded.is_some().then(|| (SHARD.to_owned(), ShardTenure { counter: self.row.counter, held: self.row.holder.is_some() }));
+        let tracked =
+            self.row.loaded.is_some().then(|| {
+                (SHARD.to_owned(), ShardTenure { counter: self.row.counter, held: self.row.holder.is_some() })
+            });
         self.nodes[n].board.publish_tenures(&key(), std::time::Duration::from_secs(7), tracked);
         let mine = self.nodes[n].tenure.as_ref().is_some_and(|t| self.holds(n) && self.row.counter == t.counter);
         if !mine && !self.nodes[n].paused {
@@ -471,12 +513,23 @@ impl Model {
             let view = self.nodes[n].board.tenure(&key(), SHARD);
             let scans = self.nodes[n].board.scans(&key());
             let held_here = self.nodes[n].board.held_here(&key(), SHARD);
-            let view = link::View { held_here, known: scans > 0, tenure: view, fresh: parked_at.is_some_and(|at| scans > at), chain };
+            let view = link::View {
+                held_here,
+                known: scans > 0,
+                tenure: view,
+                fresh: parked_at.is_some_and(|at| scans > at),
+                chain,
+            };
             let behind_parked = !self.nodes[n].parked.is_empty();
             // A parked FlowFile's wait for a holder to be replaced runs out only while that holder is
             // alive (`ParkExpires`): a dead or paused holder is replaced within the wait.
-            let wait_over = expire && self.row.holder.is_some_and(|(h, inc)| self.active(h) && self.nodes[h].incarnation == inc);
-            let decision = if behind_parked { Decision::Park } else { link::decide(&tracked, &node_name(n), view, !self.nodes[n].scanned, wait_over) };
+            let wait_over =
+                expire && self.row.holder.is_some_and(|(h, inc)| self.active(h) && self.nodes[h].incarnation == inc);
+            let decision = if behind_parked {
+                Decision::Park
+            } else {
+                link::decide(&tracked, &node_name(n), view, !self.nodes[n].scanned, wait_over)
+            };
             match &decision {
                 Decision::Shared => self.coverage.shared += 1,
                 Decision::Superseded { .. } => self.coverage.superseded += 1,
@@ -487,7 +540,8 @@ impl Model {
                 Decision::Shared => {
                     self.nodes[n].board.put_in_channel(&key(), SHARD, f.tenure, &tracked.last);
                     self.nodes[n].put_in.insert(f.tenure);
-                    let rows = f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
+                    let rows =
+                        f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
                     self.nodes[n].taken.insert(f.id, f.clone());
                     let done = self.nodes[n].book.accept(Work { flow_file_id: f.id, rows, bytes: 1 }, self.now);
                     self.settle(n, done);
@@ -560,7 +614,11 @@ impl Model {
             match d.outcome.route {
                 Route::Success => {
                     for r in &f.records {
-                        assert!(self.channel.table.contains(r), "FlowFile {} succeeded without record {r} in the table", f.id);
+                        assert!(
+                            self.channel.table.contains(r),
+                            "FlowFile {} succeeded without record {r} in the table",
+                            f.id
+                        );
                     }
                     let last = position(*f.records.last().unwrap());
                     self.nodes[n].board.committed_in_channel(&key(), SHARD, f.tenure, &last);
@@ -575,7 +633,11 @@ impl Model {
     fn check_no_duplicates(&self) {
         let mut seen = std::collections::HashSet::new();
         for r in &self.channel.table {
-            assert!(seen.insert(r) || self.at_least_once.contains(r), "record {r} is in the table twice: {:?}", self.channel.table);
+            assert!(
+                seen.insert(r) || self.at_least_once.contains(r),
+                "record {r} is in the table twice: {:?}",
+                self.channel.table
+            );
         }
     }
 
@@ -600,7 +662,8 @@ impl Model {
                 self.report(n);
                 self.check_no_duplicates();
             }
-            let queues_empty = self.nodes.iter().all(|n| n.queue.is_empty() && n.taken.is_empty() && n.parked.is_empty());
+            let queues_empty =
+                self.nodes.iter().all(|n| n.queue.is_empty() && n.taken.is_empty() && n.parked.is_empty());
             let all_read = self.nodes.iter().any(|n| n.tenure.as_ref().is_some_and(|t| t.next > self.records));
             if queues_empty && all_read && self.channel.uncommitted.is_empty() {
                 break;
@@ -644,7 +707,8 @@ proptest! {
 fn model_failover_covers_every_decision() {
     use proptest::test_runner::TestRunner;
     let mut total = Coverage::default();
-    let mut runner = TestRunner::new(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() });
+    let mut runner =
+        TestRunner::new(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() });
     let seen = std::cell::RefCell::new(&mut total);
     runner
         .run(&prop::collection::vec(step(), 1..150), |steps| {

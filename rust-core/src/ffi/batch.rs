@@ -84,10 +84,22 @@ pub fn encoded_len(shards: &[ShardFlowFiles]) -> usize {
 }
 
 pub fn encoded_len_linked(link: &str, shards: &[ShardFlowFiles]) -> usize {
-    4 + 4 + 8 + 2 + link.len() + 4
+    4 + 4
+        + 8
+        + 2
+        + link.len()
+        + 4
         + shards
             .iter()
-            .map(|s| 2 + s.shard_id.len() + 2 + s.parent_shard_ids.join(",").len() + 8 + 8 + 4 + s.flow_files.iter().map(flow_file_len).sum::<usize>())
+            .map(|s| {
+                2 + s.shard_id.len()
+                    + 2
+                    + s.parent_shard_ids.join(",").len()
+                    + 8
+                    + 8
+                    + 4
+                    + s.flow_files.iter().map(flow_file_len).sum::<usize>()
+            })
             .sum::<usize>()
 }
 
@@ -117,7 +129,12 @@ pub fn encode_linked(batch_id: i64, link: &str, shards: &[ShardFlowFiles]) -> Re
 
 /// Writes the batch at the start of `out`, which must hold at least
 /// [`encoded_len_linked`] bytes; bytes after it are left as they were. Returns its length.
-pub fn encode_linked_into(batch_id: i64, link: &str, shards: &[ShardFlowFiles], out: &mut [u8]) -> Result<usize, BatchError> {
+pub fn encode_linked_into(
+    batch_id: i64,
+    link: &str,
+    shards: &[ShardFlowFiles],
+    out: &mut [u8],
+) -> Result<usize, BatchError> {
     let len = encoded_len_linked(link, shards);
     if out.len() < len {
         return Err(BatchError::BufferTooSmall { len, capacity: out.len() });
@@ -131,7 +148,13 @@ pub fn encode_linked_into(batch_id: i64, link: &str, shards: &[ShardFlowFiles], 
     Ok(len)
 }
 
-fn write_batch(out: &mut impl Sink, len: usize, batch_id: i64, link: &str, shards: &[ShardFlowFiles]) -> Result<(), BatchError> {
+fn write_batch(
+    out: &mut impl Sink,
+    len: usize,
+    batch_id: i64,
+    link: &str,
+    shards: &[ShardFlowFiles],
+) -> Result<(), BatchError> {
     out.put(&MAGIC.to_be_bytes());
     out.put(&len_i32("batch", len)?.to_be_bytes());
     out.put(&batch_id.to_be_bytes());
@@ -214,7 +237,9 @@ pub fn decode_linked(bytes: &[u8]) -> Option<(i64, String, Vec<ShardFlowFiles>)>
 }
 
 #[cfg(any(test, feature = "test-support"))]
-fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, Vec<ShardFlowFiles>)>, super::wire::WireError> {
+fn decode_wire(
+    r: &mut super::wire::Reader<'_>,
+) -> Result<Option<(i64, String, Vec<ShardFlowFiles>)>, super::wire::WireError> {
     use crate::consumer::output::Route;
     if r.i32()? != MAGIC {
         return Ok(None);
@@ -244,7 +269,8 @@ fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, V
             let last_sub = u64::try_from(r.i64()?).ok();
             let previous_sequence = r.str16()?;
             let previous_sub = u64::try_from(r.i64()?).ok();
-            let previous = (!previous_sequence.is_empty()).then(|| crate::kinesis::position::Position::new(previous_sequence, previous_sub));
+            let previous = (!previous_sequence.is_empty())
+                .then(|| crate::kinesis::position::Position::new(previous_sequence, previous_sub));
             let partition_key = r.str32()?;
             let arrival_ms = r.i64()?;
             let error = r.str16()?;
@@ -264,7 +290,8 @@ fn decode_wire(r: &mut super::wire::Reader<'_>) -> Result<Option<(i64, String, V
                 content,
             });
         }
-        let parent_shard_ids = if parents.is_empty() { Vec::new() } else { parents.split(',').map(str::to_owned).collect() };
+        let parent_shard_ids =
+            if parents.is_empty() { Vec::new() } else { parents.split(',').map(str::to_owned).collect() };
         shards.push(ShardFlowFiles { shard_id, parent_shard_ids, millis_behind, flow_files, tenure });
     }
     Ok(r.is_done().then_some((batch_id, link, shards)))
@@ -311,7 +338,8 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
 
 /// The synthetic records as FlowFiles, one per record.
 pub fn synthetic(shards: usize, records_per_shard: usize, payload_bytes: usize) -> Vec<ShardFlowFiles> {
-    let layout = Layout { stream: "synthetic", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::UseValue };
+    let layout =
+        Layout { stream: "synthetic", processing: &ProcessingStrategy::FlowFile, output: OutputStrategy::UseValue };
     synthetic_records(shards, records_per_shard, payload_bytes).into_iter().map(|s| layout.shard(s)).collect()
 }
 
@@ -441,9 +469,15 @@ mod tests {
                             last_sequence: format!("4963{:052}", rng.random::<u32>()),
                             last_sub: rng.random_bool(0.5).then(|| rng.random_range(0..1000)),
                             previous: rng.random_bool(0.5).then(|| {
-                                Position::new(format!("4963{:052}", rng.random::<u32>()), rng.random_bool(0.5).then(|| rng.random_range(0..1000)))
+                                Position::new(
+                                    format!("4963{:052}", rng.random::<u32>()),
+                                    rng.random_bool(0.5).then(|| rng.random_range(0..1000)),
+                                )
                             }),
-                            partition_key: long_partition_key([0, 1, 256, 65_535, 65_536, 200_000][rng.random_range(0..6)]).into(),
+                            partition_key: long_partition_key(
+                                [0, 1, 256, 65_535, 65_536, 200_000][rng.random_range(0..6)],
+                            )
+                            .into(),
                             arrival_ms: rng.random(),
                             error: if rng.random_bool(0.2) { "not JSON".into() } else { String::new() },
                             content: (0..rng.random_range(0..3000)).map(|_| rng.random()).collect(),
@@ -456,9 +490,16 @@ mod tests {
             assert_eq!(bytes.len(), encoded_len(&shards));
             assert_eq!(decode(&bytes), Some((id, shards.clone())));
             let link = if rng.random_bool(0.5) { "arn:aws:kinesis:us-east-1:123456789012:stream/s" } else { "" };
-            assert_eq!(decode_linked(&encode_linked(id, link, &shards).unwrap()), Some((id, link.to_owned(), shards.clone())));
+            assert_eq!(
+                decode_linked(&encode_linked(id, link, &shards).unwrap()),
+                Some((id, link.to_owned(), shards.clone()))
+            );
             assert_eq!(encode_linked(id, link, &shards).unwrap().len(), encoded_len_linked(link, &shards));
-            assert_eq!(decode(&bytes[..bytes.len().saturating_sub(1)]).filter(|_| !bytes.is_empty()), None, "a cut batch is refused");
+            assert_eq!(
+                decode(&bytes[..bytes.len().saturating_sub(1)]).filter(|_| !bytes.is_empty()),
+                None,
+                "a cut batch is refused"
+            );
         }
     }
 

@@ -28,20 +28,24 @@ impl JavaCredentials {
     }
 
     fn call(&self) -> Result<Vec<Option<String>>, SupplyError> {
-        let mut env = self.vm.attach_current_thread().map_err(|e| SupplyError::Jvm(format!("attaching the thread failed: {e}")))?;
-        let outcome = env.with_local_frame(8, |env| -> Result<Result<Vec<Option<String>>, SupplyError>, jni::errors::Error> {
-            match env.call_method(self.callback.as_obj(), METHOD, SIGNATURE, &[]) {
-                Ok(value) => {
-                    let array = JObjectArray::from(value.l()?);
-                    if array.is_null() {
-                        return Ok(Err(SupplyError::Malformed("nothing (null)".into())));
+        let mut env = self
+            .vm
+            .attach_current_thread()
+            .map_err(|e| SupplyError::Jvm(format!("attaching the thread failed: {e}")))?;
+        let outcome =
+            env.with_local_frame(8, |env| -> Result<Result<Vec<Option<String>>, SupplyError>, jni::errors::Error> {
+                match env.call_method(self.callback.as_obj(), METHOD, SIGNATURE, &[]) {
+                    Ok(value) => {
+                        let array = JObjectArray::from(value.l()?);
+                        if array.is_null() {
+                            return Ok(Err(SupplyError::Malformed("nothing (null)".into())));
+                        }
+                        Ok(Ok(strings(env, &array)?))
                     }
-                    Ok(Ok(strings(env, &array)?))
+                    Err(jni::errors::Error::JavaException) => Ok(Err(SupplyError::Provider(thrown(env)))),
+                    Err(other) => Err(other),
                 }
-                Err(jni::errors::Error::JavaException) => Ok(Err(SupplyError::Provider(thrown(env)))),
-                Err(other) => Err(other),
-            }
-        });
+            });
         if env.exception_check().unwrap_or(false) {
             let _ = env.exception_clear();
         }

@@ -131,7 +131,8 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_registerC
         if callback.is_null() {
             return Err(BridgeError::InvalidArgument("the credentials callback was null".into()));
         }
-        let supplier = super::credentials_callback::JavaCredentials::new(env.get_java_vm()?, env.new_global_ref(&callback)?);
+        let supplier =
+            super::credentials_callback::JavaCredentials::new(env.get_java_vm()?, env.new_global_ref(&callback)?);
         Ok(crate::aws::credentials_service::register(std::sync::Arc::new(supplier)) as jlong)
     })
 }
@@ -249,7 +250,8 @@ fn hand_over<'l>(
     reusable: JByteArray<'l>,
     encode: impl FnOnce(&mut [u8]) -> Result<usize, batch::BatchError>,
 ) -> Result<jbyteArray, BridgeError> {
-    let fits = !reusable.as_raw().is_null() && usize::try_from(env.get_array_length(&reusable)?).is_ok_and(|n| n >= len);
+    let fits =
+        !reusable.as_raw().is_null() && usize::try_from(env.get_array_length(&reusable)?).is_ok_and(|n| n >= len);
     let array = if fits {
         reusable
     } else {
@@ -273,7 +275,10 @@ fn hand_over<'l>(
     };
     match written {
         Ok(n) if n == len => Ok(array.into_raw()),
-        Ok(n) => Err(BridgeError::Core { class: ErrorClass::Fatal, message: format!("a batch of {len} bytes was encoded as {n}") }),
+        Ok(n) => Err(BridgeError::Core {
+            class: ErrorClass::Fatal,
+            message: format!("a batch of {len} bytes was encoded as {n}"),
+        }),
         Err(e) => Err(BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() }),
     }
 }
@@ -423,7 +428,9 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_synthetic
 ) -> jbyteArray {
     guard::call(&mut env, |env| {
         with_synthetic(shards, records_per_shard, payload_bytes, |shards| {
-            hand_over(env, batch::encoded_len_linked("", shards), reusable, |out| batch::encode_linked_into(1, "", shards, out))
+            hand_over(env, batch::encoded_len_linked("", shards), reusable, |out| {
+                batch::encode_linked_into(1, "", shards, out)
+            })
         })
     })
 }
@@ -436,7 +443,9 @@ fn with_synthetic<T>(
     payload_bytes: jint,
     f: impl FnOnce(&[crate::consumer::output::ShardFlowFiles]) -> Result<T, BridgeError>,
 ) -> Result<T, BridgeError> {
-    let count = |v: jint, what: &str| usize::try_from(v).map_err(|_| BridgeError::InvalidArgument(format!("{what} must not be negative")));
+    let count = |v: jint, what: &str| {
+        usize::try_from(v).map_err(|_| BridgeError::InvalidArgument(format!("{what} must not be negative")))
+    };
     let key = (count(shards, "shards")?, count(records_per_shard, "records")?, count(payload_bytes, "payload")?);
     type Cache = Option<((usize, usize, usize), Vec<crate::consumer::output::ShardFlowFiles>)>;
     static CACHE: Lazy<std::sync::Mutex<Cache>> = Lazy::new(Default::default);
@@ -448,8 +457,12 @@ fn with_synthetic<T>(
 }
 
 /// A test batch in the JNI layout, as a new Java byte array.
-fn encoded_batch<'l>(env: &mut JNIEnv<'l>, shards: &[crate::consumer::output::ShardFlowFiles]) -> Result<jbyteArray, BridgeError> {
-    let bytes = batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
+fn encoded_batch<'l>(
+    env: &mut JNIEnv<'l>,
+    shards: &[crate::consumer::output::ShardFlowFiles],
+) -> Result<jbyteArray, BridgeError> {
+    let bytes =
+        batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
     Ok(env.byte_array_from_slice(&bytes)?.into_raw())
 }
 
@@ -462,7 +475,8 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_partition
     key_bytes: jint,
 ) -> jbyteArray {
     guard::call(&mut env, |env| {
-        let len = usize::try_from(key_bytes).map_err(|_| BridgeError::InvalidArgument("the key length must not be negative".into()))?;
+        let len = usize::try_from(key_bytes)
+            .map_err(|_| BridgeError::InvalidArgument("the key length must not be negative".into()))?;
         let mut shards = batch::synthetic(1, 2, 8);
         shards[0].flow_files[0].partition_key = batch::long_partition_key(len).into();
         encoded_batch(env, &shards)
@@ -479,12 +493,17 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_describeS
 ) -> jobjectArray {
     guard::call(&mut env, |env| {
         let bytes = env.convert_byte_array(&skips)?;
-        let skips = super::skips::decode(&bytes).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
+        let skips = super::skips::decode(&bytes)
+            .map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
         let position = |p: Option<&crate::kinesis::position::Position>| {
-            p.map_or("-".to_owned(), |p| format!("{}/{}", p.sequence_number, p.sub_sequence_number.map_or("-".to_owned(), |s| s.to_string())))
+            p.map_or("-".to_owned(), |p| {
+                format!("{}/{}", p.sequence_number, p.sub_sequence_number.map_or("-".to_owned(), |s| s.to_string()))
+            })
         };
-        let lines: Vec<String> =
-            skips.iter().map(|s| format!("{} {} {} {}", s.shard, s.tenure, position(s.previous.as_ref()), position(Some(&s.last)))).collect();
+        let lines: Vec<String> = skips
+            .iter()
+            .map(|s| format!("{} {} {} {}", s.shard, s.tenure, position(s.previous.as_ref()), position(Some(&s.last))))
+            .collect();
         java::string_array(env, &lines)
     })
 }
@@ -525,7 +544,10 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_raiseForT
     guard::call(&mut env, |_env| match mode {
         0 => panic!("deliberate panic for the bridge test"),
         1 => Err(BridgeError::Core { class: ErrorClass::Retryable, message: "deliberate retryable error".into() }),
-        2 => Err(BridgeError::Core { class: ErrorClass::Configuration, message: "deliberate configuration error".into() }),
+        2 => Err(BridgeError::Core {
+            class: ErrorClass::Configuration,
+            message: "deliberate configuration error".into(),
+        }),
         3 => Err(BridgeError::Core { class: ErrorClass::Fatal, message: "deliberate fatal error".into() }),
         _ => Ok(()),
     })

@@ -189,10 +189,14 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut text = EventText::default();
         event.record(&mut text);
-        let component = text.component.or_else(|| {
-            ctx.event_scope(event)?.find_map(|span| span.extensions().get::<ComponentId>().map(|c| c.0))
-        });
-        let line = LogLine { component: component.unwrap_or(0), level: level_number(event.metadata().level()), message: text.render() };
+        let component = text
+            .component
+            .or_else(|| ctx.event_scope(event)?.find_map(|span| span.extensions().get::<ComponentId>().map(|c| c.0)));
+        let line = LogLine {
+            component: component.unwrap_or(0),
+            level: level_number(event.metadata().level()),
+            message: text.render(),
+        };
         if let Err(TrySendError::Full(_)) = self.sender.try_send(Message::Line(line)) {
             if let Some(bridge) = BRIDGE.get() {
                 bridge.dropped.fetch_add(1, Ordering::Relaxed);

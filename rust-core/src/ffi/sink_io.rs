@@ -104,7 +104,11 @@ mod tests {
 
     #[test]
     fn flow_files_round_trip_and_truncation_is_an_error() {
-        let ff = FlowFileIn { id: 42, attributes: [("a".to_string(), "ü".to_string())].into(), content: b"{\"x\":1}".to_vec() };
+        let ff = FlowFileIn {
+            id: 42,
+            attributes: [("a".to_string(), "ü".to_string())].into(),
+            content: b"{\"x\":1}".to_vec(),
+        };
         let bytes = encode_flow_files(std::slice::from_ref(&ff));
         assert_eq!(decode_flow_files(&bytes).unwrap(), vec![ff]);
         assert_eq!(decode_flow_files(&bytes[..bytes.len() - 1]), Err(SinkIoError::Truncated(bytes.len() - 7)));

@@ -24,8 +24,10 @@ mod tests {
         let hex = |d: [u8; 16]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
         assert_eq!(hex(digest(b"")), "d41d8cd98f00b204e9800998ecf8427e");
         assert_eq!(hex(digest(b"abc")), "900150983cd24fb0d6963f7d28e17f72");
-        assert_eq!(hex(digest(b"12345678901234567890123456789012345678901234567890123456789012345678901234567890")),
-                   "57edf4a22be3c955ac49da2e2107b67a");
+        assert_eq!(
+            hex(digest(b"12345678901234567890123456789012345678901234567890123456789012345678901234567890")),
+            "57edf4a22be3c955ac49da2e2107b67a"
+        );
     }
 
     #[test]

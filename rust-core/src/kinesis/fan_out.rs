@@ -23,7 +23,11 @@ pub const MAX_POOL: usize = 16;
 /// How long registration may take before the engine gives up.
 const ACTIVE_WAIT: Duration = Duration::from_secs(300);
 
-fn error<E: ProvideErrorMetadata + std::error::Error + 'static>(stream: &str, e: &E, code: Option<&str>) -> KinesisError {
+fn error<E: ProvideErrorMetadata + std::error::Error + 'static>(
+    stream: &str,
+    e: &E,
+    code: Option<&str>,
+) -> KinesisError {
     KinesisError::from_sdk(stream, None, sdk_error_text_with(e, e.message()), code.map(str::to_owned))
 }
 
@@ -34,7 +38,12 @@ pub async fn stream_arn(client: &Client, stream: &str) -> Result<String, Kinesis
 
 /// Registers the consumer `name` on the stream unless it exists, waits until it is ACTIVE and
 /// returns its ARN.
-pub async fn ensure_consumer(client: &Client, stream: &str, name: &str, component: u64) -> Result<String, KinesisError> {
+pub async fn ensure_consumer(
+    client: &Client,
+    stream: &str,
+    name: &str,
+    component: u64,
+) -> Result<String, KinesisError> {
     let arn = stream_arn(client, stream).await?;
     let started = tokio::time::Instant::now();
     let mut warned = false;
@@ -47,18 +56,29 @@ pub async fn ensure_consumer(client: &Client, stream: &str, name: &str, componen
         if started.elapsed() >= ACTIVE_WAIT {
             return Err(KinesisError::Service {
                 stream: stream.to_owned(),
-                message: format!("the Enhanced Fan-Out consumer '{name}' is not ACTIVE after {} s", ACTIVE_WAIT.as_secs()),
+                message: format!(
+                    "the Enhanced Fan-Out consumer '{name}' is not ACTIVE after {} s",
+                    ACTIVE_WAIT.as_secs()
+                ),
             });
         }
         if !warned && started.elapsed() >= Duration::from_secs(3) {
             warned = true;
-            warn!(component, "waiting for the Enhanced Fan-Out consumer '{name}' of stream '{stream}' to become ACTIVE");
+            warn!(
+                component,
+                "waiting for the Enhanced Fan-Out consumer '{name}' of stream '{stream}' to become ACTIVE"
+            );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-async fn describe(client: &Client, stream: &str, stream_arn: &str, name: &str) -> Result<Option<(String, ConsumerStatus)>, KinesisError> {
+async fn describe(
+    client: &Client,
+    stream: &str,
+    stream_arn: &str,
+    name: &str,
+) -> Result<Option<(String, ConsumerStatus)>, KinesisError> {
     match client.describe_stream_consumer().stream_arn(stream_arn).consumer_name(name).send().await {
         Ok(out) => Ok(out.consumer_description().map(|d| (d.consumer_arn().to_owned(), d.consumer_status().clone()))),
         Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
@@ -108,7 +128,9 @@ mod tests {
 
     #[test]
     fn subscriptions_spread_over_the_pool() {
-        let conf = aws_sdk_kinesis::Config::builder().behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest()).build();
+        let conf = aws_sdk_kinesis::Config::builder()
+            .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
+            .build();
         let pool: Vec<Client> = (0..3).map(|_| Client::from_conf(conf.clone())).collect();
         let which = |i| pool.iter().position(|c| std::ptr::eq(c, pooled(&pool, i))).unwrap();
         assert_eq!((0..7).map(which).collect::<Vec<_>>(), vec![0, 1, 2, 0, 1, 2, 0]);

@@ -119,7 +119,12 @@ mod tests {
         let message = AggregatedRecord {
             partition_key_table: vec![b"a".to_vec(), b"".to_vec()],
             explicit_hash_key_table: vec![b"7".to_vec()],
-            records: vec![Record { partition_key_index: 1, explicit_hash_key_index: Some(0), data: b"xy".to_vec(), tags: vec![] }],
+            records: vec![Record {
+                partition_key_index: 1,
+                explicit_hash_key_index: Some(0),
+                data: b"xy".to_vec(),
+                tags: vec![],
+            }],
         };
         let mut body = message.encode_to_vec();
         // Unknown fields of every wire type: varint 9, fixed64 10, bytes 11, group 12, fixed32 13.
@@ -132,7 +137,12 @@ mod tests {
         let record = message.records[0].encode_to_vec();
         assert_eq!(
             got,
-            vec![Entry::PartitionKey(b"a"), Entry::PartitionKey(b""), Entry::ExplicitHashKey(b"7"), Entry::Record(&record)]
+            vec![
+                Entry::PartitionKey(b"a"),
+                Entry::PartitionKey(b""),
+                Entry::ExplicitHashKey(b"7"),
+                Entry::Record(&record)
+            ]
         );
         let view = RecordView::parse(&record).unwrap();
         assert_eq!(view, RecordView { partition_key_index: 1, explicit_hash_key_index: Some(0), data: b"xy" });
@@ -145,7 +155,10 @@ mod tests {
         assert_eq!(got.len(), 1);
         let error = got[0].as_ref().unwrap_err().to_string();
         assert!(error.contains("buffer underflow"), "{error}");
-        assert!(AggregatedRecord::decode(&[0x1A, 100, 1, 2, 3][..]).unwrap_err().to_string().contains("buffer underflow"));
+        assert!(AggregatedRecord::decode(&[0x1A, 100, 1, 2, 3][..])
+            .unwrap_err()
+            .to_string()
+            .contains("buffer underflow"));
         // Field 1 as a varint instead of bytes.
         assert!(entries(&[0x08, 1]).next().unwrap().is_err());
         assert!(AggregatedRecord::decode(&[0x08, 1][..]).is_err());
@@ -159,7 +172,12 @@ mod tests {
     fn records_read_as_prost_reads_them() {
         let cases = [
             Record { partition_key_index: 3, explicit_hash_key_index: None, data: vec![], tags: vec![] },
-            Record { partition_key_index: u64::MAX, explicit_hash_key_index: Some(u64::MAX), data: vec![0; 300], tags: vec![] },
+            Record {
+                partition_key_index: u64::MAX,
+                explicit_hash_key_index: Some(u64::MAX),
+                data: vec![0; 300],
+                tags: vec![],
+            },
             Record {
                 partition_key_index: 0,
                 explicit_hash_key_index: Some(2),
@@ -170,7 +188,10 @@ mod tests {
         for r in cases {
             let bytes = r.encode_to_vec();
             let view = RecordView::parse(&bytes).unwrap();
-            assert_eq!((view.partition_key_index, view.explicit_hash_key_index, view.data), (r.partition_key_index, r.explicit_hash_key_index, &r.data[..]));
+            assert_eq!(
+                (view.partition_key_index, view.explicit_hash_key_index, view.data),
+                (r.partition_key_index, r.explicit_hash_key_index, &r.data[..])
+            );
         }
         // Missing fields read as defaults; a repeated field keeps its last value, as in prost.
         assert_eq!(RecordView::parse(&[]).unwrap(), RecordView::default());

@@ -2,12 +2,12 @@
 //! reader's calls and limits, the Enhanced Fan-Out consumer, and KPL de-aggregation.
 
 pub mod deaggregate;
+pub mod digest;
 pub mod fan_out;
 #[cfg(any(test, feature = "test-support"))]
 mod kpl_messages;
 mod kpl_view;
 pub mod limiter;
-pub mod digest;
 pub mod position;
 pub mod record;
 pub mod shards;
@@ -39,15 +39,21 @@ impl KinesisError {
         let stream = stream.to_owned();
         match code.as_deref().unwrap_or_default() {
             "ResourceNotFoundException" => Self::StreamNotFound { stream, message },
-            "AccessDeniedException" | "UnrecognizedClientException" | "InvalidSignatureException"
-            | "ExpiredTokenException" | "IncompleteSignature" | "MissingAuthenticationToken" => {
-                Self::AccessDenied { stream, message }
-            }
-            "ProvisionedThroughputExceededException" | "LimitExceededException" | "KMSThrottlingException"
+            "AccessDeniedException"
+            | "UnrecognizedClientException"
+            | "InvalidSignatureException"
+            | "ExpiredTokenException"
+            | "IncompleteSignature"
+            | "MissingAuthenticationToken" => Self::AccessDenied { stream, message },
+            "ProvisionedThroughputExceededException"
+            | "LimitExceededException"
+            | "KMSThrottlingException"
             | "ThrottlingException" => Self::Throttled { stream, shard: shard.map(str::to_owned) },
             "ExpiredIteratorException" => Self::ExpiredIterator { shard: shard.unwrap_or_default().to_owned() },
             "InvalidArgumentException" => Self::InvalidArgument { stream, message },
-            "ResourceInUseException" if shard.is_some() => Self::ResourceInUse { shard: shard.unwrap_or_default().to_owned() },
+            "ResourceInUseException" if shard.is_some() => {
+                Self::ResourceInUse { shard: shard.unwrap_or_default().to_owned() }
+            }
             _ => Self::Service { stream, message },
         }
     }
@@ -124,8 +130,10 @@ mod tests {
     #[test]
     fn the_service_message_is_added_once_when_the_text_lacks_it() {
         let denied = "User: arn:aws:iam::1:user/u is not authorized to perform: dynamodb:UpdateItem on resource: t";
-        assert_eq!(with_message("service error: unhandled error (AccessDeniedException)".into(), Some(denied)),
-            format!("service error: unhandled error (AccessDeniedException): {denied}"));
+        assert_eq!(
+            with_message("service error: unhandled error (AccessDeniedException)".into(), Some(denied)),
+            format!("service error: unhandled error (AccessDeniedException): {denied}")
+        );
         assert_eq!(with_message(format!("service error: {denied}"), Some(denied)), format!("service error: {denied}"));
         assert_eq!(with_message("dispatch failure".into(), None), "dispatch failure");
         assert_eq!(with_message("x".into(), Some("  ")), "x");

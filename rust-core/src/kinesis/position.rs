@@ -45,7 +45,13 @@ mod tests {
     fn numeric_not_lexical_order() {
         assert_eq!(compare_sequence_numbers("9", "10"), Ordering::Less);
         assert_eq!(compare_sequence_numbers("0010", "10"), Ordering::Equal);
-        assert_eq!(compare_sequence_numbers("49590338271490256608559692538361571095921575989136588898", "49590338271490256608559692538361571095921575989136588899"), Ordering::Less);
+        assert_eq!(
+            compare_sequence_numbers(
+                "49590338271490256608559692538361571095921575989136588898",
+                "49590338271490256608559692538361571095921575989136588899"
+            ),
+            Ordering::Less
+        );
     }
 
     #[test]

@@ -22,7 +22,14 @@ pub async fn list_shards(client: &Client, stream: &str) -> Result<Vec<ShardInfo>
             Some(token) => client.list_shards().next_token(token),
             None => client.list_shards().stream_name(stream),
         };
-        let out = request.send().await.map_err(|e| KinesisError::from_sdk(stream, None, crate::kinesis::sdk_error_text(&e), e.as_service_error().map(|s| s.meta().code().unwrap_or_default().to_owned())))?;
+        let out = request.send().await.map_err(|e| {
+            KinesisError::from_sdk(
+                stream,
+                None,
+                crate::kinesis::sdk_error_text(&e),
+                e.as_service_error().map(|s| s.meta().code().unwrap_or_default().to_owned()),
+            )
+        })?;
         for shard in out.shards() {
             let mut parents = Vec::new();
             if let Some(p) = shard.parent_shard_id() {

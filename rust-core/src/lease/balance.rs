@@ -57,7 +57,13 @@ pub fn plan(
 
     let mut plan = Plan::default();
     if held > ceil {
-        plan.release = mine.iter().filter(|m| readable.iter().any(|r| &r.shard_id == *m)).rev().take(held - ceil).cloned().collect();
+        plan.release = mine
+            .iter()
+            .filter(|m| readable.iter().any(|r| &r.shard_id == *m))
+            .rev()
+            .take(held - ceil)
+            .cloned()
+            .collect();
     } else if held < ceil && !free.is_empty() {
         // Start at a node-specific place so nodes starting together do not all race for one lease.
         let offset = stable_hash(me) as usize % free.len();
@@ -66,7 +72,13 @@ pub fn plan(
     } else if free.is_empty() && held > floor && counts.values().any(|&c| c < floor) {
         let most = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(n, _)| *n);
         if most == Some(me) {
-            plan.release = mine.iter().filter(|m| readable.iter().any(|r| &r.shard_id == *m)).next_back().cloned().into_iter().collect();
+            plan.release = mine
+                .iter()
+                .filter(|m| readable.iter().any(|r| &r.shard_id == *m))
+                .next_back()
+                .cloned()
+                .into_iter()
+                .collect();
         }
     }
     plan
@@ -185,19 +197,34 @@ mod tests {
     #[test]
     fn a_live_holder_is_never_taken_from_and_a_dead_one_is_taken_conditionally() {
         let readable = vec![
-            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "busy".into(), counter: 3, lease_expiry: None }), parents: vec![] },
-            Readable { shard_id: "s2".into(), holder: Some(Holder { owner: "gone".into(), counter: 9, lease_expiry: None }), parents: vec![] },
+            Readable {
+                shard_id: "s1".into(),
+                holder: Some(Holder { owner: "busy".into(), counter: 3, lease_expiry: None }),
+                parents: vec![],
+            },
+            Readable {
+                shard_id: "s2".into(),
+                holder: Some(Holder { owner: "gone".into(), counter: 9, lease_expiry: None }),
+                parents: vec![],
+            },
         ];
         let live = nodes(&["me", "busy"]);
         let p = plan("me", &readable, &BTreeSet::new(), &live, |h| h.owner == "gone");
-        assert_eq!(p.take, vec![("s2".to_owned(), Some(Holder { owner: "gone".into(), counter: 9, lease_expiry: None }))]);
+        assert_eq!(
+            p.take,
+            vec![("s2".to_owned(), Some(Holder { owner: "gone".into(), counter: 9, lease_expiry: None }))]
+        );
         assert!(p.release.is_empty());
     }
 
     #[test]
     fn leases_being_handed_back_are_neither_counted_nor_taken_again() {
         let readable = vec![
-            Readable { shard_id: "s1".into(), holder: Some(Holder { owner: "me".into(), counter: 1, lease_expiry: None }), parents: vec![] },
+            Readable {
+                shard_id: "s1".into(),
+                holder: Some(Holder { owner: "me".into(), counter: 1, lease_expiry: None }),
+                parents: vec![],
+            },
             Readable { shard_id: "s2".into(), holder: None, parents: vec![] },
         ];
         let p = plan("me", &readable, &BTreeSet::new(), &nodes(&["me"]), |_| false);

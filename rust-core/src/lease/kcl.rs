@@ -81,7 +81,11 @@ fn from_item(item: &Item, default_stream: &str) -> Result<MigratedRow, String> {
             let sub = number(item, "checkpointSubSequenceNumber").unwrap_or(0);
             row.position = Some((seq.to_owned(), sub));
         }
-        Some(other) => return Err(format!("lease '{key}' has checkpoint '{other}', which is not a sequence number or a KCL sentinel")),
+        Some(other) => {
+            return Err(format!(
+                "lease '{key}' has checkpoint '{other}', which is not a sequence number or a KCL sentinel"
+            ))
+        }
     }
     Ok(row)
 }
@@ -153,7 +157,10 @@ pub fn to_item(row: &MigratedRow) -> Item {
         item.insert("subSequenceNumber".to_owned(), AttributeValue::N(sub.to_string()));
     }
     if !row.parents.is_empty() {
-        item.insert("parentShardIds".to_owned(), AttributeValue::L(row.parents.iter().cloned().map(AttributeValue::S).collect()));
+        item.insert(
+            "parentShardIds".to_owned(),
+            AttributeValue::L(row.parents.iter().cloned().map(AttributeValue::S).collect()),
+        );
     }
     if let Some(start) = row.start {
         item.insert("startPosition".to_owned(), AttributeValue::S(start.as_str().to_owned()));
@@ -204,21 +211,38 @@ mod tests {
 
     #[test]
     fn sentinels_become_start_positions() {
-        let rows = convert(&[kcl("a", "TRIM_HORIZON", None, &["p"]), kcl("b", "LATEST", None, &[]), kcl("c", "AT_TIMESTAMP", None, &[])], "s").unwrap();
-        assert_eq!(rows.iter().map(|r| r.start).collect::<Vec<_>>()[..3], [Some(StartHint::TrimHorizon), Some(StartHint::Latest), None]);
+        let rows = convert(
+            &[
+                kcl("a", "TRIM_HORIZON", None, &["p"]),
+                kcl("b", "LATEST", None, &[]),
+                kcl("c", "AT_TIMESTAMP", None, &[]),
+            ],
+            "s",
+        )
+        .unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.start).collect::<Vec<_>>()[..3],
+            [Some(StartHint::TrimHorizon), Some(StartHint::Latest), None]
+        );
         assert!(rows[..3].iter().all(|r| r.position.is_none()));
     }
 
     #[test]
     fn multi_stream_keys_name_their_stream() {
-        let rows = convert(&[kcl("123456789012:orders:1700000000:shardId-000000000007", "17", Some(0), &[])], "ignored").unwrap();
+        let rows =
+            convert(&[kcl("123456789012:orders:1700000000:shardId-000000000007", "17", Some(0), &[])], "ignored")
+                .unwrap();
         assert_eq!((rows[0].stream.as_str(), rows[0].shard_id.as_str()), ("orders", "shardId-000000000007"));
         assert!(convert(&[kcl("a:b", "17", None, &[])], "s").is_err());
     }
 
     #[test]
     fn a_parent_kcl_already_deleted_is_marked_finished() {
-        let rows = convert(&[kcl("child", "TRIM_HORIZON", None, &["gone-parent", "kept"]), kcl("kept", "SHARD_END", None, &[])], "s").unwrap();
+        let rows = convert(
+            &[kcl("child", "TRIM_HORIZON", None, &["gone-parent", "kept"]), kcl("kept", "SHARD_END", None, &[])],
+            "s",
+        )
+        .unwrap();
         let added: Vec<_> = rows.iter().filter(|r| r.source.starts_with("parent of")).collect();
         assert_eq!(added.len(), 1);
         assert_eq!(added[0].shard_id, "gone-parent");
@@ -234,7 +258,11 @@ mod tests {
         let mut item = kcl("c", "TRIM_HORIZON", None, &[]);
         item.insert(
             "parentShardIds".into(),
-            AttributeValue::L(vec![AttributeValue::S("p1".into()), AttributeValue::S("".into()), AttributeValue::S("1:s:2:".into())]),
+            AttributeValue::L(vec![
+                AttributeValue::S("p1".into()),
+                AttributeValue::S("".into()),
+                AttributeValue::S("1:s:2:".into()),
+            ]),
         );
         let rows = convert(&[item], "s").unwrap();
         assert_eq!(rows[0].parents, vec!["p1"]);

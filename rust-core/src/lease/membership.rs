@@ -67,8 +67,12 @@ impl Membership {
 
     /// Nodes with a heartbeat that is still changing, this node included.
     pub fn live_nodes(&self, now: Instant) -> BTreeSet<String> {
-        let mut live: BTreeSet<String> =
-            self.seen.iter().filter(|(_, (_, since))| now.duration_since(*since) < self.timeout).map(|(o, _)| o.clone()).collect();
+        let mut live: BTreeSet<String> = self
+            .seen
+            .iter()
+            .filter(|(_, (_, since))| now.duration_since(*since) < self.timeout)
+            .map(|(o, _)| o.clone())
+            .collect();
         live.insert(self.me.clone());
         live
     }
@@ -124,11 +128,20 @@ mod tests {
         m.observe(&[beat("ours", 1)], t0);
         let later = t0 + Duration::from_secs(8);
         assert!(!m.may_take_over(&holder("nifi-uuid", Some(wall + 1)), later, wall), "NiFi's lease has not expired");
-        assert!(!m.may_take_over(&holder("nifi-uuid", Some(wall)), later, wall), "NiFi's own rule: live while expiry >= now");
+        assert!(
+            !m.may_take_over(&holder("nifi-uuid", Some(wall)), later, wall),
+            "NiFi's own rule: live while expiry >= now"
+        );
         assert!(m.may_take_over(&holder("nifi-uuid", Some(wall - 1)), later, wall));
-        assert!(m.may_take_over(&holder("nifi-uuid", None), later, wall), "an owner without expiry or heartbeat (a leftover)");
+        assert!(
+            m.may_take_over(&holder("nifi-uuid", None), later, wall),
+            "an owner without expiry or heartbeat (a leftover)"
+        );
         assert!(!m.may_take_over(&holder("nifi-uuid", Some(wall - 1)), t0, wall), "not yet watched for a timeout");
-        assert!(m.may_take_over(&holder("ours", Some(wall + 60_000)), later, wall), "our silent node: its expiry does not count");
+        assert!(
+            m.may_take_over(&holder("ours", Some(wall + 60_000)), later, wall),
+            "our silent node: its expiry does not count"
+        );
         assert!(!m.may_take_over(&holder("me", None), later, wall), "never from this node itself");
     }
 

@@ -248,8 +248,10 @@ impl Migration<'_> {
     /// Step 1: KCL items -> `<app>_migration`, then the `__copied__` marker.
     async fn copy_out(&self) -> Result<(), LeaseError> {
         let items = scan_all(self.client, self.application).await?;
-        let rows = kcl::convert(&items, self.stream)
-            .map_err(|message| LeaseError::Table { table: self.application.to_owned(), message: format!("{message}; nothing was changed") })?;
+        let rows = kcl::convert(&items, self.stream).map_err(|message| LeaseError::Table {
+            table: self.application.to_owned(),
+            message: format!("{message}; nothing was changed"),
+        })?;
         let converted: Vec<Item> = rows.iter().map(kcl::to_item).collect();
         let mut written = 0;
         for item in &converted {
@@ -322,7 +324,10 @@ impl Migration<'_> {
         let deadline = Instant::now() + Duration::from_secs(120);
         while inspect(self.client, table).await? != Schema::Absent {
             if Instant::now() >= deadline {
-                return Err(LeaseError::Table { table: table.to_owned(), message: "still not deleted after 120 s".into() });
+                return Err(LeaseError::Table {
+                    table: table.to_owned(),
+                    message: "still not deleted after 120 s".into(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -333,14 +338,17 @@ impl Migration<'_> {
 async fn inspect(client: &Client, table: &str) -> Result<Schema, LeaseError> {
     let out = match client.describe_table().table_name(table).send().await {
         Ok(out) => out,
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => return Ok(Schema::Absent),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+            return Ok(Schema::Absent)
+        }
         Err(e) => return Err(service_error(table, e)),
     };
     let Some(description) = out.table() else { return Ok(Schema::Absent) };
     if description.table_status() != Some(&TableStatus::Active) {
         return Ok(Schema::Busy);
     }
-    let keys: Vec<(&str, &KeyType)> = description.key_schema().iter().map(|k| (k.attribute_name(), k.key_type())).collect();
+    let keys: Vec<(&str, &KeyType)> =
+        description.key_schema().iter().map(|k| (k.attribute_name(), k.key_type())).collect();
     Ok(match keys.as_slice() {
         [(HASH_KEY, KeyType::Hash), (RANGE_KEY, KeyType::Range)] => Schema::Ours,
         [(KCL_KEY, KeyType::Hash)] => Schema::Kcl,
@@ -393,7 +401,14 @@ async fn scan_copy(client: &Client, copy_table: &str) -> Result<(Vec<Item>, bool
 /// ours alone until it is marked complete; BatchWriteItem, which Snowflake's policy does not
 /// grant, was as unconditional).
 async fn put(client: &Client, table: &str, item: &Item) -> Result<(), LeaseError> {
-    client.put_item().table_name(table).set_item(Some(item.clone())).send().await.map(|_| ()).map_err(|e| service_error(table, e))
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item.clone()))
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| service_error(table, e))
 }
 
 async fn delete_table(client: &Client, table: &str) -> Result<(), LeaseError> {

@@ -27,7 +27,9 @@ const LOCK_ROW: &str = "__lock__";
 pub enum Attempt {
     Taken(LockGuard),
     /// Another node holds it and is alive (its counter moves).
-    Held { owner: String },
+    Held {
+        owner: String,
+    },
     /// The migration table vanished meanwhile (the migration just finished): look again.
     Gone,
 }
@@ -75,7 +77,10 @@ pub async fn try_take(
             if now.duration_since(since) < timeout {
                 return Ok(Attempt::Held { owner: holder });
             }
-            tracing::warn!("taking over the migration lock of table '{table}' from node {holder}, silent for {} s", timeout.as_secs());
+            tracing::warn!(
+                "taking over the migration lock of table '{table}' from node {holder}, silent for {} s",
+                timeout.as_secs()
+            );
             Some((holder, beat))
         }
     };
@@ -96,7 +101,12 @@ pub async fn try_take(
     match put.send().await {
         Ok(_) => Ok(Attempt::Taken(LockGuard::start(client.clone(), table.to_owned(), owner.to_owned(), beat_every))),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
-            let owner = read(client, table).await.ok().flatten().flatten().map_or_else(|| "another node".to_owned(), |(o, _)| o);
+            let owner = read(client, table)
+                .await
+                .ok()
+                .flatten()
+                .flatten()
+                .map_or_else(|| "another node".to_owned(), |(o, _)| o);
             Ok(Attempt::Held { owner })
         }
         Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => Ok(Attempt::Gone),

@@ -144,14 +144,22 @@ impl LeaseStore {
     /// counter and sets a `leaseExpiry` for NiFi. With `mark_start`, a row without a loaded
     /// position gets [`Loaded::FromTrimHorizon`] in the same write. The lease returned carries the
     /// row as it was before the take. `Ok(None)` when the row changed meanwhile.
-    pub async fn acquire(&self, shard_id: &str, owner: &str, seen: Option<&Holder>, on_take: LoadedOnTake) -> Result<Option<Lease>, LeaseError> {
+    pub async fn acquire(
+        &self,
+        shard_id: &str,
+        owner: &str,
+        seen: Option<&Holder>,
+        on_take: LoadedOnTake,
+    ) -> Result<Option<Lease>, LeaseError> {
         let mark_start = on_take == LoadedOnTake::MarkStart;
         let set = match on_take {
             LoadedOnTake::MarkStart => {
                 "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now, \
                  loadedSequenceNumber = if_not_exists(loadedSequenceNumber, :fromStart) ADD leaseCounter :one"
             }
-            LoadedOnTake::Keep => "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one",
+            LoadedOnTake::Keep => {
+                "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one"
+            }
             LoadedOnTake::Remove => {
                 "SET leaseOwner = :me, leaseExpiry = :expiry, lastUpdateTimestamp = :now ADD leaseCounter :one \
                  REMOVE loadedSequenceNumber, loadedSubSequenceNumber"
@@ -215,7 +223,13 @@ impl LeaseStore {
     /// Records that everything up to `position` is committed (and, with `shard_end`, that the
     /// shard is finished). Refused with `Fenced` if the lease moved on.
     /// With `loaded`, what Snowflake has of the shard is written in the same request.
-    pub async fn checkpoint(&self, lease: &Lease, position: &Position, shard_end: bool, loaded: Option<&Loaded>) -> Result<(), LeaseError> {
+    pub async fn checkpoint(
+        &self,
+        lease: &Lease,
+        position: &Position,
+        shard_end: bool,
+        loaded: Option<&Loaded>,
+    ) -> Result<(), LeaseError> {
         let now = now_ms();
         let mut values = vec![
             (":seq", s(&position.sequence_number)),
@@ -223,7 +237,8 @@ impl LeaseStore {
             (":end", AttributeValue::Bool(shard_end)),
             (":expiry", n(now + LEASE_EXPIRY_FOR_NIFI_MS)),
         ];
-        let mut set = vec!["sequenceNumber = :seq", "lastUpdateTimestamp = :now", "shardEnd = :end", "leaseExpiry = :expiry"];
+        let mut set =
+            vec!["sequenceNumber = :seq", "lastUpdateTimestamp = :now", "shardEnd = :end", "leaseExpiry = :expiry"];
         let mut remove = Vec::new();
         match position.sub_sequence_number {
             Some(sub) => {
@@ -251,10 +266,11 @@ impl LeaseStore {
 
     /// Marks a shard whose every record is committed as finished and gives its lease up.
     pub async fn mark_shard_end(&self, lease: &Lease) -> Result<(), LeaseError> {
-        self.fenced_update(lease, "SET shardEnd = :end, lastUpdateTimestamp = :now REMOVE leaseOwner, leaseExpiry", vec![
-            (":end", AttributeValue::Bool(true)),
-            (":now", n(now_ms())),
-        ])
+        self.fenced_update(
+            lease,
+            "SET shardEnd = :end, lastUpdateTimestamp = :now REMOVE leaseOwner, leaseExpiry",
+            vec![(":end", AttributeValue::Bool(true)), (":now", n(now_ms()))],
+        )
         .await
     }
 
@@ -392,7 +408,13 @@ impl LeaseStore {
 
     /// Every shard row of this stream as (shard, checkpoint, owner).
     pub async fn rows(&self) -> Result<Vec<(String, Checkpoint, Option<String>)>, LeaseError> {
-        Ok(self.scan().await?.leases.into_iter().map(|r| (r.shard_id, r.checkpoint, r.holder.map(|h| h.owner))).collect())
+        Ok(self
+            .scan()
+            .await?
+            .leases
+            .into_iter()
+            .map(|r| (r.shard_id, r.checkpoint, r.holder.map(|h| h.owner)))
+            .collect())
     }
 
     async fn fenced_update(
@@ -430,14 +452,19 @@ impl LeaseStore {
     }
 }
 
-fn is_condition_failure<R>(e: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>) -> bool {
+fn is_condition_failure<R>(
+    e: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
+) -> bool {
     e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception())
 }
 
 fn lease_row(shard_id: String, item: &Item) -> Result<LeaseRow, LeaseError> {
     let lease_expiry = item.get("leaseExpiry").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
-    let holder =
-        string(item, "leaseOwner").map(|owner| Holder { owner, counter: number(item, "leaseCounter").unwrap_or(0), lease_expiry });
+    let holder = string(item, "leaseOwner").map(|owner| Holder {
+        owner,
+        counter: number(item, "leaseCounter").unwrap_or(0),
+        lease_expiry,
+    });
     let parents = match item.get("parentShardIds") {
         Some(AttributeValue::L(list)) => list.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
         Some(AttributeValue::Ss(set)) => set.clone(),
@@ -461,11 +488,19 @@ fn loaded_of(shard: &str, item: &Item) -> Result<Option<Loaded>, LeaseError> {
         Some(seq) if !seq.is_empty() && seq.chars().all(|c| c.is_ascii_digit()) => {
             Ok(Some(Loaded::Through(Position::new(seq, number(item, LOADED_SUB_SEQUENCE)))))
         }
-        Some(other) => Err(LeaseError::Malformed { shard: shard.to_owned(), message: format!("{LOADED_SEQUENCE} '{other}' is not a number") }),
+        Some(other) => Err(LeaseError::Malformed {
+            shard: shard.to_owned(),
+            message: format!("{LOADED_SEQUENCE} '{other}' is not a number"),
+        }),
     }
 }
 
-fn loaded_update(loaded: &Loaded, set: &mut Vec<&'static str>, remove: &mut Vec<&'static str>, values: &mut Vec<(&'static str, AttributeValue)>) {
+fn loaded_update(
+    loaded: &Loaded,
+    set: &mut Vec<&'static str>,
+    remove: &mut Vec<&'static str>,
+    values: &mut Vec<(&'static str, AttributeValue)>,
+) {
     set.push("loadedSequenceNumber = :loaded");
     match loaded {
         Loaded::FromTrimHorizon => {
@@ -500,7 +535,10 @@ fn checkpoint_of(shard: &str, item: &Item) -> Result<Checkpoint, LeaseError> {
             Some(Position::new(seq, number(item, "subSequenceNumber")))
         }
         Some(other) => {
-            return Err(LeaseError::Malformed { shard: shard.to_owned(), message: format!("sequenceNumber '{other}' is not a number") })
+            return Err(LeaseError::Malformed {
+                shard: shard.to_owned(),
+                message: format!("sequenceNumber '{other}' is not a number"),
+            })
         }
     };
     let ended = matches!(item.get("shardEnd"), Some(AttributeValue::Bool(true)));

@@ -23,7 +23,9 @@ pub async fn ensure_table(client: &Client, table: &str, wait: Duration) -> Resul
     loop {
         match describe_status(client, table).await? {
             Some(TableStatus::Active) => return check_schema(client, table).await,
-            Some(_) | None if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(250)).await,
+            Some(_) | None if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await
+            }
             status => {
                 return Err(LeaseError::Table {
                     table: table.to_owned(),
@@ -43,7 +45,8 @@ async fn describe_status(client: &Client, table: &str) -> Result<Option<TableSta
 }
 
 async fn create(client: &Client, table: &str) -> Result<(), LeaseError> {
-    let attr = |name: &str| AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build();
+    let attr =
+        |name: &str| AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build();
     let key = |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
     let built = (|| -> Result<_, aws_sdk_dynamodb::error::BuildError> {
         Ok((attr(HASH_KEY)?, attr(RANGE_KEY)?, key(HASH_KEY, KeyType::Hash)?, key(RANGE_KEY, KeyType::Range)?))

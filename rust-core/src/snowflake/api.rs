@@ -15,8 +15,8 @@ use tracing::warn;
 use url::Url;
 
 use super::auth::{read_managed_token, unverified_expiry, AuthError, Credentials, TokenType, RENEW_BEFORE_EXPIRY};
-use crate::error::{Classify, ErrorClass};
 use crate::config::proxy::Proxy;
+use crate::error::{Classify, ErrorClass};
 use crate::kinesis::limiter::Backoff;
 
 /// Snowflake REST caps a request at 4 MB compressed.
@@ -58,8 +58,12 @@ impl From<AuthError> for ApiError {
 impl Classify for ApiError {
     fn class(&self) -> ErrorClass {
         match self {
-            Self::Transient(_) | Self::StaleContinuation(_) | Self::ChannelGone(_) | Self::PipeFailover(_) => ErrorClass::Retryable,
-            Self::Unauthorized(_) | Self::Rejected { .. } | Self::Auth(_) | Self::ProxyRefused(_) => ErrorClass::Configuration,
+            Self::Transient(_) | Self::StaleContinuation(_) | Self::ChannelGone(_) | Self::PipeFailover(_) => {
+                ErrorClass::Retryable
+            }
+            Self::Unauthorized(_) | Self::Rejected { .. } | Self::Auth(_) | Self::ProxyRefused(_) => {
+                ErrorClass::Configuration
+            }
             Self::Protocol(_) => ErrorClass::Fatal,
         }
     }
@@ -153,7 +157,8 @@ impl SnowflakeApi {
             .timeout(Duration::from_secs(60))
             .pool_idle_timeout(Duration::from_secs(60));
         if let Some(pem) = extra_root_ca_pem {
-            let ca = reqwest::Certificate::from_pem(pem).map_err(|e| ApiError::Protocol(format!("extra root CA: {e}")))?;
+            let ca =
+                reqwest::Certificate::from_pem(pem).map_err(|e| ApiError::Protocol(format!("extra root CA: {e}")))?;
             builder = builder.add_root_certificate(ca);
         }
         builder = match proxy {
@@ -161,7 +166,8 @@ impl SnowflakeApi {
             Proxy::FromEnvironment => builder,
             Proxy::Direct => builder.no_proxy(),
             Proxy::Http(http) => {
-                let mut through = reqwest::Proxy::all(http.url()).map_err(|e| ApiError::Protocol(format!("proxy {}: {e}", http.url())))?;
+                let mut through = reqwest::Proxy::all(http.url())
+                    .map_err(|e| ApiError::Protocol(format!("proxy {}: {e}", http.url())))?;
                 if let Some(c) = &http.credentials {
                     through = through.basic_auth(&c.user, c.password.expose());
                 }
@@ -268,7 +274,11 @@ impl SnowflakeApi {
     /// Runs one statement through Snowflake's SQL API (`POST /api/v2/statements` on the control
     /// host, with the control token) and returns its rows by lower-case column name. Only used for
     /// metadata (DESCRIBE, SHOW), which needs no warehouse.
-    pub async fn sql(&self, statement: &str, role: Option<&str>) -> Result<Vec<HashMap<String, Option<String>>>, ApiError> {
+    pub async fn sql(
+        &self,
+        statement: &str,
+        role: Option<&str>,
+    ) -> Result<Vec<HashMap<String, Option<String>>>, ApiError> {
         let mut body = serde_json::json!({
             "statement": statement,
             "timeout": 30,
@@ -278,7 +288,13 @@ impl SnowflakeApi {
         if let Some(role) = role {
             body["role"] = serde_json::Value::String(role.to_owned());
         }
-        let call = Call { method: Method::POST, host: Host::Control, path: "/api/v2/statements".into(), query: vec![], body: Body::Json(body) };
+        let call = Call {
+            method: Method::POST,
+            host: Host::Control,
+            path: "/api/v2/statements".into(),
+            query: vec![],
+            body: Body::Json(body),
+        };
         sql_rows(&self.execute(call).await?)
     }
 
@@ -368,12 +384,16 @@ impl SnowflakeApi {
     /// The token of a control call, with its declared type (none for managed tokens).
     async fn control_token(&self) -> Result<(String, Option<TokenType>), ApiError> {
         match &self.credentials {
-            Credentials::Managed { service_account, session } => Ok((read_managed_token(service_account, session)?.bearer(), None)),
+            Credentials::Managed { service_account, session } => {
+                Ok((read_managed_token(service_account, session)?.bearer(), None))
+            }
             Credentials::KeyPair(signer) => {
                 let mut session = self.session.lock().await;
                 let now = SystemTime::now();
                 match &session.jwt {
-                    Some((jwt, expires)) if now + RENEW_BEFORE_EXPIRY < *expires => Ok((jwt.clone(), Some(TokenType::KeypairJwt))),
+                    Some((jwt, expires)) if now + RENEW_BEFORE_EXPIRY < *expires => {
+                        Ok((jwt.clone(), Some(TokenType::KeypairJwt)))
+                    }
                     _ => {
                         let (jwt, expires) = signer.jwt(now);
                         session.jwt = Some((jwt.clone(), expires));
@@ -402,7 +422,13 @@ impl SnowflakeApi {
             utf8_percent_encode("urn:ietf:params:oauth:grant-type:jwt-bearer", NON_ALPHANUMERIC),
             utf8_percent_encode(&scope, NON_ALPHANUMERIC)
         );
-        let call = Call { method: Method::POST, host: Host::Control, path: "/oauth/token".into(), query: vec![], body: Body::Form(form) };
+        let call = Call {
+            method: Method::POST,
+            host: Host::Control,
+            path: "/oauth/token".into(),
+            query: vec![],
+            body: Body::Form(form),
+        };
         let token = Box::pin(self.execute(call)).await?.trim().to_owned();
         if token.is_empty() || token.starts_with('{') {
             return Err(ApiError::Protocol("the scoped token answer is not a token".into()));
@@ -417,7 +443,13 @@ impl SnowflakeApi {
         if let Some(url) = &self.session.lock().await.ingest {
             return Ok(url.clone());
         }
-        let call = Call { method: Method::GET, host: Host::Control, path: "/v2/streaming/hostname".into(), query: vec![], body: Body::None };
+        let call = Call {
+            method: Method::GET,
+            host: Host::Control,
+            path: "/v2/streaming/hostname".into(),
+            query: vec![],
+            body: Body::None,
+        };
         let answer = Box::pin(self.execute(call)).await?;
         let hostname = parse_hostname(&answer)?;
         let control = &self.destination.control;
@@ -426,7 +458,8 @@ impl SnowflakeApi {
         let url = if control.host_str() == Some(hostname.as_str()) {
             control.clone()
         } else {
-            Url::parse(&format!("https://{hostname}")).map_err(|e| ApiError::Protocol(format!("ingest host '{hostname}': {e}")))?
+            Url::parse(&format!("https://{hostname}"))
+                .map_err(|e| ApiError::Protocol(format!("ingest host '{hostname}': {e}")))?
         };
         self.session.lock().await.ingest = Some(url.clone());
         Ok(url)
@@ -472,7 +505,8 @@ fn seg(s: &str) -> String {
 }
 
 fn json<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
-    serde_json::from_str(body).map_err(|e| ApiError::Protocol(format!("{e} in '{}'", body.chars().take(200).collect::<String>())))
+    serde_json::from_str(body)
+        .map_err(|e| ApiError::Protocol(format!("{e} in '{}'", body.chars().take(200).collect::<String>())))
 }
 
 fn parse_hostname(answer: &str) -> Result<String, ApiError> {
@@ -506,11 +540,15 @@ pub(crate) fn classify(status: StatusCode, body: &str) -> ApiError {
     let described = if code.is_empty() { message.clone() } else { format!("{code}: {message}") };
     match (status.as_u16(), code.as_str()) {
         (_, "STALE_CONTINUATION_TOKEN_SEQUENCER") => ApiError::StaleContinuation(described),
-        (_, "ERR_CHANNEL_NO_LONGER_EXISTS") | (404, "ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED") => ApiError::ChannelGone(described),
+        (_, "ERR_CHANNEL_NO_LONGER_EXISTS") | (404, "ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED") => {
+            ApiError::ChannelGone(described)
+        }
         (_, "ERR_OPEN_CHANNEL_IN_PROGRESS") | (_, "ERR_CHANNEL_HAS_UNCOMMITTED_DATA") => ApiError::Transient(described),
         (407, _) => ApiError::ProxyRefused("HTTP 407 Proxy Authentication Required".into()),
         // Snowflake answers in JSON; a 401 in anything else is a proxy's (tinyproxy answers a wrong password so).
-        (401, _) if serde_json::from_str::<serde_json::Value>(body).is_err() => ApiError::ProxyRefused("HTTP 401 in an answer that is not Snowflake's".into()),
+        (401, _) if serde_json::from_str::<serde_json::Value>(body).is_err() => {
+            ApiError::ProxyRefused("HTTP 401 in an answer that is not Snowflake's".into())
+        }
         (401, _) => ApiError::Unauthorized(described),
         (410, _) => ApiError::PipeFailover(described),
         (408 | 429 | 499, _) => ApiError::Transient(format!("HTTP {status}: {described}")),
@@ -540,19 +578,28 @@ mod tests {
     #[test]
     fn error_answers_are_sorted_as_the_reference_table_says() {
         let c = |s: u16, b: &str| classify(StatusCode::from_u16(s).unwrap(), b);
-        assert!(matches!(c(400, r#"{"code":"STALE_CONTINUATION_TOKEN_SEQUENCER","message":"x"}"#), ApiError::StaleContinuation(_)));
+        assert!(matches!(
+            c(400, r#"{"code":"STALE_CONTINUATION_TOKEN_SEQUENCER","message":"x"}"#),
+            ApiError::StaleContinuation(_)
+        ));
         assert!(matches!(c(409, r#"{"code":"ERR_OPEN_CHANNEL_IN_PROGRESS"}"#), ApiError::Transient(_)));
         assert!(matches!(c(429, r#"{"code":"ReceiverSaturated"}"#), ApiError::Transient(_)));
         assert!(matches!(c(500, r#""ERR_GENERAL_EXCEPTION_RETRY_REQUEST""#), ApiError::Transient(_)));
         assert!(matches!(c(503, "busy"), ApiError::Transient(_)));
         assert!(matches!(c(401, r#"{"code":"390144","message":"JWT token is invalid."}"#), ApiError::Unauthorized(_)));
         assert!(matches!(c(410, r#"{"code":"SfApiPipeFailedOverError"}"#), ApiError::PipeFailover(_)));
-        assert!(matches!(c(404, r#"{"code":"ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"}"#), ApiError::ChannelGone(_)));
+        assert!(matches!(
+            c(404, r#"{"code":"ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"}"#),
+            ApiError::ChannelGone(_)
+        ));
         assert!(matches!(c(407, "<html>Proxy Authentication Required</html>"), ApiError::ProxyRefused(_)));
         assert!(matches!(c(401, "<html><title>401 Unauthorized</title></html>"), ApiError::ProxyRefused(_)));
         match c(404, r#"{"error_code":"ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED","message":"Table T does not exist"}"#) {
             ApiError::Rejected { status, code, message } => {
-                assert_eq!((status, code.as_str(), message.as_str()), (404, "ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED", "Table T does not exist"))
+                assert_eq!(
+                    (status, code.as_str(), message.as_str()),
+                    (404, "ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED", "Table T does not exist")
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -560,7 +607,10 @@ mod tests {
 
     #[test]
     fn hostname_answers_in_either_form_are_normalised() {
-        assert_eq!(parse_hostname("my_org-acct.snowflakecomputing.com\n").unwrap(), "my-org-acct.snowflakecomputing.com");
+        assert_eq!(
+            parse_hostname("my_org-acct.snowflakecomputing.com\n").unwrap(),
+            "my-org-acct.snowflakecomputing.com"
+        );
         assert_eq!(parse_hostname(r#"{"hostname":"A_B.example"}"#).unwrap(), "a-b.example");
         assert!(parse_hostname("").is_err());
     }
@@ -574,7 +624,10 @@ mod tests {
         assert_eq!(rows[0]["name"].as_deref(), Some("ID"));
         assert_eq!(rows[0]["null?"].as_deref(), Some("N"));
         assert_eq!(rows[1]["null?"], None);
-        assert!(matches!(sql_rows(r#"{"code":"333334","message":"Asynchronous execution in progress"}"#), Err(ApiError::Protocol(_))));
+        assert!(matches!(
+            sql_rows(r#"{"code":"333334","message":"Asynchronous execution in progress"}"#),
+            Err(ApiError::Protocol(_))
+        ));
     }
 
     #[test]

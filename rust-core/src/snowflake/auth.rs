@@ -56,7 +56,10 @@ impl TokenType {
 pub enum Credentials {
     KeyPair(KeyPairSigner),
     /// Openflow (Snowflake deployment): token files rotated by the platform; read on each use.
-    Managed { service_account: String, session: String },
+    Managed {
+        service_account: String,
+        session: String,
+    },
 }
 
 /// A token read from one of the managed token files. `Debug` never shows it.
@@ -114,9 +117,10 @@ pub fn read_managed_token(service_account: &str, session: &str) -> Result<Manage
 impl Credentials {
     pub fn from_config(account: &str, role: Option<&str>, auth: &Authentication) -> Result<Self, AuthError> {
         match auth {
-            Authentication::SnowflakeManaged { service_account_token_file, session_token_file } => {
-                Ok(Self::Managed { service_account: service_account_token_file.clone(), session: session_token_file.clone() })
-            }
+            Authentication::SnowflakeManaged { service_account_token_file, session_token_file } => Ok(Self::Managed {
+                service_account: service_account_token_file.clone(),
+                session: session_token_file.clone(),
+            }),
             Authentication::KeyPair { user, key, password } => {
                 let pem = match key {
                     PrivateKeySource::Pem(secret) => secret.expose().to_owned(),
@@ -128,7 +132,6 @@ impl Credentials {
             }
         }
     }
-
 }
 
 /// Signs key-pair JWTs: `iss = ACCOUNT.USER.SHA256:<fingerprint of the public key>`, `sub = ACCOUNT.USER`.
@@ -151,11 +154,16 @@ struct Claims<'a> {
 }
 
 impl KeyPairSigner {
-    pub fn new(account: &str, user: &str, role: Option<&str>, pem: &str, password: Option<&str>) -> Result<Self, AuthError> {
+    pub fn new(
+        account: &str,
+        user: &str,
+        role: Option<&str>,
+        pem: &str,
+        password: Option<&str>,
+    ) -> Result<Self, AuthError> {
         let pkcs8_der = pkcs8_der(pem, password)?;
         let private = rsa::PrivateKey::from_pkcs8_der(&pkcs8_der).map_err(|e| AuthError::BadKey(e.to_string()))?;
-        let public_der =
-            private.to_public_key().to_public_key_der().map_err(|e| AuthError::BadKey(e.to_string()))?;
+        let public_der = private.to_public_key().to_public_key_der().map_err(|e| AuthError::BadKey(e.to_string()))?;
         let fingerprint = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(public_der.as_bytes()));
         let pkcs8_pem = pem_armour("PRIVATE KEY", &pkcs8_der);
         let key = EncodingKey::from_rsa_pem(pkcs8_pem.as_bytes()).map_err(|e| AuthError::BadKey(e.to_string()))?;
@@ -182,7 +190,8 @@ impl KeyPairSigner {
             exp: iat + JWT_LIFETIME.as_secs(),
             scp: self.role.as_ref().map(|r| format!("session:role:{r}")),
         };
-        let token = jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key).expect("RS256 signing with a parsed key");
+        let token = jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key)
+            .expect("RS256 signing with a parsed key");
         (token, now + JWT_LIFETIME)
     }
 }
@@ -202,7 +211,8 @@ fn pkcs8_der(pem_text: &str, password: Option<&str>) -> Result<Vec<u8>, AuthErro
     match label.as_str() {
         ENCRYPTED_LABEL => {
             let password = password.ok_or_else(|| AuthError::Decrypt("no password given".into()))?;
-            let info = pkcs8::EncryptedPrivateKeyInfoRef::try_from(der.as_slice()).map_err(|e| AuthError::Decrypt(e.to_string()))?;
+            let info = pkcs8::EncryptedPrivateKeyInfoRef::try_from(der.as_slice())
+                .map_err(|e| AuthError::Decrypt(e.to_string()))?;
             let document = info.decrypt(password).map_err(|e| AuthError::Decrypt(e.to_string()))?;
             Ok(document.as_bytes().to_vec())
         }
@@ -225,7 +235,8 @@ fn pem_decode(text: &str) -> Option<(String, Vec<u8>)> {
 
 fn pem_armour(label: &str, der: &[u8]) -> String {
     let body = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = body.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
+    let lines: Vec<&str> =
+        body.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
     format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
 }
 
@@ -262,7 +273,10 @@ mod tests {
         assert_eq!(claims["iss"], format!("MYORG-ACCT.KINESNOW_USER.{}", signer.fingerprint()));
         assert_eq!(claims["scp"], "session:role:LOADER");
         assert_eq!(claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(), 59 * 60);
-        assert_eq!(unverified_expiry(&jwt).unwrap().duration_since(UNIX_EPOCH).unwrap().as_secs(), claims["exp"].as_u64().unwrap());
+        assert_eq!(
+            unverified_expiry(&jwt).unwrap().duration_since(UNIX_EPOCH).unwrap().as_secs(),
+            claims["exp"].as_u64().unwrap()
+        );
     }
 
     #[test]
@@ -300,7 +314,11 @@ mod tests {
         assert_eq!(t.bearer(), "WIF.OIDC.oidc-1", "the service account token wins, sent as Openflow sends it");
         assert!(!format!("{t:?}").contains("oidc-1"));
         std::fs::write(&sa, "oidc-2").unwrap();
-        assert_eq!(read_managed_token(sa_path, session_path).unwrap().bearer(), "WIF.OIDC.oidc-2", "a rotated file is read again");
+        assert_eq!(
+            read_managed_token(sa_path, session_path).unwrap().bearer(),
+            "WIF.OIDC.oidc-2",
+            "a rotated file is read again"
+        );
         std::fs::write(&sa, "  \n").unwrap();
         let err = read_managed_token(sa_path, session_path).unwrap_err();
         assert!(matches!(&err, AuthError::EmptyToken { path } if path == sa_path), "{err}");

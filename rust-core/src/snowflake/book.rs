@@ -228,7 +228,8 @@ impl ChannelBook {
             return None;
         }
         let first = self.pending.iter().find(|p| !p.unsent().is_empty())?;
-        let waiting_bytes: usize = self.pending.iter().map(|p| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>()).sum();
+        let waiting_bytes: usize =
+            self.pending.iter().map(|p| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>()).sum();
         let linger_until = if waiting_bytes >= max_batch_bytes { now } else { first.received + max_latency };
         let spacing_until = self.last_append.map_or(now, |t| t + MIN_APPEND_SPACING);
         Some(linger_until.max(spacing_until).saturating_duration_since(now))

@@ -118,7 +118,12 @@ impl ChannelWriter {
                 Ok(None) => return false,
                 Err(_) => match self.flights.try_retire(&mut self.work) {
                     Retire::Now => {
-                        info!(component = self.settings.component, "channel {}: idle for {:?}, its writer retires", self.name(), self.settings.idle_retire);
+                        info!(
+                            component = self.settings.component,
+                            "channel {}: idle for {:?}, its writer retires",
+                            self.name(),
+                            self.settings.idle_retire
+                        );
                         return false;
                     }
                     Retire::Take(work) => {
@@ -177,7 +182,11 @@ impl ChannelWriter {
             let compressed = match zstd::bulk::compress(&body, ZSTD_LEVEL) {
                 Ok(c) => c,
                 Err(e) => {
-                    error!(component = self.settings.component, "channel {}: rows could not be compressed: {e}", self.name());
+                    error!(
+                        component = self.settings.component,
+                        "channel {}: rows could not be compressed: {e}",
+                        self.name()
+                    );
                     let done = self.book.fail_unsent(&format!("the rows could not be compressed: {e}"));
                     self.deliver(done);
                     return;
@@ -192,7 +201,8 @@ impl ChannelWriter {
                 return;
             };
             self.book.attempted(Instant::now());
-            match self.api.append_rows(self.book.name(), &continuation, &end.to_string(), compressed, body.len()).await {
+            match self.api.append_rows(self.book.name(), &continuation, &end.to_string(), compressed, body.len()).await
+            {
                 Ok(next) => {
                     self.backoff.reset();
                     self.continuation = Some(next);
@@ -239,7 +249,8 @@ impl ChannelWriter {
         if let Some(message) = self.book.row_errors(status.rows_error_count.unwrap_or(0), upper, reason) {
             warn!(component = self.settings.component, "channel {}: {message}", self.name());
         }
-        let done = self.book.commit_reported(status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse));
+        let done =
+            self.book.commit_reported(status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse));
         self.deliver(done);
     }
 
@@ -260,7 +271,11 @@ impl ChannelWriter {
     async fn on_error(&mut self, call: &str, e: ApiError) {
         match e {
             ApiError::StaleContinuation(_) | ApiError::ChannelGone(_) => {
-                warn!(component = self.settings.component, "channel {}: {e}; reopening it and sending uncommitted rows again", self.name());
+                warn!(
+                    component = self.settings.component,
+                    "channel {}: {e}; reopening it and sending uncommitted rows again",
+                    self.name()
+                );
                 self.book.close();
             }
             ApiError::PipeFailover(_) => {
@@ -270,11 +285,20 @@ impl ChannelWriter {
             }
             ApiError::Transient(_) | ApiError::Protocol(_) => {
                 let delay = self.backoff.next_delay();
-                warn!(component = self.settings.component, "channel {}: {call} failed: {e}; trying again in {delay:?}", self.name());
+                warn!(
+                    component = self.settings.component,
+                    "channel {}: {call} failed: {e}; trying again in {delay:?}",
+                    self.name()
+                );
                 tokio::time::sleep(delay).await;
             }
             ApiError::Unauthorized(_) | ApiError::Rejected { .. } | ApiError::Auth(_) | ApiError::ProxyRefused(_) => {
-                error!(component = self.settings.component, "channel {} on pipe {}: {call} failed: {e}", self.name(), self.api.pipe());
+                error!(
+                    component = self.settings.component,
+                    "channel {} on pipe {}: {call} failed: {e}",
+                    self.name(),
+                    self.api.pipe()
+                );
                 let done = self.book.fail_unsent(&format!("{call} failed: {e}"));
                 self.deliver(done);
             }

@@ -242,7 +242,11 @@ mod tests {
     #[test]
     fn resolved_names_pick_the_destination() {
         let a = attrs(&[(ATTR_DATABASE, "D2"), (ATTR_SCHEMA, "S2"), (ATTR_TABLE, "ORDERS"), (ATTR_PIPE, "IGNORED")]);
-        assert_eq!(rule(None).resolve(&a), Ok(key("D2", "S2", "ORDERS-STREAMING")), "the pipe is not read with Destination Type TABLE");
+        assert_eq!(
+            rule(None).resolve(&a),
+            Ok(key("D2", "S2", "ORDERS-STREAMING")),
+            "the pipe is not read with Destination Type TABLE"
+        );
         let p = attrs(&[(ATTR_PIPE, "EVENTS_PIPE"), (ATTR_TABLE, "IGNORED")]);
         assert_eq!(rule(Some("P")).resolve(&p), Ok(key("DB", "S", "EVENTS_PIPE")));
     }
@@ -274,7 +278,12 @@ mod tests {
         }
     }
 
-    fn set(max: usize, idle: Arc<AtomicBool>, opened: Arc<AtomicUsize>, closed: Arc<AtomicUsize>) -> OpenDestinations<Fake> {
+    fn set(
+        max: usize,
+        idle: Arc<AtomicBool>,
+        opened: Arc<AtomicUsize>,
+        closed: Arc<AtomicUsize>,
+    ) -> OpenDestinations<Fake> {
         OpenDestinations::new(
             max,
             Box::new(move |k: &DestinationKey| {
@@ -289,7 +298,8 @@ mod tests {
 
     #[test]
     fn each_destination_is_opened_once_and_the_bound_holds_until_one_is_idle() {
-        let (idle, opened, closed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (idle, opened, closed) =
+            (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let set = set(2, idle.clone(), opened.clone(), closed.clone());
         let a = set.get(&key("D", "S", "A")).unwrap();
         assert!(Arc::ptr_eq(&a, &set.get(&key("D", "S", "A")).unwrap()), "one client per destination");
@@ -308,7 +318,10 @@ mod tests {
         drop(held);
         assert_eq!(set.retire_idle(), 2);
         assert!(set.is_empty());
-        assert_eq!(set.get(&key("D", "S", "BROKEN")).err().unwrap(), OpenError::Failed { key: "D.S.BROKEN".into(), reason: "no client".into() });
+        assert_eq!(
+            set.get(&key("D", "S", "BROKEN")).err().unwrap(),
+            OpenError::Failed { key: "D.S.BROKEN".into(), reason: "no client".into() }
+        );
         assert!(set.is_empty(), "a failed open takes no room");
     }
 }

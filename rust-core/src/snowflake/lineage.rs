@@ -84,7 +84,11 @@ impl<T> LineageGate<T> {
         let channels: Vec<String> = self.held.keys().cloned().collect();
         for channel in channels {
             loop {
-                let ready = self.held.get(&channel).and_then(|q| q.front()).is_some_and(|(_, parents)| self.parents_clear(parents));
+                let ready = self
+                    .held
+                    .get(&channel)
+                    .and_then(|q| q.front())
+                    .is_some_and(|(_, parents)| self.parents_clear(parents));
                 if !ready {
                     break;
                 }

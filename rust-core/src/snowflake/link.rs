@@ -273,8 +273,16 @@ mod tests {
     fn own_nodes_flow_files_share_the_channel_and_others_follow_the_tenure() {
         let t = tracked(&attributes("n1", "4")).unwrap();
         let unknown = View { held_here: None, known: false, tenure: None, fresh: false, chain: Chain::Unknown };
-        assert_eq!(decide(&t, "n1", unknown, true, true), Decision::Park, "just started: wait for this node's consumer to read the table");
-        assert_eq!(decide(&t, "n1", unknown, false, true), Decision::Park, "no consumer here and nothing known of its lease: wait for a later lease");
+        assert_eq!(
+            decide(&t, "n1", unknown, true, true),
+            Decision::Park,
+            "just started: wait for this node's consumer to read the table"
+        );
+        assert_eq!(
+            decide(&t, "n1", unknown, false, true),
+            Decision::Park,
+            "no consumer here and nothing known of its lease: wait for a later lease"
+        );
         assert_eq!(
             decide(&t, "n1", View { chain: Chain::Linked, ..unknown }, false, true),
             Decision::Shared,
@@ -286,23 +294,68 @@ mod tests {
             matches!(decide(&t, "n1", View { chain: Chain::Broken, ..mine }, false, false), Decision::PerNode { .. }),
             "one of its lease's FlowFiles before it went elsewhere"
         );
-        let stale = View { held_here: Some(5), known: true, tenure: Some(ShardTenure { counter: 5, held: true }), fresh: false, chain: Chain::Unknown };
-        assert_eq!(decide(&t, "n1", stale, false, false), Decision::Park, "another lease of this node: wait for a table read");
+        let stale = View {
+            held_here: Some(5),
+            known: true,
+            tenure: Some(ShardTenure { counter: 5, held: true }),
+            fresh: false,
+            chain: Chain::Unknown,
+        };
+        assert_eq!(
+            decide(&t, "n1", stale, false, false),
+            Decision::Park,
+            "another lease of this node: wait for a table read"
+        );
         assert_eq!(decide(&t, "n1", View { fresh: true, ..stale }, false, false), Decision::Superseded { current: 5 });
-        let old = View { held_here: None, known: true, tenure: Some(ShardTenure { counter: 4, held: true }), fresh: true, chain: Chain::Unknown };
-        assert_eq!(decide(&t, "n1", old, false, false), Decision::Park, "left from before a restart, its lease not taken over yet");
-        assert_eq!(decide(&t, "n1", View { chain: Chain::Linked, ..old }, false, false), Decision::Shared, "its engine stopped, the chain is known");
+        let old = View {
+            held_here: None,
+            known: true,
+            tenure: Some(ShardTenure { counter: 4, held: true }),
+            fresh: true,
+            chain: Chain::Unknown,
+        };
+        assert_eq!(
+            decide(&t, "n1", old, false, false),
+            Decision::Park,
+            "left from before a restart, its lease not taken over yet"
+        );
+        assert_eq!(
+            decide(&t, "n1", View { chain: Chain::Linked, ..old }, false, false),
+            Decision::Shared,
+            "its engine stopped, the chain is known"
+        );
         let fresh = |tenure| View { held_here: None, known: true, tenure, fresh: true, chain: Chain::Unknown };
         let held = |counter| Some(ShardTenure { counter, held: true });
-        assert_eq!(decide(&t, "n2", View { fresh: false, ..fresh(held(5)) }, false, true), Decision::Park, "a read from before the FlowFile came decides nothing");
+        assert_eq!(
+            decide(&t, "n2", View { fresh: false, ..fresh(held(5)) }, false, true),
+            Decision::Park,
+            "a read from before the FlowFile came decides nothing"
+        );
         assert_eq!(decide(&t, "n2", View { fresh: false, ..fresh(None) }, false, true), Decision::Park);
         assert_eq!(decide(&t, "n2", fresh(held(5)), false, true), Decision::Superseded { current: 5 });
         assert_eq!(decide(&t, "n2", fresh(Some(ShardTenure { counter: 4, held: false })), false, true), Decision::Park);
-        assert_eq!(decide(&t, "n2", fresh(held(4)), false, false), Decision::Park, "its holder may be dead and about to be replaced");
-        assert!(matches!(decide(&t, "n2", fresh(held(4)), false, true), Decision::PerNode { .. }), "its tenure is current: load balanced");
-        assert!(matches!(decide(&t, "n2", fresh(held(3)), false, true), Decision::PerNode { .. }), "a view older than the FlowFile's lease");
-        assert!(matches!(decide(&t, "n2", fresh(None), false, true), Decision::PerNode { .. }), "the row no longer tracks");
-        assert_eq!(decide(&t, "n2", unknown, true, true), Decision::Park, "just started: this node's consumer has not read the table yet");
+        assert_eq!(
+            decide(&t, "n2", fresh(held(4)), false, false),
+            Decision::Park,
+            "its holder may be dead and about to be replaced"
+        );
+        assert!(
+            matches!(decide(&t, "n2", fresh(held(4)), false, true), Decision::PerNode { .. }),
+            "its tenure is current: load balanced"
+        );
+        assert!(
+            matches!(decide(&t, "n2", fresh(held(3)), false, true), Decision::PerNode { .. }),
+            "a view older than the FlowFile's lease"
+        );
+        assert!(
+            matches!(decide(&t, "n2", fresh(None), false, true), Decision::PerNode { .. }),
+            "the row no longer tracks"
+        );
+        assert_eq!(
+            decide(&t, "n2", unknown, true, true),
+            Decision::Park,
+            "just started: this node's consumer has not read the table yet"
+        );
         assert!(matches!(decide(&t, "n2", unknown, false, true), Decision::PerNode { .. }));
     }
 
@@ -319,9 +372,17 @@ mod tests {
             shared_channel("kn", &key("arn:aws:kinesis:eu-west-1:123456789012:stream/orders", "app"), "shardId-2"),
         ];
         assert_eq!(names.iter().collect::<std::collections::HashSet<_>>().len(), names.len());
-        let long = shared_channel("kn", &key(&format!("arn:aws:kinesis:eu-west-1:1:stream/{}", "s".repeat(128)), &"a".repeat(128)), "shardId-1");
+        let long = shared_channel(
+            "kn",
+            &key(&format!("arn:aws:kinesis:eu-west-1:1:stream/{}", "s".repeat(128)), &"a".repeat(128)),
+            "shardId-1",
+        );
         assert!(long.len() <= 255, "{}", long.len());
-        let long2 = shared_channel("kn", &key(&format!("arn:aws:kinesis:eu-west-1:1:stream/{}", "s".repeat(128)), &"a".repeat(128)), "shardId-2");
+        let long2 = shared_channel(
+            "kn",
+            &key(&format!("arn:aws:kinesis:eu-west-1:1:stream/{}", "s".repeat(128)), &"a".repeat(128)),
+            "shardId-2",
+        );
         assert_ne!(long, long2, "cut names stay apart");
         assert_eq!(shared_channel("kn", &key("not an arn", "app"), "s"), "kn_not_an_arn_app_s");
     }

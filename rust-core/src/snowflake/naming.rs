@@ -45,7 +45,9 @@ impl ChannelNames {
 
     fn shard(&self, source: &Source) -> String {
         match source {
-            Source::Shard { region: Some(region), stream, shard_id } => format!("{}_{}_{stream}_{shard_id}", self.base, safe(region)),
+            Source::Shard { region: Some(region), stream, shard_id } => {
+                format!("{}_{}_{stream}_{shard_id}", self.base, safe(region))
+            }
             Source::Shard { region: None, stream, shard_id } => format!("{}_{stream}_{shard_id}", self.base),
             Source::Direct => format!("{}_{DIRECT}", self.base),
         }
@@ -71,11 +73,21 @@ mod tests {
         let b = ChannelNames::new("kinesnow", "d4e5f6");
         let s = shard(Some("eu-west-1"), "orders", "shardId-000000000001");
         assert_eq!(a.channel(&s, Delivery::ExactlyOnce), "kinesnow_a1b2c3_eu-west-1_orders_shardId-000000000001");
-        assert_eq!(a.channel(&s, Delivery::AtLeastOnce), "kinesnow_a1b2c3_eu-west-1_orders_shardId-000000000001_atleastonce");
-        assert_ne!(a.channel(&s, Delivery::ExactlyOnce), b.channel(&s, Delivery::ExactlyOnce), "two instances never share a channel");
+        assert_eq!(
+            a.channel(&s, Delivery::AtLeastOnce),
+            "kinesnow_a1b2c3_eu-west-1_orders_shardId-000000000001_atleastonce"
+        );
+        assert_ne!(
+            a.channel(&s, Delivery::ExactlyOnce),
+            b.channel(&s, Delivery::ExactlyOnce),
+            "two instances never share a channel"
+        );
         let other_region = shard(Some("us-east-1"), "orders", "shardId-000000000001");
         assert_ne!(a.channel(&s, Delivery::ExactlyOnce), a.channel(&other_region, Delivery::ExactlyOnce));
-        assert_eq!(a.channel(&shard(None, "orders", "shardId-0"), Delivery::ExactlyOnce), "kinesnow_a1b2c3_orders_shardId-0");
+        assert_eq!(
+            a.channel(&shard(None, "orders", "shardId-0"), Delivery::ExactlyOnce),
+            "kinesnow_a1b2c3_orders_shardId-0"
+        );
         assert_eq!(a.channel(&Source::Direct, Delivery::AtLeastOnce), "kinesnow_a1b2c3_direct");
         assert_eq!(a.lineage_key(&s), a.channel(&s, Delivery::ExactlyOnce));
     }

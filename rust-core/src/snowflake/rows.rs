@@ -73,8 +73,15 @@ pub const ATTRIBUTES: &[&str] = &[
 
 pub const METADATA_KEY: &str = "kinesisMetadata";
 /// The fields of `kinesisMetadata`, as NiFi's ConsumeKinesis and Openflow's Kinesis connector name them.
-pub const METADATA_FIELDS: &[&str] =
-    &["stream", "shardId", "approximateArrival", "partitionKey", "sequenceNumber", "subSequenceNumber", "shardedSequenceNumber"];
+pub const METADATA_FIELDS: &[&str] = &[
+    "stream",
+    "shardId",
+    "approximateArrival",
+    "partitionKey",
+    "sequenceNumber",
+    "subSequenceNumber",
+    "shardedSequenceNumber",
+];
 
 /// One FlowFile as Java hands it over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +117,11 @@ pub struct Row {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prepared {
-    Rows { source: Source, delivery: Delivery, rows: Vec<Row> },
+    Rows {
+        source: Source,
+        delivery: Delivery,
+        rows: Vec<Row>,
+    },
     /// No JSON object at all (empty, blank or `[]`): nothing to send.
     Empty,
     /// Not sent: why the content is not rows.
@@ -165,7 +176,13 @@ impl Mapping {
     }
 
     /// Adds or completes `kinesisMetadata`; returns whether the object changed.
-    fn add_metadata(&self, object: &mut Map<String, Value>, source: &Source, attrs: &HashMap<String, String>, single: bool) -> bool {
+    fn add_metadata(
+        &self,
+        object: &mut Map<String, Value>,
+        source: &Source,
+        attrs: &HashMap<String, String>,
+        single: bool,
+    ) -> bool {
         let Source::Shard { stream, shard_id, .. } = source else { return false };
         let mut changed = !object.contains_key(METADATA_KEY);
         let metadata = object.entry(METADATA_KEY).or_insert_with(|| {
@@ -184,7 +201,10 @@ impl Mapping {
                     let sub = attrs.get(ATTR_LAST_SUB).and_then(|s| s.parse::<u64>().ok());
                     m.insert("sequenceNumber".into(), Value::from(sequence.as_str()));
                     m.insert("subSequenceNumber".into(), Value::from(sub.unwrap_or(0)));
-                    m.insert("shardedSequenceNumber".into(), Value::from(sharded_sequence_number(sequence, sub.unwrap_or(0))));
+                    m.insert(
+                        "shardedSequenceNumber".into(),
+                        Value::from(sharded_sequence_number(sequence, sub.unwrap_or(0))),
+                    );
                 }
             }
             Value::Object(m)
@@ -223,7 +243,8 @@ fn tokens(source: &Source, attrs: &HashMap<String, String>, objects: &[Parsed<'_
         }
         if let Some(record) = whole_record_token(attrs) {
             let count = objects.len() as u64;
-            let tokens = (1..=count).map(|done| if done == count { record.clone() } else { record.part(done) }).collect();
+            let tokens =
+                (1..=count).map(|done| if done == count { record.clone() } else { record.part(done) }).collect();
             return (Delivery::ExactlyOnce, tokens);
         }
     }
@@ -353,7 +374,10 @@ mod tests {
         match p {
             Prepared::Rows { source, rows, delivery } => {
                 assert_eq!(delivery, Delivery::ExactlyOnce, "{source:?}");
-                (source, rows.into_iter().map(|r| (serde_json::from_slice(&r.json).unwrap(), r.token.to_string())).collect())
+                (
+                    source,
+                    rows.into_iter().map(|r| (serde_json::from_slice(&r.json).unwrap(), r.token.to_string())).collect(),
+                )
             }
             other => panic!("expected rows, got {other:?}"),
         }
@@ -378,7 +402,10 @@ mod tests {
     #[test]
     fn a_single_record_gets_its_metadata_and_token_from_the_attributes() {
         let (source, rows) = rows(PLAIN.prepare(&flow_file(r#"{"id":1}"#, SHARD)));
-        assert_eq!(source, Source::Shard { region: None, stream: "orders".into(), shard_id: "shardId-000000000001".into() });
+        assert_eq!(
+            source,
+            Source::Shard { region: None, stream: "orders".into(), shard_id: "shardId-000000000001".into() }
+        );
         let (row, token) = &rows[0];
         assert_eq!(token, "496000000000000000000003");
         assert_eq!(row["kinesisMetadata"]["partitionKey"], "pk-7");
@@ -393,7 +420,10 @@ mod tests {
         let (_, rows) = rows(PLAIN.prepare(&flow_file(content, SHARD)));
         let tokens: Vec<_> = rows.iter().map(|r| r.1.as_str()).collect();
         assert_eq!(tokens, ["495900000000000000000000", "496000000000000000000003"]);
-        assert!(rows[0].0["kinesisMetadata"].get("partitionKey").is_none(), "attributes of the first record must not be copied");
+        assert!(
+            rows[0].0["kinesisMetadata"].get("partitionKey").is_none(),
+            "attributes of the first record must not be copied"
+        );
     }
 
     #[test]
@@ -409,7 +439,9 @@ mod tests {
         }
         let pretty = "{\n  \"a\": 1\n}";
         match PLAIN.prepare(&flow_file(pretty, &[])) {
-            Prepared::Rows { rows, .. } => assert_eq!(rows[0].json, br#"{"a":1}"#.to_vec(), "a multi-line object is written on one line"),
+            Prepared::Rows { rows, .. } => {
+                assert_eq!(rows[0].json, br#"{"a":1}"#.to_vec(), "a multi-line object is written on one line")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -419,7 +451,10 @@ mod tests {
         let (_, rows) = rows(PLAIN.prepare(&flow_file("{\"a\":1}\n{\"a\":2}\n{\"a\":3}", SHARD)));
         let tokens: Vec<_> = rows.iter().map(|r| r.1.as_str()).collect();
         assert_eq!(tokens, ["496000000000000000000003:1", "496000000000000000000003:2", "496000000000000000000003"]);
-        assert_eq!(rows[1].0["kinesisMetadata"], serde_json::json!({"stream":"orders","shardId":"shardId-000000000001"}));
+        assert_eq!(
+            rows[1].0["kinesisMetadata"],
+            serde_json::json!({"stream":"orders","shardId":"shardId-000000000001"})
+        );
     }
 
     #[test]
@@ -460,7 +495,10 @@ mod tests {
         assert!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n{oops", &[]))).starts_with("line 2 is not JSON"));
         let bad = FlowFileIn { id: 1, attributes: HashMap::new(), content: vec![b'{', 0xff, b'}'] };
         assert_eq!(invalid(PLAIN.prepare(&bad)), "the content is not UTF-8 text, so it is not JSON");
-        assert_eq!(invalid(PLAIN.prepare(&flow_file(r#"[{"a":1},2]"#, &[]))), "array element 2 is a JSON number, not an object");
+        assert_eq!(
+            invalid(PLAIN.prepare(&flow_file(r#"[{"a":1},2]"#, &[]))),
+            "array element 2 is a JSON number, not an object"
+        );
     }
 
     /// Issue 15, defect 4: `[]` used to become a FlowFile of no rows, which the channel writer
@@ -478,7 +516,8 @@ mod tests {
     /// the FlowFile never completed. Such a FlowFile has no exact token: it is loaded at least once.
     #[test]
     fn a_sequence_attribute_that_is_not_decimal_gives_no_exact_token() {
-        let attrs = &[(ATTR_STREAM, "s"), (ATTR_SHARD, "shardId-0"), (ATTR_LAST_SEQUENCE, "4959:"), (ATTR_RECORD_COUNT, "1")];
+        let attrs =
+            &[(ATTR_STREAM, "s"), (ATTR_SHARD, "shardId-0"), (ATTR_LAST_SEQUENCE, "4959:"), (ATTR_RECORD_COUNT, "1")];
         assert_eq!(delivery(PLAIN.prepare(&flow_file("{\"a\":1}", attrs))), Delivery::AtLeastOnce);
         assert_eq!(delivery(PLAIN.prepare(&flow_file("{\"a\":1}\n{\"a\":2}", attrs))), Delivery::AtLeastOnce);
     }
@@ -533,7 +572,14 @@ mod tests {
         let mut attrs: Vec<_> = SHARD.to_vec();
         attrs.push((ATTR_REGION, "eu-west-1"));
         let (source, _) = rows(PLAIN.prepare(&flow_file("{}", &attrs)));
-        assert_eq!(source, Source::Shard { region: Some("eu-west-1".into()), stream: "orders".into(), shard_id: "shardId-000000000001".into() });
+        assert_eq!(
+            source,
+            Source::Shard {
+                region: Some("eu-west-1".into()),
+                stream: "orders".into(),
+                shard_id: "shardId-000000000001".into()
+            }
+        );
     }
 
     /// What PutSnowflake's Record Reader path hands over when no record could be read.
@@ -541,7 +587,10 @@ mod tests {
     fn a_flow_file_whose_records_could_not_be_read_is_invalid_with_javas_reason() {
         let mut attrs: Vec<_> = SHARD.to_vec();
         attrs.push((ATTR_RECORDS_UNREADABLE, "the Record Reader cannot read the FlowFile: bad header"));
-        assert_eq!(invalid(PLAIN.prepare(&flow_file("", &attrs))), "the Record Reader cannot read the FlowFile: bad header");
+        assert_eq!(
+            invalid(PLAIN.prepare(&flow_file("", &attrs))),
+            "the Record Reader cannot read the FlowFile: bad header"
+        );
     }
 
     const DECIMAL_38: &str = "12345678901234567890123456789012345678";
@@ -633,19 +682,21 @@ mod tests {
             1 => Just(Some("\"not a token\"".to_string())),
             1 => Just(Some("4955".to_string())),
         ];
-        let metadata = (field("stream"), field("shardId"), sharded, proptest::bool::weighted(0.05)).prop_map(|(stream, shard, sharded, twice)| {
-            let mut parts = Vec::new();
-            for (k, v) in [("stream", stream), ("shardId", shard), ("shardedSequenceNumber", sharded)] {
-                if let Some(v) = v {
-                    parts.push(format!("\"{k}\":{v}"));
+        let metadata = (field("stream"), field("shardId"), sharded, proptest::bool::weighted(0.05)).prop_map(
+            |(stream, shard, sharded, twice)| {
+                let mut parts = Vec::new();
+                for (k, v) in [("stream", stream), ("shardId", shard), ("shardedSequenceNumber", sharded)] {
+                    if let Some(v) = v {
+                        parts.push(format!("\"{k}\":{v}"));
+                    }
                 }
-            }
-            if twice {
-                parts.push("\"stream\":\"orders\"".to_string());
-            }
-            parts.push("\"partitionKey\":\"k\\n1\"".to_string());
-            format!("{{{}}}", parts.join(","))
-        });
+                if twice {
+                    parts.push("\"stream\":\"orders\"".to_string());
+                }
+                parts.push("\"partitionKey\":\"k\\n1\"".to_string());
+                format!("{{{}}}", parts.join(","))
+            },
+        );
         prop_oneof![
             10 => (metadata, 0u32..1000, proptest::bool::weighted(0.05)).prop_map(|(m, id, twice)| {
                 let dup = if twice { format!(",\"kinesisMetadata\":{m}") } else { String::new() };
@@ -682,7 +733,8 @@ mod tests {
     fn rows_with_this_shards_metadata_take_the_fast_path() {
         let content = "{\"a\":1,\"kinesisMetadata\":{\"shardId\":\"shardId-000000000001\",\"shardedSequenceNumber\":\"495900000000000000000000\"}}\n\
                        {\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}}\n";
-        let rows = super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000001").expect("fast path");
+        let rows = super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000001")
+            .expect("fast path");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].token.to_string(), "496000000000000000000003");
         assert!(super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000002").is_none());

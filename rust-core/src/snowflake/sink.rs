@@ -23,17 +23,19 @@ use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
 use super::book::{Outcome, Route, Work};
 use super::channel::{ChannelSettings, ChannelWriter};
-use super::destinations::{DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS};
+use super::destinations::{
+    DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS,
+};
 use super::lineage::LineageGate;
-use super::naming::ChannelNames;
 use super::link::{self, Decision};
+use super::naming::ChannelNames;
 use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
-use crate::feedback::{LinkKey, Reported};
-use crate::kinesis::position::Position;
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
+use crate::feedback::{LinkKey, Reported};
+use crate::kinesis::position::Position;
 
 #[derive(Clone)]
 pub struct SinkSettings {
@@ -106,13 +108,17 @@ fn open_destination(api: Arc<SnowflakeApi>, settings: &SinkSettings, sink: Outco
     let span = tracing::info_span!("put_snowflake", component);
     let poller = {
         let (board, api, interval) = (board.clone(), api.clone(), settings.status_interval);
-        spawn_restarting("channel status poller", component, Duration::from_secs(1), span, move || board.clone().run(api.clone(), interval, component))
+        spawn_restarting("channel status poller", component, Duration::from_secs(1), span, move || {
+            board.clone().run(api.clone(), interval, component)
+        })
     };
     let factory: WriterFactory = {
         let (board, channel_settings) = (board.clone(), settings.channel.clone());
         Arc::new(move |name: String, delivery, queue, flights| {
             let status = board.watch(&name);
-            Box::pin(ChannelWriter::new(name, delivery, api.clone(), channel_settings.clone(), queue, flights, status).run()) as WriterTask
+            Box::pin(
+                ChannelWriter::new(name, delivery, api.clone(), channel_settings.clone(), queue, flights, status).run(),
+            ) as WriterTask
         })
     };
     DestinationTasks { writers: Writers::new(component, factory, sink), board, poller }
@@ -203,15 +209,29 @@ impl SinkEngine {
     /// Must run inside the runtime (it spawns the status poller).
     pub fn start(config: &PutSnowflakeConfig, settings: SinkSettings) -> Result<Self, SinkError> {
         let instance = settings.instance.clone().ok_or(SinkError::NoInstance)?;
-        let credentials = Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication).map_err(ApiError::from)?;
+        let credentials = Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication)
+            .map_err(ApiError::from)?;
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
         let in_flight_bytes = Arc::new(AtomicU64::new(0));
         let sink = OutcomeSink { outcomes: outcomes_tx.clone(), in_flight_bytes: in_flight_bytes.clone() };
         let opener = {
-            let (control, settings, commit_timeout, proxy) = (control_url(config), settings.clone(), config.commit_timeout, config.proxy.clone());
+            let (control, settings, commit_timeout, proxy) =
+                (control_url(config), settings.clone(), config.commit_timeout, config.proxy.clone());
             Box::new(move |key: &DestinationKey| {
-                let destination = Destination { control: control.clone(), database: key.database.clone(), schema: key.schema.clone(), pipe: key.pipe.clone() };
-                let api = SnowflakeApi::new(destination, credentials.clone(), commit_timeout, &proxy, settings.extra_root_ca_pem.as_deref()).map_err(|e| e.to_string())?;
+                let destination = Destination {
+                    control: control.clone(),
+                    database: key.database.clone(),
+                    schema: key.schema.clone(),
+                    pipe: key.pipe.clone(),
+                };
+                let api = SnowflakeApi::new(
+                    destination,
+                    credentials.clone(),
+                    commit_timeout,
+                    &proxy,
+                    settings.extra_root_ca_pem.as_deref(),
+                )
+                .map_err(|e| e.to_string())?;
                 Ok(open_destination(Arc::new(api), &settings, sink.clone()))
             })
         };
@@ -268,8 +288,15 @@ impl SinkEngine {
             }
         };
         match self.settings.mapping.prepare(&flow_file) {
-            Prepared::Invalid(reason) => self.immediate(flow_file.id, Route::Invalid, String::new(), format!("not sent: {reason}")),
-            Prepared::Empty => self.immediate(flow_file.id, Route::Empty, String::new(), "the FlowFile holds no rows; nothing was sent".into()),
+            Prepared::Invalid(reason) => {
+                self.immediate(flow_file.id, Route::Invalid, String::new(), format!("not sent: {reason}"))
+            }
+            Prepared::Empty => self.immediate(
+                flow_file.id,
+                Route::Empty,
+                String::new(),
+                "the FlowFile holds no rows; nothing was sent".into(),
+            ),
             Prepared::Rows { source, delivery, rows } => {
                 let shared = match self.link_decision(&flow_file, &source, delivery, &destination, rows.len()) {
                     Ok(shared) => shared,
@@ -284,11 +311,16 @@ impl SinkEngine {
                             .collect();
                         (channel.clone(), parents, channel)
                     }
-                    None => (self.names.channel(&source, delivery), self.parent_keys(&source, &flow_file), self.names.lineage_key(&source)),
+                    None => (
+                        self.names.channel(&source, delivery),
+                        self.parent_keys(&source, &flow_file),
+                        self.names.lineage_key(&source),
+                    ),
                 };
                 let work = Work { flow_file_id: flow_file.id, rows, bytes };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
-                let admitted = self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
+                let admitted =
+                    self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
                 if let Some(routed) = admitted {
                     self.dispatch(routed);
                 }
@@ -334,13 +366,24 @@ impl SinkEngine {
         let mut links = self.lock_links();
         let seen = links.parked_since.get(&id).copied();
         // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too.
-        let behind_parked = links.parked.iter().any(|(_, key, shard)| key == &tracked.key && shard == &tracked.shard_id);
-        let view = link::View { held_here, known: scans > 0, tenure: view, fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan), chain };
+        let behind_parked =
+            links.parked.iter().any(|(_, key, shard)| key == &tracked.key && shard == &tracked.shard_id);
+        let view = link::View {
+            held_here,
+            known: scans > 0,
+            tenure: view,
+            fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan),
+            chain,
+        };
         let warming = self.started.elapsed() < self.settings.warm_up;
         // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
         let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
         let held_wait_over = seen.is_some_and(|(first, _)| first.elapsed() >= held_wait);
-        let decision = if behind_parked { Decision::Park } else { link::decide(&tracked, &self.settings.node, view, warming, held_wait_over) };
+        let decision = if behind_parked {
+            Decision::Park
+        } else {
+            link::decide(&tracked, &self.settings.node, view, warming, held_wait_over)
+        };
         match decision {
             Decision::Shared => {
                 links.parked_since.remove(&id);
@@ -416,7 +459,10 @@ impl SinkEngine {
                 keys.into_iter().map(|key| board.scans(key)).sum::<u64>()
             };
             let now = Instant::now();
-            if links.last_unpark.is_some_and(|(at, seen)| seen == scans && now.saturating_duration_since(at) < UNPARK_INTERVAL) {
+            if links
+                .last_unpark
+                .is_some_and(|(at, seen)| seen == scans && now.saturating_duration_since(at) < UNPARK_INTERVAL)
+            {
                 return;
             }
             links.last_unpark = Some((now, scans));
@@ -453,7 +499,10 @@ impl SinkEngine {
     fn report_loaded(&self, outcomes: &[Outcome]) {
         let reports: Vec<Report> = {
             let mut links = self.lock_links();
-            outcomes.iter().filter_map(|o| links.reports.remove(&o.flow_file_id).filter(|_| o.route == Route::Success)).collect()
+            outcomes
+                .iter()
+                .filter_map(|o| links.reports.remove(&o.flow_file_id).filter(|_| o.route == Route::Success))
+                .collect()
         };
         if reports.is_empty() {
             return;
@@ -461,7 +510,9 @@ impl SinkEngine {
         let mut board = crate::feedback::board();
         for r in reports {
             board.committed_in_channel(&r.key, &r.shard_id, r.tenure, &r.last);
-            if let Reported::Conflicted { first, newly: true } = board.report(&r.key, &r.destination, &r.shard_id, r.last) {
+            if let Reported::Conflicted { first, newly: true } =
+                board.report(&r.key, &r.destination, &r.shard_id, r.last)
+            {
                 warn!(
                     component = self.settings.component,
                     "rows of stream '{}' (Application Name '{}') are loaded into {} and {}: Snowflake's committed position cannot \
@@ -478,7 +529,15 @@ impl SinkEngine {
     }
 
     fn immediate(&self, id: i64, route: Route, channel: String, message: String) {
-        let _ = self.outcomes_tx.send(Outcome { flow_file_id: id, route, channel, offset_token: String::new(), message, rows_sent: 0, rows_skipped: 0 });
+        let _ = self.outcomes_tx.send(Outcome {
+            flow_file_id: id,
+            route,
+            channel,
+            offset_token: String::new(),
+            message,
+            rows_sent: 0,
+            rows_skipped: 0,
+        });
     }
 
     /// The channel of a FlowFile from `source` delivered as `delivery` (see `naming`).
@@ -489,14 +548,22 @@ impl SinkEngine {
     /// The lineage keys of the source shard's parents, from `aws.kinesis.parent.shard.ids`.
     /// (For a tracked FlowFile they are its parents' shared channels.)
     fn parent_keys(&self, source: &Source, flow_file: &FlowFileIn) -> Vec<String> {
-        let (Source::Shard { region, stream, .. }, Some(parents)) = (source, flow_file.attributes.get(ATTR_PARENT_SHARDS)) else {
+        let (Source::Shard { region, stream, .. }, Some(parents)) =
+            (source, flow_file.attributes.get(ATTR_PARENT_SHARDS))
+        else {
             return Vec::new();
         };
         parents
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
-            .map(|p| self.names.lineage_key(&Source::Shard { region: region.clone(), stream: stream.clone(), shard_id: p.to_owned() }))
+            .map(|p| {
+                self.names.lineage_key(&Source::Shard {
+                    region: region.clone(),
+                    stream: stream.clone(),
+                    shard_id: p.to_owned(),
+                })
+            })
             .collect()
     }
 
@@ -589,5 +656,11 @@ impl Drop for SinkEngine {
 
 /// The parents named in `aws.kinesis.parent.shard.ids`.
 fn parent_ids(flow_file: &FlowFileIn) -> impl Iterator<Item = &str> {
-    flow_file.attributes.get(ATTR_PARENT_SHARDS).into_iter().flat_map(|p| p.split(',')).map(str::trim).filter(|p| !p.is_empty())
+    flow_file
+        .attributes
+        .get(ATTR_PARENT_SHARDS)
+        .into_iter()
+        .flat_map(|p| p.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
 }

@@ -63,7 +63,10 @@ impl StatusBoard {
     pub fn watch(&self, channel: &str) -> StatusWatch {
         let awaiting = Arc::new(AtomicBool::new(false));
         let (sender, receiver) = watch::channel(None);
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).insert(channel.to_owned(), Entry { awaiting: awaiting.clone(), sender });
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(channel.to_owned(), Entry { awaiting: awaiting.clone(), sender });
         StatusWatch { channel: channel.to_owned(), board: self.clone(), awaiting, receiver }
     }
 

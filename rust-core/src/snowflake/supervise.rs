@@ -45,7 +45,13 @@ pub async fn run_watched(task: impl Future<Output = ()> + Send + 'static, span: 
 
 /// Spawns a task made by `make` and makes it again after a panic (with an error bulletin and a
 /// pause of `pause`), until it returns or is cancelled.
-pub fn spawn_restarting<F, Fut>(what: &'static str, component: u64, pause: Duration, span: Span, make: F) -> JoinHandle<()>
+pub fn spawn_restarting<F, Fut>(
+    what: &'static str,
+    component: u64,
+    pause: Duration,
+    span: Span,
+    make: F,
+) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
@@ -54,7 +60,10 @@ where
         loop {
             match run_watched(make(), span.clone()).await {
                 Ended::Panicked(message) => {
-                    error!(component, "internal error in the {what} (a bug, please report it): {message}; it starts again");
+                    error!(
+                        component,
+                        "internal error in the {what} (a bug, please report it): {message}; it starts again"
+                    );
                     tokio::time::sleep(pause).await;
                 }
                 Ended::Returned | Ended::Cancelled => return,
@@ -91,7 +100,10 @@ mod tests {
                 }
             }
         });
-        tokio::time::timeout(Duration::from_secs(5), handle).await.expect("ends").expect("the supervisor itself never panics");
+        tokio::time::timeout(Duration::from_secs(5), handle)
+            .await
+            .expect("ends")
+            .expect("the supervisor itself never panics");
         assert_eq!(runs.load(Ordering::SeqCst), 3, "two panics, then a run that returned");
     }
 
@@ -107,7 +119,10 @@ mod tests {
         ));
         tokio::task::yield_now().await;
         supervisor.abort();
-        assert!(tokio::time::timeout(Duration::from_secs(5), rx).await.expect("the task ended").is_err(), "the task was dropped, not finished");
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), rx).await.expect("the task ended").is_err(),
+            "the task was dropped, not finished"
+        );
     }
 
     #[test]

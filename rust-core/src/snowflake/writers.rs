@@ -24,7 +24,8 @@ use super::supervise::{run_watched, Ended};
 pub type WriterTask = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Makes the writer task of a channel from its name, delivery, work queue and flights.
-pub type WriterFactory = Arc<dyn Fn(String, Delivery, mpsc::UnboundedReceiver<Work>, Flights) -> WriterTask + Send + Sync>;
+pub type WriterFactory =
+    Arc<dyn Fn(String, Delivery, mpsc::UnboundedReceiver<Work>, Flights) -> WriterTask + Send + Sync>;
 
 /// What a writer's outcomes go to.
 #[derive(Clone)]
@@ -193,14 +194,26 @@ impl Writers {
         let (sender, receiver) = mpsc::unbounded_channel();
         let flights = Flights::new(self.sink.clone());
         let writer = (self.factory)(channel.to_owned(), delivery, receiver, flights.clone());
-        let supervisor = tokio::spawn(supervise(writer, channel.to_owned(), self.component, flights.clone(), Arc::downgrade(&self.slots)));
+        let supervisor = tokio::spawn(supervise(
+            writer,
+            channel.to_owned(),
+            self.component,
+            flights.clone(),
+            Arc::downgrade(&self.slots),
+        ));
         Slot { sender, flights, supervisor: supervisor.abort_handle() }
     }
 }
 
 /// Waits for a writer's end. A writer that did not finish its FlowFiles (a panic) has them sent to
 /// failure, with an error bulletin; then its slot is freed for the next writer of the channel.
-async fn supervise(writer: WriterTask, channel: String, component: u64, flights: Flights, slots: Weak<Mutex<HashMap<String, Arc<Slot>>>>) {
+async fn supervise(
+    writer: WriterTask,
+    channel: String,
+    component: u64,
+    flights: Flights,
+    slots: Weak<Mutex<HashMap<String, Arc<Slot>>>>,
+) {
     let span = tracing::info_span!("channel", component);
     let message = match run_watched(writer, span).await {
         Ended::Cancelled => return,
@@ -246,7 +259,9 @@ mod tests {
     use crate::snowflake::rows::Row;
 
     fn work(id: i64, rows: usize) -> Work {
-        let rows = (0..rows).map(|i| Row { json: b"{}".to_vec(), token: OffsetToken::from_counter(id as u64 * 100 + i as u64) }).collect();
+        let rows = (0..rows)
+            .map(|i| Row { json: b"{}".to_vec(), token: OffsetToken::from_counter(id as u64 * 100 + i as u64) })
+            .collect();
         Work { flow_file_id: id, rows, bytes: 10 }
     }
 
@@ -286,7 +301,11 @@ mod tests {
     fn writers(started: Arc<AtomicU64>) -> (Writers, mpsc::UnboundedReceiver<Outcome>, Arc<AtomicU64>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let bytes = Arc::new(AtomicU64::new(0));
-        (Writers::new(1, fake_factory(started), OutcomeSink { outcomes: tx, in_flight_bytes: bytes.clone() }), rx, bytes)
+        (
+            Writers::new(1, fake_factory(started), OutcomeSink { outcomes: tx, in_flight_bytes: bytes.clone() }),
+            rx,
+            bytes,
+        )
     }
 
     async fn next(rx: &mut mpsc::UnboundedReceiver<Outcome>) -> Outcome {
@@ -303,13 +322,20 @@ mod tests {
         writers.dispatch("c", Delivery::ExactlyOnce, work(2, 3));
         let failed = next(&mut rx).await;
         assert_eq!((failed.flow_file_id, failed.route), (2, Route::Failure));
-        assert!(failed.message.contains("internal error") && failed.message.contains("a writer bug"), "{}", failed.message);
+        assert!(
+            failed.message.contains("internal error") && failed.message.contains("a writer bug"),
+            "{}",
+            failed.message
+        );
         writers.dispatch("c", Delivery::ExactlyOnce, work(3, 1));
         let ok = next(&mut rx).await;
         assert_eq!((ok.flow_file_id, ok.route), (3, Route::Success));
         assert_eq!(started.load(Ordering::SeqCst), 2, "a new writer was started after the panic");
         assert_eq!(bytes.load(Ordering::SeqCst), 0, "every FlowFile gave its bytes back once");
-        assert!(tokio::time::timeout(Duration::from_millis(200), rx.recv()).await.is_err(), "no second outcome for any FlowFile");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), rx.recv()).await.is_err(),
+            "no second outcome for any FlowFile"
+        );
     }
 
     /// Collects the ERROR events (the bulletins) of the component the test runs as.
@@ -348,7 +374,12 @@ mod tests {
             });
         });
         let errors = errors.0.lock().unwrap();
-        assert!(errors.iter().any(|e| e.contains("internal error") && e.contains("channel c") && e.contains("a writer bug")), "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("internal error") && e.contains("channel c") && e.contains("a writer bug")),
+            "{errors:?}"
+        );
     }
 
     #[tokio::test]

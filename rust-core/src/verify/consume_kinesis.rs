@@ -141,7 +141,10 @@ where
             let text = if code.is_empty() || message.contains(&code) { message } else { format!("{code}: {message}") };
             if code == "ResourceNotFoundException" {
                 Answer::NotFound(text)
-            } else if code.contains("AccessDenied") || code.contains("UnrecognizedClient") || code.contains("InvalidSignature") {
+            } else if code.contains("AccessDenied")
+                || code.contains("UnrecognizedClient")
+                || code.contains("InvalidSignature")
+            {
                 Answer::Denied(text)
             } else {
                 Answer::Failed(text)
@@ -160,19 +163,31 @@ async fn timed<T>(what: &str, probe: impl std::future::Future<Output = Answer<T>
 async fn probe_stream(clients: &AwsClients, config: &ConsumeKinesisConfig) -> StreamProbe {
     let k = &clients.kinesis;
     let stream = config.stream_name.as_str();
-    let describe = timed("DescribeStream", async { kinesis_answer(crate::kinesis::stream::describe(k, stream).await) }).await;
-    let shards = timed("ListShards", async { kinesis_answer(crate::kinesis::shards::list_shards(k, stream).await) }).await;
+    let describe =
+        timed("DescribeStream", async { kinesis_answer(crate::kinesis::stream::describe(k, stream).await) }).await;
+    let shards =
+        timed("ListShards", async { kinesis_answer(crate::kinesis::shards::list_shards(k, stream).await) }).await;
     let open = shards.ok().and_then(|s| s.iter().find(|s| !s.closed).map(|s| s.shard_id.clone()));
     let mut probe = StreamProbe { describe, shards, iterator: None, records: None, consumer: None };
     match config.consumer_type {
         ConsumerType::SharedThroughput => {
             if let Some(shard) = open {
                 let iterator = timed("GetShardIterator", async {
-                    sdk_answer(k.get_shard_iterator().stream_name(stream).shard_id(&shard).shard_iterator_type(ShardIteratorType::Latest).send().await)
+                    sdk_answer(
+                        k.get_shard_iterator()
+                            .stream_name(stream)
+                            .shard_id(&shard)
+                            .shard_iterator_type(ShardIteratorType::Latest)
+                            .send()
+                            .await,
+                    )
                 })
                 .await;
                 if let Some(it) = iterator.ok().and_then(|o| o.shard_iterator().map(str::to_owned)) {
-                    let records = timed("GetRecords", async { sdk_answer(k.get_records().shard_iterator(it).limit(1).send().await) }).await;
+                    let records = timed("GetRecords", async {
+                        sdk_answer(k.get_records().shard_iterator(it).limit(1).send().await)
+                    })
+                    .await;
                     probe.records = Some(map_unit(records));
                 }
                 probe.iterator = Some(map_unit(iterator));
@@ -182,8 +197,18 @@ async fn probe_stream(clients: &AwsClients, config: &ConsumeKinesisConfig) -> St
             if let Some(facts) = probe.describe.ok() {
                 let arn = facts.arn.clone();
                 let consumer = timed("DescribeStreamConsumer", async {
-                    match sdk_answer(k.describe_stream_consumer().stream_arn(arn).consumer_name(&config.application_name).send().await) {
-                        Answer::Ok(out) => Answer::Ok(out.consumer_description().map(|d| d.consumer_status().as_str().to_owned()).unwrap_or_default()),
+                    match sdk_answer(
+                        k.describe_stream_consumer()
+                            .stream_arn(arn)
+                            .consumer_name(&config.application_name)
+                            .send()
+                            .await,
+                    ) {
+                        Answer::Ok(out) => Answer::Ok(
+                            out.consumer_description()
+                                .map(|d| d.consumer_status().as_str().to_owned())
+                                .unwrap_or_default(),
+                        ),
                         Answer::NotFound(m) => Answer::NotFound(m),
                         Answer::Denied(m) => Answer::Denied(m),
                         Answer::Failed(m) => Answer::Failed(m),
@@ -211,11 +236,12 @@ async fn describe_shape(client: &aws_sdk_dynamodb::Client, table: &str) -> Answe
         match sdk_answer(client.describe_table().table_name(table).send().await) {
             Answer::Ok(out) => Answer::Ok(match out.table() {
                 None => TableShape::Absent,
-                Some(t) if t.table_status() != Some(&TableStatus::Active) => {
-                    TableShape::Busy(t.table_status().map(|s| s.as_str().to_owned()).unwrap_or_else(|| "not ACTIVE".into()))
-                }
+                Some(t) if t.table_status() != Some(&TableStatus::Active) => TableShape::Busy(
+                    t.table_status().map(|s| s.as_str().to_owned()).unwrap_or_else(|| "not ACTIVE".into()),
+                ),
                 Some(t) => {
-                    let keys: Vec<(&str, &KeyType)> = t.key_schema().iter().map(|k| (k.attribute_name(), k.key_type())).collect();
+                    let keys: Vec<(&str, &KeyType)> =
+                        t.key_schema().iter().map(|k| (k.attribute_name(), k.key_type())).collect();
                     match keys.as_slice() {
                         [("streamName", KeyType::Hash), ("shardId", KeyType::Range)] => TableShape::StreamAndShard,
                         [(crate::lease::kcl::KCL_KEY, KeyType::Hash)] => TableShape::Kcl,
@@ -234,7 +260,10 @@ async fn describe_shape(client: &aws_sdk_dynamodb::Client, table: &str) -> Answe
 /// The most rows of the stream read to tell whose the table is (a few pages).
 const MAX_ROWS: usize = 5_000;
 
-async fn probe_lease_table(clients: &AwsClients, config: &ConsumeKinesisConfig) -> (LeaseFacts, Vec<(&'static str, Permission)>) {
+async fn probe_lease_table(
+    clients: &AwsClients,
+    config: &ConsumeKinesisConfig,
+) -> (LeaseFacts, Vec<(&'static str, Permission)>) {
     let d = &clients.dynamodb;
     let table = config.application_name.as_str();
     let main = describe_shape(d, table).await;
@@ -268,12 +297,17 @@ async fn probe_lease_table(clients: &AwsClients, config: &ConsumeKinesisConfig) 
         }
     })
     .await;
-    let scan = timed("Scan", async { sdk_answer(d.scan().table_name(table).select(Select::Count).send().await).map_count() }).await;
+    let scan =
+        timed("Scan", async { sdk_answer(d.scan().table_name(table).select(Select::Count).send().await).map_count() })
+            .await;
     let probe_key = [
         ("streamName".to_owned(), AttributeValue::S(config.stream_name.clone())),
         ("shardId".to_owned(), AttributeValue::S("__verify__".into())),
     ];
-    let get = timed("GetItem", async { map_unit(sdk_answer(d.get_item().table_name(table).set_key(Some(probe_key.into_iter().collect())).send().await)) }).await;
+    let get = timed("GetItem", async {
+        map_unit(sdk_answer(d.get_item().table_name(table).set_key(Some(probe_key.into_iter().collect())).send().await))
+    })
+    .await;
     let is_kcl = matches!(main, Answer::Ok(TableShape::Kcl));
     let is_ours = matches!(main, Answer::Ok(TableShape::StreamAndShard));
     let is_foreign = matches!(main, Answer::Ok(TableShape::Foreign(_)));
@@ -327,7 +361,8 @@ fn shape_result(a: Answer<TableShape>) -> Result<TableShape, String> {
 
 /// The steps, from the facts alone.
 pub fn steps(config: &ConsumeKinesisConfig, facts: &Facts) -> Vec<Step> {
-    let from_service = matches!(config.credentials.source, crate::config::consume_kinesis::CredentialSource::Service(_));
+    let from_service =
+        matches!(config.credentials.source, crate::config::consume_kinesis::CredentialSource::Service(_));
     let mut steps = vec![credentials_step(&facts.credentials, from_service)];
     let (Some(stream), Some(lease)) = (&facts.stream, &facts.lease) else {
         let why = "skipped: the AWS credentials did not resolve";
@@ -367,7 +402,9 @@ fn credentials_step(c: &Result<Resolved, String>, from_service: bool) -> Step {
 fn stream_step(name: &str, s: &StreamProbe) -> Step {
     let facts = match &s.describe {
         Answer::Ok(f) => f,
-        Answer::NotFound(m) => return Step::failed(STREAM_STEP, format!("stream '{name}' does not exist in this region ({m})")),
+        Answer::NotFound(m) => {
+            return Step::failed(STREAM_STEP, format!("stream '{name}' does not exist in this region ({m})"))
+        }
         Answer::Denied(m) => return Step::failed(STREAM_STEP, format!("DescribeStream of '{name}' was denied: {m}")),
         Answer::Failed(m) => return Step::failed(STREAM_STEP, format!("DescribeStream of '{name}' failed: {m}")),
     };
@@ -381,7 +418,10 @@ fn stream_step(name: &str, s: &StreamProbe) -> Step {
             return Step::failed(STREAM_STEP, format!("stream '{name}' exists but ListShards failed: {m}"))
         }
     };
-    Step::successful(STREAM_STEP, format!("stream '{name}' ({}): {shards}; retention {} h", stream.arn, stream.retention_hours))
+    Step::successful(
+        STREAM_STEP,
+        format!("stream '{name}' ({}): {shards}; retention {} h", stream.arn, stream.retention_hours),
+    )
 }
 
 /// Actions the engine needs that only a write could check.
@@ -393,23 +433,36 @@ fn unchecked(config: &ConsumeKinesisConfig, lease: &LeaseFacts) -> Vec<&'static 
         _ => {}
     }
     if config.consumer_type == ConsumerType::EnhancedFanOut {
-        actions.extend(["kinesis:RegisterStreamConsumer", "kinesis:SubscribeToShard", "kinesis:DeregisterStreamConsumer"]);
+        actions.extend([
+            "kinesis:RegisterStreamConsumer",
+            "kinesis:SubscribeToShard",
+            "kinesis:DeregisterStreamConsumer",
+        ]);
     }
     actions
 }
 
-fn permissions_step(config: &ConsumeKinesisConfig, s: &StreamProbe, lease: &LeaseFacts, table_reads: &[(&'static str, Permission)]) -> Step {
+fn permissions_step(
+    config: &ConsumeKinesisConfig,
+    s: &StreamProbe,
+    lease: &LeaseFacts,
+    table_reads: &[(&'static str, Permission)],
+) -> Step {
     let mut probed: Vec<(&'static str, Permission)> =
         vec![("kinesis:DescribeStream", s.describe.permission()), ("kinesis:ListShards", s.shards.permission())];
     let not_reached = || Permission::Unknown("not probed: the stream has no open shard or was not found".into());
     match config.consumer_type {
         ConsumerType::SharedThroughput => {
-            probed.push(("kinesis:GetShardIterator", s.iterator.as_ref().map(Answer::permission).unwrap_or_else(not_reached)));
+            probed.push((
+                "kinesis:GetShardIterator",
+                s.iterator.as_ref().map(Answer::permission).unwrap_or_else(not_reached),
+            ));
             probed.push(("kinesis:GetRecords", s.records.as_ref().map(Answer::permission).unwrap_or_else(not_reached)));
         }
-        ConsumerType::EnhancedFanOut => {
-            probed.push(("kinesis:DescribeStreamConsumer", s.consumer.as_ref().map(Answer::permission).unwrap_or_else(not_reached)))
-        }
+        ConsumerType::EnhancedFanOut => probed.push((
+            "kinesis:DescribeStreamConsumer",
+            s.consumer.as_ref().map(Answer::permission).unwrap_or_else(not_reached),
+        )),
     }
     let describe_table = match (&lease.main, &lease.copy) {
         (Err(m), _) | (_, Err(m)) if is_denial(m) => Permission::Denied(m.clone()),
@@ -427,7 +480,8 @@ fn is_denial(message: &str) -> bool {
 
 /// FAILED when a probe was denied; the explanation names every action and what is known of it.
 pub fn permission_verdict(probed: &[(&'static str, Permission)], unchecked: &[&'static str]) -> Step {
-    let names = |want: fn(&Permission) -> bool| probed.iter().filter(|(_, p)| want(p)).map(|(a, _)| *a).collect::<Vec<_>>();
+    let names =
+        |want: fn(&Permission) -> bool| probed.iter().filter(|(_, p)| want(p)).map(|(a, _)| *a).collect::<Vec<_>>();
     let allowed = names(|p| matches!(p, Permission::Allowed));
     let denied: Vec<String> = probed
         .iter()
@@ -483,7 +537,10 @@ mod tests {
 
     fn good_stream() -> StreamProbe {
         StreamProbe {
-            describe: Answer::Ok(StreamFacts { arn: "arn:aws:kinesis:us-east-1:1:stream/orders".into(), retention_hours: 24 }),
+            describe: Answer::Ok(StreamFacts {
+                arn: "arn:aws:kinesis:us-east-1:1:stream/orders".into(),
+                retention_hours: 24,
+            }),
             shards: Answer::Ok(vec![shard("shardId-0", true), shard("shardId-1", false), shard("shardId-2", false)]),
             iterator: Some(Answer::Ok(())),
             records: Some(Answer::Ok(())),
@@ -492,12 +549,23 @@ mod tests {
     }
 
     fn lease(main: TableShape) -> LeaseFacts {
-        LeaseFacts { table: "orders-app".into(), main: Ok(main), copy: Ok(TableShape::Absent), rows: None, kcl_leases: None, now_ms: 0 }
+        LeaseFacts {
+            table: "orders-app".into(),
+            main: Ok(main),
+            copy: Ok(TableShape::Absent),
+            rows: None,
+            kcl_leases: None,
+            now_ms: 0,
+        }
     }
 
     fn facts(stream: StreamProbe, lease: LeaseFacts, reads: Vec<(&'static str, Permission)>) -> Facts {
         Facts {
-            credentials: Ok(Resolved { source: "AWS Access Key ID and AWS Secret Access Key".into(), temporary: false, expires: None }),
+            credentials: Ok(Resolved {
+                source: "AWS Access Key ID and AWS Secret Access Key".into(),
+                temporary: false,
+                expires: None,
+            }),
             stream: Some(stream),
             lease: Some(lease),
             table_reads: reads,
@@ -505,25 +573,44 @@ mod tests {
     }
 
     fn allowed_reads() -> Vec<(&'static str, Permission)> {
-        vec![("dynamodb:Query", Permission::Allowed), ("dynamodb:Scan", Permission::Allowed), ("dynamodb:GetItem", Permission::Allowed)]
+        vec![
+            ("dynamodb:Query", Permission::Allowed),
+            ("dynamodb:Scan", Permission::Allowed),
+            ("dynamodb:GetItem", Permission::Allowed),
+        ]
     }
 
     #[test]
     fn a_good_stream_reports_shards_and_retention() {
-        let steps = steps(&config("SHARED_THROUGHPUT"), &facts(good_stream(), lease(TableShape::Absent), allowed_reads()));
+        let steps =
+            steps(&config("SHARED_THROUGHPUT"), &facts(good_stream(), lease(TableShape::Absent), allowed_reads()));
         let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, [CREDENTIALS_STEP, STREAM_STEP, lease_census::STEP, PERMISSIONS_STEP]);
         assert!(steps.iter().all(|s| s.outcome == Outcome::Successful), "{steps:#?}");
-        assert!(steps[1].explanation.contains("3 shard(s), 2 open and 1 closed; retention 24 h"), "{}", steps[1].explanation);
+        assert!(
+            steps[1].explanation.contains("3 shard(s), 2 open and 1 closed; retention 24 h"),
+            "{}",
+            steps[1].explanation
+        );
         let perms = &steps[3].explanation;
         assert!(perms.contains("kinesis:GetRecords") && perms.contains("dynamodb:Query"), "{perms}");
-        assert!(perms.contains("Not checked, a probe would have to write: dynamodb:CreateTable, dynamodb:PutItem, dynamodb:UpdateItem"), "{perms}");
+        assert!(
+            perms.contains(
+                "Not checked, a probe would have to write: dynamodb:CreateTable, dynamodb:PutItem, dynamodb:UpdateItem"
+            ),
+            "{perms}"
+        );
         assert!(!perms.contains("SubscribeToShard"), "polling needs no fan-out actions: {perms}");
     }
 
     #[test]
     fn no_credentials_skip_everything_else() {
-        let f = Facts { credentials: Err("no providers in chain provided credentials".into()), stream: None, lease: None, table_reads: vec![] };
+        let f = Facts {
+            credentials: Err("no providers in chain provided credentials".into()),
+            stream: None,
+            lease: None,
+            table_reads: vec![],
+        };
         let steps = steps(&config("SHARED_THROUGHPUT"), &f);
         assert_eq!(steps[0].outcome, Outcome::Failed);
         assert!(steps[0].explanation.contains("AWS Access Key ID"));

@@ -234,9 +234,24 @@ mod tests {
     /// lease with checkpoints, a released shard, a node row and the migration marker.
     fn nifi_rows(now: i64) -> Vec<Item> {
         vec![
-            item(&[("shardId", s("shardId-000000000000")), ("leaseOwner", s("node-a")), ("leaseExpiry", n(now + 20_000)), ("sequenceNumber", s("4960")), ("lastUpdateTimestamp", n(now))]),
-            item(&[("shardId", s("shardId-000000000001")), ("leaseOwner", s("node-b")), ("leaseExpiry", n(now - 60_000)), ("sequenceNumber", s("4961"))]),
-            item(&[("shardId", s("shardId-000000000002")), ("sequenceNumber", s("4962")), ("lastUpdateTimestamp", n(now))]),
+            item(&[
+                ("shardId", s("shardId-000000000000")),
+                ("leaseOwner", s("node-a")),
+                ("leaseExpiry", n(now + 20_000)),
+                ("sequenceNumber", s("4960")),
+                ("lastUpdateTimestamp", n(now)),
+            ]),
+            item(&[
+                ("shardId", s("shardId-000000000001")),
+                ("leaseOwner", s("node-b")),
+                ("leaseExpiry", n(now - 60_000)),
+                ("sequenceNumber", s("4961")),
+            ]),
+            item(&[
+                ("shardId", s("shardId-000000000002")),
+                ("sequenceNumber", s("4962")),
+                ("lastUpdateTimestamp", n(now)),
+            ]),
             item(&[("shardId", s("__node__#5b0c7a52-0d7e-4d0c-9a55-0d7a5b0c7a52")), ("nodeHeartbeat", n(now))]),
             item(&[("shardId", s("__migration__")), ("migrationStatus", s("COMPLETE"))]),
         ]
@@ -244,25 +259,49 @@ mod tests {
 
     fn our_rows() -> Vec<Item> {
         vec![
-            item(&[("shardId", s("shardId-000000000000")), ("leaseOwner", s("k1")), ("leaseCounter", n(3)), ("sequenceNumber", s("49")), ("subSequenceNumber", n(0))]),
-            item(&[("shardId", s("shardId-000000000001")), ("leaseCounter", n(1)), ("shardEnd", AttributeValue::Bool(true))]),
+            item(&[
+                ("shardId", s("shardId-000000000000")),
+                ("leaseOwner", s("k1")),
+                ("leaseCounter", n(3)),
+                ("sequenceNumber", s("49")),
+                ("subSequenceNumber", n(0)),
+            ]),
+            item(&[
+                ("shardId", s("shardId-000000000001")),
+                ("leaseCounter", n(1)),
+                ("shardEnd", AttributeValue::Bool(true)),
+            ]),
             item(&[("shardId", s("__node__k1")), ("heartbeat", n(12))]),
             item(&[("shardId", s("__node__gone")), ("removedAt", n(1))]),
         ]
     }
 
     fn facts(main: TableShape, rows: Option<Vec<Item>>, now: i64) -> LeaseFacts {
-        LeaseFacts { table: "app".into(), main: Ok(main), copy: Ok(TableShape::Absent), rows: rows.map(Ok), kcl_leases: None, now_ms: now }
+        LeaseFacts {
+            table: "app".into(),
+            main: Ok(main),
+            copy: Ok(TableShape::Absent),
+            rows: rows.map(Ok),
+            kcl_leases: None,
+            now_ms: now,
+        }
     }
 
     #[test]
     fn nifis_rows_are_told_from_ours() {
         let now = 1_800_000_000_000;
         let c = Census::of(&nifi_rows(now), now);
-        assert_eq!((c.nifi_shards, c.nifi_live_leases, c.free_shards, c.checkpoints, c.nifi_nodes, c.ours_nodes), (2, 1, 1, 3, 1, 0));
+        assert_eq!(
+            (c.nifi_shards, c.nifi_live_leases, c.free_shards, c.checkpoints, c.nifi_nodes, c.ours_nodes),
+            (2, 1, 1, 3, 1, 0)
+        );
         assert!(c.nifi_marker && !c.ours_wrote());
         let ours = Census::of(&our_rows(), now);
-        assert_eq!((ours.ours_shards, ours.ours_nodes, ours.checkpoints, ours.nifi_nodes), (2, 1, 2, 0), "a tombstone is no row");
+        assert_eq!(
+            (ours.ours_shards, ours.ours_nodes, ours.checkpoints, ours.nifi_nodes),
+            (2, 1, 2, 0),
+            "a tombstone is no row"
+        );
         assert!(!ours.nifi_wrote());
     }
 
@@ -272,7 +311,11 @@ mod tests {
         let step = step(&facts(TableShape::StreamAndShard, Some(nifi_rows(now)), now), "orders");
         assert_eq!(step.outcome, Outcome::Successful);
         assert!(step.explanation.contains("NiFi's own ConsumeKinesis"), "{}", step.explanation);
-        assert!(step.explanation.contains("3 shard row(s)") && step.explanation.contains("3 with a checkpoint"), "{}", step.explanation);
+        assert!(
+            step.explanation.contains("3 shard row(s)") && step.explanation.contains("3 with a checkpoint"),
+            "{}",
+            step.explanation
+        );
         assert!(step.explanation.contains("Warning: 1 of NiFi's leases"), "{}", step.explanation);
         let later = step_at(now + 30_000);
         assert!(!later.contains("Warning"), "expired leases give no warning: {later}");
@@ -302,7 +345,11 @@ mod tests {
         let mut kcl = facts(TableShape::Kcl, None, 0);
         kcl.kcl_leases = Some(Ok(4));
         let kcl = step(&kcl, "orders");
-        assert!(kcl.outcome == Outcome::Successful && kcl.explanation.contains("KCL lease table with 4 lease(s)"), "{}", kcl.explanation);
+        assert!(
+            kcl.outcome == Outcome::Successful && kcl.explanation.contains("KCL lease table with 4 lease(s)"),
+            "{}",
+            kcl.explanation
+        );
         let busy = step(&facts(TableShape::Busy("CREATING".into()), None, 0), "orders");
         assert!(busy.explanation.contains("CREATING"));
         let foreign = step(&facts(TableShape::Foreign("[id HASH]".into()), None, 0), "orders");

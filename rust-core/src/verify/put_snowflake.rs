@@ -44,7 +44,8 @@ pub async fn verify(config: &PutSnowflakeConfig, extra_root_ca_pem: Option<&[u8]
 }
 
 pub async fn probe(config: &PutSnowflakeConfig, extra_root_ca_pem: Option<&[u8]>) -> Facts {
-    let mut facts = Facts { credentials: Ok(()), control: None, scoped: None, pipe: None, described: None, shown: None };
+    let mut facts =
+        Facts { credentials: Ok(()), control: None, scoped: None, pipe: None, described: None, shown: None };
     let credentials = match Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication) {
         Ok(c) => c,
         Err(e) => {
@@ -52,8 +53,12 @@ pub async fn probe(config: &PutSnowflakeConfig, extra_root_ca_pem: Option<&[u8]>
             return facts;
         }
     };
-    let destination =
-        Destination { control: control_url(config), database: config.database.clone(), schema: config.schema.clone(), pipe: pipe_name(config) };
+    let destination = Destination {
+        control: control_url(config),
+        database: config.database.clone(),
+        schema: config.schema.clone(),
+        pipe: pipe_name(config),
+    };
     let api = match SnowflakeApi::new(destination, credentials, RETRY_BUDGET, &config.proxy, extra_root_ca_pem) {
         Ok(api) => api,
         Err(e) => {
@@ -127,12 +132,21 @@ pub fn steps(config: &PutSnowflakeConfig, facts: &Facts) -> Vec<Step> {
         return steps;
     }
     steps.push(match &facts.scoped {
-        Some(Ok(None)) => Step::skipped(SCOPED_TOKEN_STEP, "the Snowflake-managed token is sent to the ingest host as it is: no scoped token is exchanged"),
+        Some(Ok(None)) => Step::skipped(
+            SCOPED_TOKEN_STEP,
+            "the Snowflake-managed token is sent to the ingest host as it is: no scoped token is exchanged",
+        ),
         Some(Ok(Some(expires))) => Step::successful(
             SCOPED_TOKEN_STEP,
-            format!("obtained from {control}oauth/token for the ingest host, valid until {}", humantime::format_rfc3339_seconds(*expires)),
+            format!(
+                "obtained from {control}oauth/token for the ingest host, valid until {}",
+                humantime::format_rfc3339_seconds(*expires)
+            ),
         ),
-        Some(Err(e)) => Step::failed(SCOPED_TOKEN_STEP, format!("the scoped token could not be obtained from {control}oauth/token: {e}")),
+        Some(Err(e)) => Step::failed(
+            SCOPED_TOKEN_STEP,
+            format!("the scoped token could not be obtained from {control}oauth/token: {e}"),
+        ),
         None => Step::skipped(SCOPED_TOKEN_STEP, "not probed"),
     });
     let pipe = pipe_name(config);
@@ -171,7 +185,10 @@ mod tests {
             ("Authentication Strategy", auth),
         ];
         if auth == "KEY_PAIR" {
-            pairs.extend([("User", "LOADER"), ("Private Key File", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/user.p8"))]);
+            pairs.extend([
+                ("User", "LOADER"),
+                ("Private Key File", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/user.p8")),
+            ]);
         }
         PutSnowflakeConfig::parse(&PropertyMap::from_pairs(pairs)).unwrap()
     }
@@ -187,7 +204,12 @@ mod tests {
             scoped: Some(Ok(Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)))),
             pipe: Some(Ok(())),
             described: Some(Ok(vec![row(&[("name", "ID"), ("type", "NUMBER(38,0)"), ("null?", "Y")])])),
-            shown: Some(Ok(vec![row(&[("name", "EVENTS"), ("enable_schema_evolution", "Y"), ("error_logging", "Y"), ("is_iceberg", "N")])])),
+            shown: Some(Ok(vec![row(&[
+                ("name", "EVENTS"),
+                ("enable_schema_evolution", "Y"),
+                ("error_logging", "Y"),
+                ("is_iceberg", "N"),
+            ])])),
         }
     }
 
@@ -195,9 +217,15 @@ mod tests {
     fn every_step_passes_on_a_good_destination() {
         let steps = steps(&config("KEY_PAIR"), &good());
         let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, [AUTH_STEP, SCOPED_TOKEN_STEP, PIPE_STEP, table_facts::COLUMNS_STEP, table_facts::SETTINGS_STEP]);
+        assert_eq!(
+            names,
+            [AUTH_STEP, SCOPED_TOKEN_STEP, PIPE_STEP, table_facts::COLUMNS_STEP, table_facts::SETTINGS_STEP]
+        );
         assert!(steps.iter().all(|s| s.outcome == Outcome::Successful), "{steps:#?}");
-        assert!(steps[0].explanation.contains("key-pair JWT of user LOADER") && steps[0].explanation.contains("https://myorg-acct.snowflakecomputing.com/"));
+        assert!(
+            steps[0].explanation.contains("key-pair JWT of user LOADER")
+                && steps[0].explanation.contains("https://myorg-acct.snowflakecomputing.com/")
+        );
         assert!(steps[1].explanation.contains("2027-01-15T08:00:00Z"), "{}", steps[1].explanation);
         assert!(steps[2].explanation.contains("default pipe EVENTS-STREAMING"), "{}", steps[2].explanation);
     }
@@ -233,7 +261,11 @@ mod tests {
         let s = steps(&config("KEY_PAIR"), &f);
         assert_eq!((s[1].outcome, s[2].outcome), (Outcome::Failed, Outcome::Skipped));
         let mut f = good();
-        f.pipe = Some(Err(ApiError::Rejected { status: 404, code: "ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED".into(), message: "no table".into() }));
+        f.pipe = Some(Err(ApiError::Rejected {
+            status: 404,
+            code: "ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED".into(),
+            message: "no table".into(),
+        }));
         let s = steps(&config("KEY_PAIR"), &f);
         assert_eq!(s[2].outcome, Outcome::Failed);
         assert!(s[2].explanation.contains("HTTP 404 ERR_TABLE_DOES_NOT_EXIST_NOT_AUTHORIZED"), "{}", s[2].explanation);

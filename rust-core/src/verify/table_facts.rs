@@ -120,8 +120,10 @@ pub fn columns_step(table: &str, described: &Result<Vec<Row>, String>) -> Step {
             if cols.is_empty() {
                 return Step::failed(COLUMNS_STEP, format!("DESCRIBE TABLE {table} returned no column"));
             }
-            let list: Vec<String> =
-                cols.iter().map(|c| format!("{} {}{}", c.name, c.ty, if c.nullable { "" } else { " NOT NULL" })).collect();
+            let list: Vec<String> = cols
+                .iter()
+                .map(|c| format!("{} {}{}", c.name, c.ty, if c.nullable { "" } else { " NOT NULL" }))
+                .collect();
             Step::successful(COLUMNS_STEP, format!("{} column(s): {}", cols.len(), list.join(", ")))
         }
     }
@@ -143,7 +145,10 @@ pub fn settings_step(table: &str, shown: &Result<Vec<Row>, String>, claimed: Cla
         Ok(rows) => rows,
     };
     let Some(s) = settings(rows, table) else {
-        return Step::failed(SETTINGS_STEP, format!("SHOW TABLES does not list {table}: it does not exist or the role may not see it"));
+        return Step::failed(
+            SETTINGS_STEP,
+            format!("SHOW TABLES does not list {table}: it does not exist or the role may not see it"),
+        );
     };
     let mut problems = Vec::new();
     let mut notes = Vec::new();
@@ -159,7 +164,9 @@ pub fn settings_step(table: &str, shown: &Result<Vec<Row>, String>, claimed: Cla
     }
     match (s.iceberg, claimed.iceberg) {
         (Some(true), false) => problems.push("the table is an Iceberg table, but Iceberg Enabled is false".to_owned()),
-        (Some(false), true) => problems.push("Iceberg Enabled is true, but the table is not an Iceberg table".to_owned()),
+        (Some(false), true) => {
+            problems.push("Iceberg Enabled is true, but the table is not an Iceberg table".to_owned())
+        }
         (Some(true), true) => notes.push("an Iceberg table".to_owned()),
         _ => {}
     }
@@ -200,7 +207,8 @@ mod tests {
     }
 
     fn shown(evolution: &str, logging: Option<&str>, iceberg: &str) -> Result<Vec<Row>, String> {
-        let mut pairs = vec![("name", Some("EVENTS")), ("enable_schema_evolution", Some(evolution)), ("is_iceberg", Some(iceberg))];
+        let mut pairs =
+            vec![("name", Some("EVENTS")), ("enable_schema_evolution", Some(evolution)), ("is_iceberg", Some(iceberg))];
         if let Some(l) = logging {
             pairs.push(("error_logging", Some(l)));
         }
@@ -221,7 +229,10 @@ mod tests {
 
     #[test]
     fn columns_are_listed_with_nullability() {
-        let rows = vec![row(&[("name", Some("ID")), ("type", Some("NUMBER(38,0)")), ("null?", Some("N"))]), row(&[("name", Some("V")), ("type", Some("VARIANT")), ("null?", Some("Y"))])];
+        let rows = vec![
+            row(&[("name", Some("ID")), ("type", Some("NUMBER(38,0)")), ("null?", Some("N"))]),
+            row(&[("name", Some("V")), ("type", Some("VARIANT")), ("null?", Some("Y"))]),
+        ];
         let step = columns_step("DB.SC.T", &Ok(rows));
         assert_eq!(step.outcome, Outcome::Successful);
         assert_eq!(step.explanation, "2 column(s): ID NUMBER(38,0) NOT NULL, V VARIANT");
@@ -234,12 +245,20 @@ mod tests {
     fn error_logging_off_is_a_warning_not_a_failure() {
         let on = settings_step("EVENTS", &shown("Y", Some("Y"), "N"), PLAIN);
         assert_eq!(on.outcome, Outcome::Successful);
-        assert!(on.explanation.contains("ERROR_LOGGING is on") && !on.explanation.contains("Warning"), "{}", on.explanation);
+        assert!(
+            on.explanation.contains("ERROR_LOGGING is on") && !on.explanation.contains("Warning"),
+            "{}",
+            on.explanation
+        );
         let off = settings_step("EVENTS", &shown("Y", Some("N"), "N"), PLAIN);
         assert_eq!(off.outcome, Outcome::Successful);
         assert!(off.explanation.contains("Warning: ERROR_LOGGING is off"), "{}", off.explanation);
         let unknown = settings_step("EVENTS", &shown("Y", None, "N"), PLAIN);
-        assert!(unknown.outcome == Outcome::Successful && unknown.explanation.contains("not shown"), "{}", unknown.explanation);
+        assert!(
+            unknown.outcome == Outcome::Successful && unknown.explanation.contains("not shown"),
+            "{}",
+            unknown.explanation
+        );
     }
 
     #[test]
@@ -247,7 +266,8 @@ mod tests {
         let no_evolution = settings_step("EVENTS", &shown("N", Some("Y"), "N"), PLAIN);
         assert_eq!(no_evolution.outcome, Outcome::Failed);
         assert!(no_evolution.explanation.contains("ENABLE_SCHEMA_EVOLUTION is off"), "{}", no_evolution.explanation);
-        let ok = settings_step("EVENTS", &shown("N", Some("Y"), "N"), Claimed { schema_evolution: false, iceberg: false });
+        let ok =
+            settings_step("EVENTS", &shown("N", Some("Y"), "N"), Claimed { schema_evolution: false, iceberg: false });
         assert_eq!(ok.outcome, Outcome::Successful, "{}", ok.explanation);
         let iceberg = settings_step("EVENTS", &shown("Y", Some("Y"), "Y"), PLAIN);
         assert!(iceberg.outcome == Outcome::Failed && iceberg.explanation.contains("Iceberg"));

@@ -4,10 +4,10 @@
 //! integration <file>::` runs one of them. `deaggregate_bounds` and `consumer_hostile` stay separate
 //! binaries: they count allocations with their own global allocator.
 
-#[path = "../support/mod.rs"]
-mod support;
 #[path = "../standin_support/mod.rs"]
 mod standin_support;
+#[path = "../support/mod.rs"]
+mod support;
 
 #[path = "../aws_credentials.rs"]
 mod aws_credentials;
@@ -23,15 +23,15 @@ mod consumer_fanout;
 mod consumer_lifecycle;
 #[path = "../deaggregate_fixtures.rs"]
 mod deaggregate_fixtures;
-#[path = "../lease_migration.rs"]
-mod lease_migration;
-#[path = "../sink_standin.rs"]
-mod sink_standin;
 #[path = "../iam_policy.rs"]
 mod iam_policy;
+#[path = "../lease_migration.rs"]
+mod lease_migration;
 #[path = "../nifi_table.rs"]
 mod nifi_table;
-#[path = "../verify_services.rs"]
-mod verify_services;
+#[path = "../sink_standin.rs"]
+mod sink_standin;
 #[path = "../snowflake_failover.rs"]
 mod snowflake_failover;
+#[path = "../verify_services.rs"]
+mod verify_services;

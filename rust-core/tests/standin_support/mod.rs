@@ -24,7 +24,8 @@ fn binary() -> PathBuf {
             return PathBuf::from(bin);
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/snowflake-standin/build.sh");
-        let out = Command::new("bash").arg(script).stderr(Stdio::inherit()).output().expect("run the stand-in's build.sh");
+        let out =
+            Command::new("bash").arg(script).stderr(Stdio::inherit()).output().expect("run the stand-in's build.sh");
         assert!(out.status.success(), "the stand-in did not build");
         PathBuf::from(String::from_utf8(out.stdout).unwrap().lines().last().expect("build.sh prints the binary").trim())
     })
@@ -57,7 +58,14 @@ impl Standin {
         let _ = std::fs::remove_dir_all(&state_dir);
         std::fs::create_dir_all(&state_dir).unwrap();
         let mut child = Command::new(binary())
-            .args([if tls { "--tls" } else { "--plain" }, "--port", "0", "--commit-lag-ms", &commit_lag_ms.to_string(), "--state-dir"])
+            .args([
+                if tls { "--tls" } else { "--plain" },
+                "--port",
+                "0",
+                "--commit-lag-ms",
+                &commit_lag_ms.to_string(),
+                "--state-dir",
+            ])
             .arg(&state_dir)
             .args(extra_args.iter().filter(|a| **a != "--tls"))
             .stdout(Stdio::piped())
@@ -66,9 +74,14 @@ impl Standin {
             .expect("start the stand-in");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.split_whitespace().find_map(|w| w.strip_prefix("url=")).unwrap_or_else(|| panic!("stand-in did not start: {line}")).to_owned();
+        let url = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("url="))
+            .unwrap_or_else(|| panic!("stand-in did not start: {line}"))
+            .to_owned();
         let ca_pem = tls.then(|| {
-            let path = line.split_whitespace().find_map(|w| w.strip_prefix("ca=")).expect("a TLS stand-in names its CA");
+            let path =
+                line.split_whitespace().find_map(|w| w.strip_prefix("ca=")).expect("a TLS stand-in names its CA");
             std::fs::read(path).expect("read the stand-in's CA")
         });
         let mut http = reqwest::blocking::Client::builder();
@@ -111,7 +124,10 @@ impl Standin {
     }
 
     pub fn requests(&self, path_contains: &str) -> Vec<Value> {
-        self.admin("GET", &format!("/admin/requests?path_contains={path_contains}"), Value::Null)["requests"].as_array().cloned().unwrap_or_default()
+        self.admin("GET", &format!("/admin/requests?path_contains={path_contains}"), Value::Null)["requests"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 }
 

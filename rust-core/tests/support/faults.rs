@@ -49,8 +49,9 @@ impl Faults {
     pub fn install(&self, clients: &mut AwsClients) {
         clients.kinesis =
             aws_sdk_kinesis::Client::from_conf(clients.kinesis.config().to_builder().interceptor(self.clone()).build());
-        clients.dynamodb =
-            aws_sdk_dynamodb::Client::from_conf(clients.dynamodb.config().to_builder().interceptor(self.clone()).build());
+        clients.dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            clients.dynamodb.config().to_builder().interceptor(self.clone()).build(),
+        );
     }
 
     /// Fails every `operation` request whose body contains all of `contains`, until cleared.
@@ -105,10 +106,9 @@ impl Faults {
     fn decide(&self, operation: &str, body: &str) -> Option<Action> {
         let mut state = self.lock();
         *state.calls.entry(operation.to_owned()).or_default() += 1;
-        let rule = state
-            .rules
-            .iter_mut()
-            .find(|r| r.operation == operation && r.remaining != Some(0) && r.contains.iter().all(|c| body.contains(c.as_str())))?;
+        let rule = state.rules.iter_mut().find(|r| {
+            r.operation == operation && r.remaining != Some(0) && r.contains.iter().all(|c| body.contains(c.as_str()))
+        })?;
         if rule.skip > 0 {
             rule.skip -= 1;
             return None;

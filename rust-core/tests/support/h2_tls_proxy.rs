@@ -124,7 +124,12 @@ fn tls() -> (String, tokio_rustls::TlsAcceptor) {
     (ca_cert.pem(), tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-async fn serve_h2(tls: tokio_rustls::server::TlsStream<TcpStream>, up: TcpStream, id: usize, log: Log) -> Result<(), BoxError> {
+async fn serve_h2(
+    tls: tokio_rustls::server::TlsStream<TcpStream>,
+    up: TcpStream,
+    id: usize,
+    log: Log,
+) -> Result<(), BoxError> {
     let (upstream, connection) = h2::client::handshake(up).await?;
     tokio::spawn(async move {
         let _ = connection.await;

@@ -39,7 +39,12 @@ impl Emulators {
             ("DYNAMODB_PORT".to_owned(), free_port().to_string()),
             ("SERVICES_STATE_DIR".to_owned(), state_dir.display().to_string()),
         ];
-        let status = Command::new("bash").arg(script()).arg("start").envs(env.iter().cloned()).status().expect("run local-services.sh");
+        let status = Command::new("bash")
+            .arg(script())
+            .arg("start")
+            .envs(env.iter().cloned())
+            .status()
+            .expect("run local-services.sh");
         assert!(status.success(), "the emulators did not start");
         let port = |k: &str| env.iter().find(|(n, _)| n == k).unwrap().1.clone();
         Self {
@@ -140,14 +145,21 @@ pub async fn drain(engine: &ConsumerEngine, n: usize, ack: bool) -> (BTreeMap<St
 
 /// Polls until `n` records arrived or `limit` passed; returns the records' data per shard and the
 /// batch ids, acking each batch when `ack`.
-pub async fn drain_within(engine: &ConsumerEngine, n: usize, ack: bool, limit: Duration) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
+pub async fn drain_within(
+    engine: &ConsumerEngine,
+    n: usize,
+    ack: bool,
+    limit: Duration,
+) -> (BTreeMap<String, Vec<String>>, Vec<i64>) {
     let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut batches = Vec::new();
     let deadline = tokio::time::Instant::now() + limit;
     while got.values().map(Vec::len).sum::<usize>() < n && tokio::time::Instant::now() < deadline {
         if let Some(batch) = engine.poll(1024 * 1024, Duration::from_millis(200)).await {
             for s in &batch.shards {
-                got.entry(s.shard_id.clone()).or_default().extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
+                got.entry(s.shard_id.clone())
+                    .or_default()
+                    .extend(s.records.iter().map(|r| String::from_utf8(r.data.clone()).unwrap()));
             }
             batches.push(batch.id);
             if ack {
@@ -165,4 +177,3 @@ pub fn by_shard(put: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
     }
     m
 }
-

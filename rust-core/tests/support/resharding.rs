@@ -88,7 +88,15 @@ impl Producer {
                 let key = format!("key-{:03}", i % keys);
                 let n = counts.entry(key.clone()).or_default();
                 let data = format!("{key}#{n}");
-                if kinesis.put_record().stream_name(&stream).partition_key(&key).data(Blob::new(data)).send().await.is_ok() {
+                if kinesis
+                    .put_record()
+                    .stream_name(&stream)
+                    .partition_key(&key)
+                    .data(Blob::new(data))
+                    .send()
+                    .await
+                    .is_ok()
+                {
                     *n += 1;
                     i += 1;
                 }
@@ -179,6 +187,13 @@ pub async fn split(c: &AwsClients, stream: &str, shard: &(String, u128, u128)) {
 
 /// Merges two adjacent open shards.
 pub async fn merge(c: &AwsClients, stream: &str, lower: &str, upper: &str) {
-    c.kinesis.merge_shards().stream_name(stream).shard_to_merge(lower).adjacent_shard_to_merge(upper).send().await.unwrap();
+    c.kinesis
+        .merge_shards()
+        .stream_name(stream)
+        .shard_to_merge(lower)
+        .adjacent_shard_to_merge(upper)
+        .send()
+        .await
+        .unwrap();
     wait_active(c, stream).await;
 }

@@ -44,7 +44,9 @@ impl Tinyproxy {
     pub fn requests(&self) -> Vec<(String, String)> {
         let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
         log.lines()
-            .filter_map(|l| l.split_once("): ").filter(|_| l.contains("Request (file descriptor")).map(|(_, r)| r.to_owned()))
+            .filter_map(|l| {
+                l.split_once("): ").filter(|_| l.contains("Request (file descriptor")).map(|(_, r)| r.to_owned())
+            })
             .filter_map(|r| {
                 let mut parts = r.split(' ');
                 Some((parts.next()?.to_owned(), parts.next()?.to_owned()))
@@ -60,4 +62,3 @@ impl Drop for Tinyproxy {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
-

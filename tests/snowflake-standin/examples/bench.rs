@@ -28,9 +28,18 @@ fn args() -> Args {
     let mut i = 0;
     while i < v.len() {
         match v[i].as_str() {
-            "--runs" => { a.runs = v[i + 1].parse().unwrap(); i += 1; }
-            "--seconds" => { a.seconds = v[i + 1].parse().unwrap(); i += 1; }
-            "--out" => { a.out = Some(v[i + 1].clone()); i += 1; }
+            "--runs" => {
+                a.runs = v[i + 1].parse().unwrap();
+                i += 1;
+            }
+            "--seconds" => {
+                a.seconds = v[i + 1].parse().unwrap();
+                i += 1;
+            }
+            "--out" => {
+                a.out = Some(v[i + 1].clone());
+                i += 1;
+            }
             "--tls" => a.tls = true,
             other => panic!("unknown argument {other}"),
         }
@@ -67,7 +76,10 @@ struct RunResult {
 
 async fn run_once(channels: usize, seconds: u64, tls: bool) -> RunResult {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let run = start(Options { tls, settings: Settings { commit_lag_ms: 1000, ..Default::default() }, ..Default::default() }).await.unwrap();
+    let run =
+        start(Options { tls, settings: Settings { commit_lag_ms: 1000, ..Default::default() }, ..Default::default() })
+            .await
+            .unwrap();
     let mut builder = reqwest::Client::builder().pool_max_idle_per_host(16);
     if let Some(ca) = &run.ca_pem {
         builder = builder.add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap());
@@ -79,13 +91,23 @@ async fn run_once(channels: usize, seconds: u64, tls: bool) -> RunResult {
     admin("/admin/sql", json!({"sql": "CREATE OR REPLACE TABLE DB.PUBLIC.B (id NUMBER, name VARCHAR, value FLOAT, kinesisMetadata VARIANT)"})).await.unwrap();
     let fp = snowflake_standin::auth::fingerprint(USER_PUB).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let jwt = jsonwebtoken::encode(&Header::new(Algorithm::RS256), &json!({"iss": format!("BENCH.U.{fp}"), "sub": "BENCH.U", "iat": now, "exp": now + 3000}), &EncodingKey::from_rsa_pem(USER_KEY.as_bytes()).unwrap()).unwrap();
+    let jwt = jsonwebtoken::encode(
+        &Header::new(Algorithm::RS256),
+        &json!({"iss": format!("BENCH.U.{fp}"), "sub": "BENCH.U", "iat": now, "exp": now + 3000}),
+        &EncodingKey::from_rsa_pem(USER_KEY.as_bytes()).unwrap(),
+    )
+    .unwrap();
     let scoped = http
         .post(format!("{base}/oauth/token"))
         .header("Accept", "application/json")
         .header("Authorization", format!("Bearer {jwt}"))
         .body("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&scope=127.0.0.1")
-        .send().await.unwrap().text().await.unwrap();
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
 
     let (body, raw_len) = payload(0);
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -96,17 +118,32 @@ async fn run_once(channels: usize, seconds: u64, tls: bool) -> RunResult {
         tasks.push(tokio::spawn(async move {
             let pipe = format!("{base}/v2/streaming/databases/DB/schemas/PUBLIC/pipes/B-STREAMING");
             let auth = format!("Bearer {scoped}");
-            let open: serde_json::Value = http.put(format!("{pipe}/channels/ch-{c}")).header("Accept", "application/json").header("Authorization", &auth)
-                .json(&json!({"fail_on_uncommitted_rows": false})).send().await.unwrap().json().await.unwrap();
+            let open: serde_json::Value = http
+                .put(format!("{pipe}/channels/ch-{c}"))
+                .header("Accept", "application/json")
+                .header("Authorization", &auth)
+                .json(&json!({"fail_on_uncommitted_rows": false}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             let mut token = open["next_continuation_token"].as_str().unwrap().to_string();
             let data = pipe.replace("/v2/streaming/databases", "/v2/streaming/data/databases");
             let mut n = 0usize;
             while Instant::now() < deadline {
                 n += 1;
-                let r = http.post(format!("{data}/channels/ch-{c}/rows?continuationToken={token}&offsetToken={n}"))
-                    .header("Accept", "application/json").header("Authorization", &auth)
-                    .header("Content-Type", "application/x-ndjson").header("Content-Encoding", "zstd")
-                    .body(body.clone()).send().await.unwrap();
+                let r = http
+                    .post(format!("{data}/channels/ch-{c}/rows?continuationToken={token}&offsetToken={n}"))
+                    .header("Accept", "application/json")
+                    .header("Authorization", &auth)
+                    .header("Content-Type", "application/x-ndjson")
+                    .header("Content-Encoding", "zstd")
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .unwrap();
                 assert_eq!(r.status(), 200);
                 let v: serde_json::Value = r.json().await.unwrap();
                 token = v["next_continuation_token"].as_str().unwrap().to_string();
@@ -122,14 +159,20 @@ async fn run_once(channels: usize, seconds: u64, tls: bool) -> RunResult {
     // Drain: wait until every appended row is committed and visible.
     let drain_start = Instant::now();
     loop {
-        let v: serde_json::Value = http.get(format!("{base}/admin/channels")).send().await.unwrap().json().await.unwrap();
+        let v: serde_json::Value =
+            http.get(format!("{base}/admin/channels")).send().await.unwrap().json().await.unwrap();
         if v["uncommitted_batches"] == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let drain_secs = drain_start.elapsed().as_secs_f64();
-    let count: serde_json::Value = admin("/admin/query", json!({"sql": "SELECT count(*) AS n FROM DB.PUBLIC.B"})).await.unwrap().json().await.unwrap();
+    let count: serde_json::Value = admin("/admin/query", json!({"sql": "SELECT count(*) AS n FROM DB.PUBLIC.B"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let rows = requests * ROWS_PER_REQUEST;
     assert_eq!(count["rows"][0]["n"].as_u64().unwrap() as usize, rows, "all accepted rows committed");
     run.shutdown().await;
@@ -142,9 +185,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())).unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0) / 1024 / 1024)).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0) / 1024 / 1024)
+        })
+        .unwrap_or(0);
     format!("{cpu}, {cores} cores, {mem} GiB RAM")
 }
 
@@ -156,7 +213,14 @@ async fn main() {
         let mut results = vec![];
         for r in 0..a.runs {
             let res = run_once(channels, a.seconds, a.tls).await;
-            eprintln!("channels={channels} run={r}: {} rows in {:.2}s ({:.0} rows/s, {:.1} MB/s raw), drain {:.2}s", res.rows, res.secs, res.rows as f64 / res.secs, res.raw_bytes as f64 / res.secs / 1e6, res.drain_secs);
+            eprintln!(
+                "channels={channels} run={r}: {} rows in {:.2}s ({:.0} rows/s, {:.1} MB/s raw), drain {:.2}s",
+                res.rows,
+                res.secs,
+                res.rows as f64 / res.secs,
+                res.raw_bytes as f64 / res.secs / 1e6,
+                res.drain_secs
+            );
             results.push(res);
         }
         let rows_s = median(results.iter().map(|r| r.rows as f64 / r.secs).collect());
@@ -164,10 +228,16 @@ async fn main() {
         let wire_mb = median(results.iter().map(|r| r.wire_bytes as f64 / r.secs / 1e6).collect());
         let committed = median(results.iter().map(|r| r.rows as f64 / (r.secs + r.drain_secs)).collect());
         let drain = median(results.iter().map(|r| r.drain_secs).collect());
-        lines.push(format!("| {channels} | {:.0} | {raw_mb:.1} | {wire_mb:.2} | {committed:.0} | {drain:.2} |", rows_s));
+        lines
+            .push(format!("| {channels} | {:.0} | {raw_mb:.1} | {wire_mb:.2} | {committed:.0} | {drain:.2} |", rows_s));
     }
     let (body, raw) = payload(0);
-    let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let date = std::process::Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d %H:%M UTC")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
     let report = format!(
         "# snowflake-standin throughput\n\n\
          Measured {date} on {machine} (shared with other work), release build, {transport}, in-memory DuckDB, commit lag 1000 ms.\n\

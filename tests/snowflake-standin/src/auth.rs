@@ -141,7 +141,12 @@ fn claim_i64(claims: &Value, name: &str) -> Result<i64, ApiError> {
 impl Authenticator {
     pub fn new(scoped_ttl_s: i64) -> Self {
         let secret = uuid::Uuid::new_v4().as_bytes().iter().chain(uuid::Uuid::new_v4().as_bytes()).copied().collect();
-        Authenticator { users: RwLock::new(HashMap::new()), managed: RwLock::new(HashMap::new()), secret, scoped_ttl_s: RwLock::new(scoped_ttl_s) }
+        Authenticator {
+            users: RwLock::new(HashMap::new()),
+            managed: RwLock::new(HashMap::new()),
+            secret,
+            scoped_ttl_s: RwLock::new(scoped_ttl_s),
+        }
     }
 
     /// Makes exactly `tokens` the valid managed tokens; those valid before and not listed expire.
@@ -154,10 +159,17 @@ impl Authenticator {
             let kind = match t.kind.as_str() {
                 "session" => TokenKind::Session,
                 "workload_identity" => TokenKind::WorkloadIdentity,
-                other => return Err(ApiError::bad_request(format!("managed token kind '{other}' is not session or workload_identity"))),
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "managed token kind '{other}' is not session or workload_identity"
+                    )))
+                }
             };
             if t.token.trim().is_empty() || t.token.trim() != t.token {
-                return Err(ApiError::bad_request(format!("managed token '{}' must be non-empty and without surrounding blanks", t.label)));
+                return Err(ApiError::bad_request(format!(
+                    "managed token '{}' must be non-empty and without surrounding blanks",
+                    t.label
+                )));
             }
             let account_user = t.user.clone().unwrap_or_else(|| "OPENFLOW.SERVICE".into()).to_uppercase();
             let entry = ManagedEntry { kind, label: t.label.clone(), account_user, valid: true };
@@ -194,7 +206,11 @@ impl Authenticator {
     }
 
     /// A managed token: known and valid, known and expired, or (with `WIF.OIDC.`) unknown.
-    fn authenticate_managed(&self, token: &str, declared: Option<&str>) -> Option<Result<(Principal, TokenKind), ApiError>> {
+    fn authenticate_managed(
+        &self,
+        token: &str,
+        declared: Option<&str>,
+    ) -> Option<Result<(Principal, TokenKind), ApiError>> {
         let key = Self::managed_key(token);
         let entry = self.managed.read().unwrap().get(&key).cloned();
         let is_managed = entry.is_some() || key.0;
@@ -202,7 +218,10 @@ impl Authenticator {
             return None;
         }
         if !matches!(declared, None | Some("OAUTH")) {
-            return Some(Err(ApiError::jwt_invalid(format!("token type {} not accepted for a managed token", declared.unwrap_or_default()))));
+            return Some(Err(ApiError::jwt_invalid(format!(
+                "token type {} not accepted for a managed token",
+                declared.unwrap_or_default()
+            ))));
         }
         Some(match entry {
             Some(e) if e.valid => Ok((Principal { account_user: e.account_user, role: None }, e.kind)),
@@ -245,9 +264,13 @@ impl Authenticator {
             Err(e) => return Err(ApiError::jwt_invalid(format!("malformed token: {e}"))),
         };
         match (declared.as_deref(), alg) {
-            (Some("KEYPAIR_JWT") | None, Algorithm::RS256) => Ok((self.verify_keypair_jwt(token)?, TokenKind::KeypairJwt)),
+            (Some("KEYPAIR_JWT") | None, Algorithm::RS256) => {
+                Ok((self.verify_keypair_jwt(token)?, TokenKind::KeypairJwt))
+            }
             (Some("OAUTH") | None, Algorithm::HS256) => Ok((self.verify_scoped(token)?, TokenKind::Scoped)),
-            (Some(other), alg) => Err(ApiError::jwt_invalid(format!("token type {other} with alg {alg:?} not accepted"))),
+            (Some(other), alg) => {
+                Err(ApiError::jwt_invalid(format!("token type {other} with alg {alg:?} not accepted")))
+            }
             (None, alg) => Err(ApiError::jwt_invalid(format!("alg {alg:?} not accepted"))),
         }
     }
@@ -268,7 +291,9 @@ impl Authenticator {
         }
         {
             let users = self.users.read().unwrap();
-            let keys = users.get(&account_user).ok_or_else(|| ApiError::jwt_invalid(format!("unknown user {account_user}")))?;
+            let keys = users
+                .get(&account_user)
+                .ok_or_else(|| ApiError::jwt_invalid(format!("unknown user {account_user}")))?;
             let key = keys
                 .iter()
                 .find(|k| k.fingerprint == fp)
@@ -280,11 +305,8 @@ impl Authenticator {
                 .map_err(|e| ApiError::jwt_invalid(format!("signature: {e}")))?;
         }
         check_times(&claims)?;
-        let role = claims
-            .get("scp")
-            .and_then(Value::as_str)
-            .and_then(|s| s.strip_prefix("session:role:"))
-            .map(str::to_string);
+        let role =
+            claims.get("scp").and_then(Value::as_str).and_then(|s| s.strip_prefix("session:role:")).map(str::to_string);
         Ok(Principal { account_user, role })
     }
 
@@ -300,7 +322,8 @@ impl Authenticator {
             exp: now + *self.scoped_ttl_s.read().unwrap(),
         };
         let key = EncodingKey::from_secret(&self.secret).map_err(|e| ApiError::internal(format!("mint key: {e}")))?;
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| ApiError::internal(format!("mint: {e}")))
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+            .map_err(|e| ApiError::internal(format!("mint: {e}")))
     }
 
     /// Verifies a scoped token minted by this process.

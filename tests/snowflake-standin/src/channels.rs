@@ -22,7 +22,10 @@ pub enum ParsedRow {
     /// Bench mode: a line that looks like a JSON object, counted and not parsed.
     Counted,
     /// Not a JSON object: kept as text with the parse error.
-    Bad { raw: String, error: String },
+    Bad {
+        raw: String,
+        error: String,
+    },
 }
 
 /// An accepted append waiting for its commit.
@@ -90,7 +93,12 @@ pub fn now_ms() -> i64 {
 impl Channel {
     fn new(pipe: &ObjectName, name: &str) -> Self {
         Channel {
-            rec: ChannelRecord { pipe: Some(pipe.clone()), name: name.to_string(), created_on_ms: now_ms(), ..Default::default() },
+            rec: ChannelRecord {
+                pipe: Some(pipe.clone()),
+                name: name.to_string(),
+                created_on_ms: now_ms(),
+                ..Default::default()
+            },
             pipe: pipe.clone(),
             row_seq: 0,
             pending: VecDeque::new(),
@@ -179,7 +187,12 @@ impl Channels {
 
     /// Second half of an open: bumps the client sequencer, discards uncommitted
     /// batches, optionally sets the offset token. Returns (token, status, record).
-    pub fn finish_open(&self, pipe: &ObjectName, name: &str, offset_token: Option<String>) -> (String, Value, ChannelRecord) {
+    pub fn finish_open(
+        &self,
+        pipe: &ObjectName,
+        name: &str,
+        offset_token: Option<String>,
+    ) -> (String, Value, ChannelRecord) {
         let mut map = self.map.lock().unwrap();
         let ch = map.entry(channel_key(pipe, name)).or_insert_with(|| Channel::new(pipe, name));
         ch.opening = false;
@@ -223,7 +236,8 @@ impl Channels {
         let ch = map.get_mut(&key).ok_or_else(|| ApiError::channel_not_found(name))?;
         if !elastic {
             let token = continuation.ok_or_else(|| ApiError::bad_request("continuationToken is required"))?;
-            let (client, _row) = parse_token(token).ok_or_else(|| ApiError::bad_request(format!("malformed continuationToken '{token}'")))?;
+            let (client, _row) = parse_token(token)
+                .ok_or_else(|| ApiError::bad_request(format!("malformed continuationToken '{token}'")))?;
             if client != ch.rec.client_seq || ch.opening {
                 return Err(ApiError::stale_token(name));
             }
@@ -268,7 +282,12 @@ impl Channels {
 
     /// Drops a channel (uncommitted rows are lost); returns its committed token.
     pub fn drop_channel(&self, pipe: &ObjectName, name: &str) -> Result<Option<String>, ApiError> {
-        let ch = self.map.lock().unwrap().remove(&channel_key(pipe, name)).ok_or_else(|| ApiError::channel_not_found(name))?;
+        let ch = self
+            .map
+            .lock()
+            .unwrap()
+            .remove(&channel_key(pipe, name))
+            .ok_or_else(|| ApiError::channel_not_found(name))?;
         Ok(ch.rec.committed_offset)
     }
 

@@ -41,7 +41,14 @@ pub async fn run(state: Arc<AppState>) {
     }
 }
 
-fn error_record(item: &DueBatch, row_index: usize, code: &str, message: String, column: Option<String>, record: String) -> ErrorRecord {
+fn error_record(
+    item: &DueBatch,
+    row_index: usize,
+    code: &str,
+    message: String,
+    column: Option<String>,
+    record: String,
+) -> ErrorRecord {
     ErrorRecord {
         pipe: item.pipe.name.clone(),
         channel: item.channel.clone(),
@@ -81,17 +88,32 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
         }
     };
     let forced = state.faults.take_row_errors(&item.channel, item.batch.rows.len());
-    let lookup: HashMap<String, usize> = table.columns.iter().enumerate().map(|(i, c)| (c.name.to_uppercase(), i)).collect();
+    let lookup: HashMap<String, usize> =
+        table.columns.iter().enumerate().map(|(i, c)| (c.name.to_uppercase(), i)).collect();
     let mut good = Vec::with_capacity(item.batch.rows.len());
     let mut errors = vec![];
     for (i, row) in item.batch.rows.iter().enumerate() {
         let converted = match row {
             ParsedRow::Bad { raw, error } => Err(error_record(&item, i, "100069", error.clone(), None, raw.clone())),
-            ParsedRow::Counted => Err(error_record(&item, i, "100069", "Row was counted in bench mode, which has since been turned off".into(), None, String::new())),
-            ParsedRow::Row(map) if i < forced => {
-                Err(error_record(&item, i, "100038", "Injected row error (fault row_errors)".into(), None, Value::Object(map.clone()).to_string()))
-            }
-            ParsedRow::Row(map) => convert_row(&table, &lookup, map).map_err(|(code, msg, col)| error_record(&item, i, code, msg, col, Value::Object(map.clone()).to_string())),
+            ParsedRow::Counted => Err(error_record(
+                &item,
+                i,
+                "100069",
+                "Row was counted in bench mode, which has since been turned off".into(),
+                None,
+                String::new(),
+            )),
+            ParsedRow::Row(map) if i < forced => Err(error_record(
+                &item,
+                i,
+                "100038",
+                "Injected row error (fault row_errors)".into(),
+                None,
+                Value::Object(map.clone()).to_string(),
+            )),
+            ParsedRow::Row(map) => convert_row(&table, &lookup, map).map_err(|(code, msg, col)| {
+                error_record(&item, i, code, msg, col, Value::Object(map.clone()).to_string())
+            }),
         };
         match converted {
             Ok(cells) => good.push(cells),
@@ -116,7 +138,12 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
 /// Bench mode: the batch's counted rows are committed as inserted (added to the table's count), its bad lines
 /// as errors; nothing is converted or stored.
 fn count_batch(state: &AppState, table: &TableDef, item: &DueBatch, mut outcome: BatchOutcome) -> BatchOutcome {
-    let bad: Vec<&str> = item.batch.rows.iter().filter_map(|r| if let ParsedRow::Bad { error, .. } = r { Some(error.as_str()) } else { None }).collect();
+    let bad: Vec<&str> = item
+        .batch
+        .rows
+        .iter()
+        .filter_map(|r| if let ParsedRow::Bad { error, .. } = r { Some(error.as_str()) } else { None })
+        .collect();
     outcome.errors = bad.len() as u64;
     outcome.inserted = outcome.parsed - outcome.errors;
     outcome.first_error = bad.first().map(|e| e.to_string());
@@ -129,16 +156,25 @@ fn count_batch(state: &AppState, table: &TableDef, item: &DueBatch, mut outcome:
 /// Why a row was rejected: (Snowflake error code, message, column).
 type RowError = (&'static str, String, Option<String>);
 
-fn convert_row(table: &TableDef, lookup: &HashMap<String, usize>, map: &Map<String, Value>) -> Result<Vec<Option<String>>, RowError> {
+fn convert_row(
+    table: &TableDef,
+    lookup: &HashMap<String, usize>,
+    map: &Map<String, Value>,
+) -> Result<Vec<Option<String>>, RowError> {
     let mut cells: Vec<Option<String>> = vec![None; table.columns.len()];
     for (key, value) in map {
         let Some(&idx) = lookup.get(&key.to_uppercase()) else { continue };
         let col = &table.columns[idx];
-        cells[idx] = schema::convert(value, &col.ty).map_err(|e| ("100038", format!("{} (column {})", e.0, col.name), Some(col.name.clone())))?;
+        cells[idx] = schema::convert(value, &col.ty)
+            .map_err(|e| ("100038", format!("{} (column {})", e.0, col.name), Some(col.name.clone())))?;
     }
     for (idx, col) in table.columns.iter().enumerate() {
         if !col.nullable && cells[idx].is_none() {
-            return Err(("100072", format!("NULL result in a non-nullable column {}", col.name), Some(col.name.clone())));
+            return Err((
+                "100072",
+                format!("NULL result in a non-nullable column {}", col.name),
+                Some(col.name.clone()),
+            ));
         }
     }
     Ok(cells)
@@ -182,7 +218,9 @@ fn evolve(state: &AppState, table: &TableDef, rows: &[ParsedRow]) -> Result<Tabl
     }
     let updated = {
         let mut cat = state.catalog.write().unwrap();
-        let t = cat.table_mut(&table.name).ok_or_else(|| crate::catalog::CatalogError::TableNotFound(table.name.to_string()))?;
+        let t = cat
+            .table_mut(&table.name)
+            .ok_or_else(|| crate::catalog::CatalogError::TableNotFound(table.name.to_string()))?;
         for c in new_cols {
             if t.column_index(&c.name).is_none() {
                 t.columns.push(c);

@@ -72,7 +72,10 @@ pub fn split_identifier_keep_case(text: &str) -> Result<(String, &str), String> 
 }
 
 /// Parses `a.b.c` (1 to 3 parts), filling missing database/schema from defaults.
-fn split_object_name<'a>(text: &'a str, defaults: &(Option<String>, Option<String>)) -> Result<(ObjectName, &'a str), String> {
+fn split_object_name<'a>(
+    text: &'a str,
+    defaults: &(Option<String>, Option<String>),
+) -> Result<(ObjectName, &'a str), String> {
     let mut parts = vec![];
     let mut rest = text;
     loop {
@@ -142,7 +145,12 @@ pub fn parse(sql: &str, defaults: &(Option<String>, Option<String>)) -> Result<S
     Err(format!("unsupported statement (supported: CREATE [ICEBERG] TABLE, CREATE PIPE, ALTER TABLE ... SET, DROP TABLE/PIPE): {}", sql.chars().take(60).collect::<String>()))
 }
 
-fn create_table(rest: &str, iceberg: bool, or_replace: bool, defaults: &(Option<String>, Option<String>)) -> Result<Statement, String> {
+fn create_table(
+    rest: &str,
+    iceberg: bool,
+    or_replace: bool,
+    defaults: &(Option<String>, Option<String>),
+) -> Result<Statement, String> {
     let (if_not_exists, rest) = eat(rest, &["IF", "NOT", "EXISTS"]).map_or((false, rest), |r| (true, r));
     let (name, rest) = split_object_name(rest, defaults)?;
     let rest = rest.trim_start();
@@ -192,7 +200,17 @@ fn parse_column(text: &str) -> Result<ColumnDef, String> {
     let upper = rest.to_uppercase();
     let mut type_end = rest.len();
     let mut nullable = true;
-    for kw in [" NOT NULL", " NULL", " DEFAULT", " COMMENT", " COLLATE", " AUTOINCREMENT", " IDENTITY", " PRIMARY KEY", " UNIQUE"] {
+    for kw in [
+        " NOT NULL",
+        " NULL",
+        " DEFAULT",
+        " COMMENT",
+        " COLLATE",
+        " AUTOINCREMENT",
+        " IDENTITY",
+        " PRIMARY KEY",
+        " UNIQUE",
+    ] {
         if let Some(i) = find_top_level(&upper, kw) {
             type_end = type_end.min(i);
             if kw == " NOT NULL" {
@@ -237,7 +255,8 @@ fn create_pipe(rest: &str, or_replace: bool, defaults: &(Option<String>, Option<
     let (name, rest) = split_object_name(rest, defaults)?;
     let upper = rest.to_uppercase();
     let at = upper.find("COPY INTO").ok_or("expected AS COPY INTO <table>")?;
-    let (table, _) = split_object_name(&rest[at + "COPY INTO".len()..], &(Some(name.database.clone()), Some(name.schema.clone())))?;
+    let (table, _) =
+        split_object_name(&rest[at + "COPY INTO".len()..], &(Some(name.database.clone()), Some(name.schema.clone())))?;
     Ok(Statement::CreatePipe { pipe: PipeDef { name, table }, or_replace })
 }
 
@@ -246,7 +265,11 @@ fn alter_table(rest: &str, defaults: &(Option<String>, Option<String>)) -> Resul
     let rest = eat(rest, &["SET"]).ok_or("only ALTER TABLE ... SET is supported")?;
     let options = parse_options(rest);
     let flag = |k: &str| options.iter().find(|(n, _)| n == k).map(|(_, v)| v.eq_ignore_ascii_case("TRUE"));
-    Ok(Statement::AlterTableSet { name, evolution: flag("ENABLE_SCHEMA_EVOLUTION"), error_logging: flag("ERROR_LOGGING") })
+    Ok(Statement::AlterTableSet {
+        name,
+        evolution: flag("ENABLE_SCHEMA_EVOLUTION"),
+        error_logging: flag("ERROR_LOGGING"),
+    })
 }
 
 #[cfg(test)]
@@ -271,7 +294,11 @@ mod tests {
 
     #[test]
     fn parses_pipe_and_iceberg() {
-        let s = parse("create pipe DB.PUBLIC.P as copy into DB.PUBLIC.T from table(data_source(type => 'STREAMING'))", &(None, None)).unwrap();
+        let s = parse(
+            "create pipe DB.PUBLIC.P as copy into DB.PUBLIC.T from table(data_source(type => 'STREAMING'))",
+            &(None, None),
+        )
+        .unwrap();
         let Statement::CreatePipe { pipe, .. } = s else { panic!() };
         assert_eq!(pipe.table.to_string(), "DB.PUBLIC.T");
         assert!(parse("CREATE ICEBERG TABLE DB.PUBLIC.I (v VARIANT)", &(None, None)).is_err());

@@ -29,11 +29,7 @@ impl ApiError {
 
     /// 401 with Snowflake's "JWT token is invalid" code, used for every auth failure.
     pub fn jwt_invalid(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "390144",
-            format!("JWT token is invalid. [{}]", detail.into()),
-        )
+        Self::new(StatusCode::UNAUTHORIZED, "390144", format!("JWT token is invalid. [{}]", detail.into()))
     }
 
     /// 401 for an OAuth access token Snowflake does not know (also a managed token).
@@ -47,11 +43,7 @@ impl ApiError {
     }
 
     pub fn missing_accept() -> Self {
-        Self::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "391902",
-            "Unsupported Accept header. Use 'Accept: application/json'.",
-        )
+        Self::new(StatusCode::NOT_ACCEPTABLE, "391902", "Unsupported Accept header. Use 'Accept: application/json'.")
     }
 
     pub fn pipe_not_found(pipe: &str) -> Self {

@@ -128,11 +128,17 @@ impl FaultSpec {
         let (status, code, message) = match self.kind {
             FaultKind::Backpressure429 => (429, "ReceiverSaturated", "Too many requests, back off and retry."),
             FaultKind::Backpressure503 => (503, "ReceiverSaturated", "Service is overloaded, back off and retry."),
-            FaultKind::RetryRequest => (500, "ERR_GENERAL_EXCEPTION_RETRY_REQUEST", "General exception, retry the request."),
+            FaultKind::RetryRequest => {
+                (500, "ERR_GENERAL_EXCEPTION_RETRY_REQUEST", "General exception, retry the request.")
+            }
             FaultKind::ExpiredToken => (401, "390144", "JWT token is invalid. [token expired]"),
-            FaultKind::PipeFailover => (410, "SfApiPipeFailedOverError", "The pipe has failed over; recreate the client and channels."),
+            FaultKind::PipeFailover => {
+                (410, "SfApiPipeFailedOverError", "The pipe has failed over; recreate the client and channels.")
+            }
             FaultKind::StaleToken => (400, "STALE_CONTINUATION_TOKEN_SEQUENCER", "The continuation token is stale."),
-            FaultKind::OpenInProgress => (409, "ERR_OPEN_CHANNEL_IN_PROGRESS", "Another open of this channel is in progress."),
+            FaultKind::OpenInProgress => {
+                (409, "ERR_OPEN_CHANNEL_IN_PROGRESS", "Another open of this channel is in progress.")
+            }
             FaultKind::RateLimit => (429, "ERR_TOO_MANY_REQUESTS", "Channel request rate limit exceeded."),
             FaultKind::WithholdCommits | FaultKind::RowErrors => (500, "ERR_INTERNAL", "not an HTTP fault"),
         };
@@ -218,9 +224,21 @@ impl Faults {
             .map(|f| (f.spec.limit.unwrap_or(10), f.spec.error()));
         let (limit, err) = match fault {
             Some(x) => x,
-            None if default_limit > 0 => (default_limit, FaultSpec {
-                kind: FaultKind::RateLimit, count: None, channel: None, on: None, limit: None, status: None, code: None, message: None, bare_string: false,
-            }.error()),
+            None if default_limit > 0 => (
+                default_limit,
+                FaultSpec {
+                    kind: FaultKind::RateLimit,
+                    count: None,
+                    channel: None,
+                    on: None,
+                    limit: None,
+                    status: None,
+                    code: None,
+                    message: None,
+                    bare_string: false,
+                }
+                .error(),
+            ),
             None => return None,
         };
         let now = Instant::now();
@@ -250,7 +268,9 @@ impl Faults {
         let mut inner = self.inner.lock().unwrap();
         let mut taken = 0;
         for f in inner.faults.iter_mut() {
-            if f.spec.kind != FaultKind::RowErrors || !f.spec.channel.as_deref().is_none_or(|c| c.eq_ignore_ascii_case(channel)) {
+            if f.spec.kind != FaultKind::RowErrors
+                || !f.spec.channel.as_deref().is_none_or(|c| c.eq_ignore_ascii_case(channel))
+            {
                 continue;
             }
             let want = rows - taken;

@@ -34,7 +34,11 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], max_wire: usize, max_decode
         "zstd" => zstd::stream::read::Decoder::new(body).and_then(|d| d.take(limit).read_to_end(&mut out)),
         "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(body).take(limit).read_to_end(&mut out),
         other => {
-            return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "ERR_UNSUPPORTED_CONTENT_ENCODING", format!("Content-Encoding '{other}' is not supported; use zstd or gzip.")))
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "ERR_UNSUPPORTED_CONTENT_ENCODING",
+                format!("Content-Encoding '{other}' is not supported; use zstd or gzip."),
+            ))
         }
     };
     read.map_err(|e| ApiError::bad_request(format!("cannot decode {encoding} body: {e}")))?;
@@ -60,7 +64,10 @@ pub fn count_ndjson(body: &[u8]) -> Vec<ParsedRow> {
             if trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}') {
                 ParsedRow::Counted
             } else {
-                ParsedRow::Bad { raw: String::from_utf8_lossy(line).into_owned(), error: "Row is not a JSON object (bench mode)".into() }
+                ParsedRow::Bad {
+                    raw: String::from_utf8_lossy(line).into_owned(),
+                    error: "Row is not a JSON object (bench mode)".into(),
+                }
             }
         })
         .collect()
@@ -73,7 +80,10 @@ pub fn parse_ndjson(body: &[u8]) -> Vec<ParsedRow> {
         .map(|line| match serde_json::from_slice::<serde_json::Value>(line) {
             Ok(serde_json::Value::Object(map)) => ParsedRow::Row(map),
             Ok(other) => ParsedRow::Bad { raw: other.to_string(), error: "Row is not a JSON object".into() },
-            Err(e) => ParsedRow::Bad { raw: String::from_utf8_lossy(line).into_owned(), error: format!("Error parsing JSON: {e}") },
+            Err(e) => ParsedRow::Bad {
+                raw: String::from_utf8_lossy(line).into_owned(),
+                error: format!("Error parsing JSON: {e}"),
+            },
         })
         .collect()
 }

@@ -19,9 +19,14 @@ pub enum IcebergVersion {
 /// A Snowflake column type.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SfType {
-    Number { precision: u8, scale: u8 },
+    Number {
+        precision: u8,
+        scale: u8,
+    },
     Float,
-    Varchar { max_len: Option<usize> },
+    Varchar {
+        max_len: Option<usize>,
+    },
     Boolean,
     Date,
     Time,
@@ -104,7 +109,9 @@ pub fn parse_type(text: &str) -> Result<SfType, TypeError> {
             }
             SfType::Number { precision: precision as u8, scale: scale as u8 }
         }
-        "INT" | "INTEGER" | "BIGINT" | "SMALLINT" | "TINYINT" | "BYTEINT" | "LONG" => SfType::Number { precision: 38, scale: 0 },
+        "INT" | "INTEGER" | "BIGINT" | "SMALLINT" | "TINYINT" | "BYTEINT" | "LONG" => {
+            SfType::Number { precision: 38, scale: 0 }
+        }
         "FLOAT" | "FLOAT4" | "FLOAT8" | "DOUBLE" | "DOUBLE PRECISION" | "REAL" => SfType::Float,
         "VARCHAR" | "STRING" | "TEXT" | "CHAR" | "CHARACTER" | "NVARCHAR" | "NCHAR" | "CHAR VARYING" => {
             let n = nums()?;
@@ -118,7 +125,9 @@ pub fn parse_type(text: &str) -> Result<SfType, TypeError> {
         "BOOLEAN" | "BOOL" => SfType::Boolean,
         "DATE" => SfType::Date,
         "TIME" => SfType::Time,
-        "TIMESTAMP" | "TIMESTAMP_NTZ" | "DATETIME" | "TIMESTAMPNTZ" | "TIMESTAMP WITHOUT TIME ZONE" => SfType::TimestampNtz,
+        "TIMESTAMP" | "TIMESTAMP_NTZ" | "DATETIME" | "TIMESTAMPNTZ" | "TIMESTAMP WITHOUT TIME ZONE" => {
+            SfType::TimestampNtz
+        }
         "TIMESTAMP_LTZ" | "TIMESTAMPLTZ" | "TIMESTAMP WITH LOCAL TIME ZONE" => SfType::TimestampLtz,
         "TIMESTAMP_TZ" | "TIMESTAMPTZ" | "TIMESTAMP WITH TIME ZONE" => SfType::TimestampTz,
         "BINARY" | "VARBINARY" => SfType::Binary,
@@ -216,10 +225,12 @@ impl SfType {
     /// Whether a table of the given kind may have a column of this type.
     pub fn check_allowed(&self, iceberg: Option<IcebergVersion>) -> Result<(), TypeError> {
         match (iceberg, self) {
-            (Some(IcebergVersion::V2), SfType::Variant) => Err(TypeError("VARIANT is not supported on Iceberg v2 tables".into())),
-            (Some(_), SfType::Object | SfType::Array) => {
-                Err(TypeError(format!("semi-structured {self} is not supported on Iceberg tables; use a structured type")))
+            (Some(IcebergVersion::V2), SfType::Variant) => {
+                Err(TypeError("VARIANT is not supported on Iceberg v2 tables".into()))
             }
+            (Some(_), SfType::Object | SfType::Array) => Err(TypeError(format!(
+                "semi-structured {self} is not supported on Iceberg tables; use a structured type"
+            ))),
             (_, SfType::StructuredObject(fields)) => fields.iter().try_for_each(|(_, t)| t.check_allowed(iceberg)),
             (_, SfType::StructuredArray(t)) => t.check_allowed(iceberg),
             (_, SfType::Map(k, v)) => k.check_allowed(iceberg).and(v.check_allowed(iceberg)),
@@ -268,7 +279,9 @@ pub fn convert(value: &Value, ty: &SfType) -> Result<Option<String>, TypeError> 
         return Ok(None);
     }
     let text = match ty {
-        SfType::Number { precision, scale } => convert_number(value, *precision, *scale).map_err(|w| type_error(value, ty, w))?,
+        SfType::Number { precision, scale } => {
+            convert_number(value, *precision, *scale).map_err(|w| type_error(value, ty, w))?
+        }
         SfType::Float => convert_float(value).map_err(|w| type_error(value, ty, w))?,
         SfType::Varchar { max_len } => {
             let s = match value {
@@ -282,11 +295,14 @@ pub fn convert(value: &Value, ty: &SfType) -> Result<Option<String>, TypeError> 
             }
             s
         }
-        SfType::Boolean => convert_bool(value).ok_or_else(|| type_error(value, ty, "Boolean value is not recognized"))?.to_string(),
+        SfType::Boolean => {
+            convert_bool(value).ok_or_else(|| type_error(value, ty, "Boolean value is not recognized"))?.to_string()
+        }
         SfType::Date => convert_date(value).ok_or_else(|| type_error(value, ty, "Date is not recognized"))?,
         SfType::Time => convert_time(value).ok_or_else(|| type_error(value, ty, "Time is not recognized"))?,
         SfType::TimestampNtz | SfType::TimestampLtz | SfType::TimestampTz => {
-            convert_timestamp(value, *ty != SfType::TimestampNtz).ok_or_else(|| type_error(value, ty, "Timestamp is not recognized"))?
+            convert_timestamp(value, *ty != SfType::TimestampNtz)
+                .ok_or_else(|| type_error(value, ty, "Timestamp is not recognized"))?
         }
         SfType::Binary => match value {
             Value::String(s) if s.len() % 2 == 0 && s.bytes().all(|b| b.is_ascii_hexdigit()) => s.clone(),
@@ -296,7 +312,9 @@ pub fn convert(value: &Value, ty: &SfType) -> Result<Option<String>, TypeError> 
         SfType::Object if value.is_object() => value.to_string(),
         SfType::Array if value.is_array() => value.to_string(),
         SfType::Object | SfType::Array => return Err(type_error(value, ty, "Wrong semi-structured type")),
-        SfType::StructuredObject(_) | SfType::StructuredArray(_) | SfType::Map(..) => structured(value, ty)?.to_string(),
+        SfType::StructuredObject(_) | SfType::StructuredArray(_) | SfType::Map(..) => {
+            structured(value, ty)?.to_string()
+        }
     };
     Ok(Some(text))
 }
@@ -317,15 +335,23 @@ fn structured(value: &Value, ty: &SfType) -> Result<Value, TypeError> {
             }
             Ok(Value::Object(out))
         }
-        (SfType::StructuredArray(elem), Value::Array(items)) => items.iter().map(|v| structured(v, elem)).collect::<Result<Vec<_>, _>>().map(Value::Array),
-        (SfType::Map(_, vt), Value::Object(obj)) => {
-            obj.iter().map(|(k, v)| Ok((k.clone(), structured(v, vt)?))).collect::<Result<Map<_, _>, TypeError>>().map(Value::Object)
+        (SfType::StructuredArray(elem), Value::Array(items)) => {
+            items.iter().map(|v| structured(v, elem)).collect::<Result<Vec<_>, _>>().map(Value::Array)
         }
-        (SfType::StructuredObject(_) | SfType::StructuredArray(_) | SfType::Map(..), _) => Err(type_error(value, ty, "Wrong structured type")),
+        (SfType::Map(_, vt), Value::Object(obj)) => obj
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), structured(v, vt)?)))
+            .collect::<Result<Map<_, _>, TypeError>>()
+            .map(Value::Object),
+        (SfType::StructuredObject(_) | SfType::StructuredArray(_) | SfType::Map(..), _) => {
+            Err(type_error(value, ty, "Wrong structured type"))
+        }
         (scalar, v) => {
             let text = convert(v, scalar)?.unwrap_or_default();
             Ok(match scalar {
-                SfType::Number { .. } | SfType::Float => text.parse::<Number>().map(Value::Number).unwrap_or(Value::String(text)),
+                SfType::Number { .. } | SfType::Float => {
+                    text.parse::<Number>().map(Value::Number).unwrap_or(Value::String(text))
+                }
                 SfType::Boolean => Value::Bool(text == "true"),
                 SfType::Variant | SfType::Object | SfType::Array => v.clone(),
                 _ => Value::String(text),
@@ -371,7 +397,9 @@ fn is_plain_decimal(s: &str) -> bool {
     let mut parts = body.splitn(2, '.');
     let int = parts.next().unwrap_or("");
     let frac = parts.next().unwrap_or("");
-    !(int.is_empty() && frac.is_empty()) && int.bytes().all(|b| b.is_ascii_digit()) && frac.bytes().all(|b| b.is_ascii_digit())
+    !(int.is_empty() && frac.is_empty())
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn convert_float(value: &Value) -> Result<String, &'static str> {
@@ -409,7 +437,9 @@ fn parse_date(s: &str) -> Option<&str> {
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r).filter(|p| p.bytes().all(|c| c.is_ascii_digit())).and_then(|p| p.parse::<u32>().ok());
+    let num = |r: std::ops::Range<usize>| {
+        s.get(r).filter(|p| p.bytes().all(|c| c.is_ascii_digit())).and_then(|p| p.parse::<u32>().ok())
+    };
     let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     let days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
@@ -444,7 +474,9 @@ fn convert_date(value: &Value) -> Option<String> {
     let date = parse_date(s)?;
     match &s[10..] {
         "" => Some(date.to_string()),
-        rest if rest.starts_with('T') || rest.starts_with(' ') => convert_timestamp(value, false).map(|_| date.to_string()),
+        rest if rest.starts_with('T') || rest.starts_with(' ') => {
+            convert_timestamp(value, false).map(|_| date.to_string())
+        }
         _ => None,
     }
 }
@@ -528,7 +560,10 @@ mod tests {
         assert!(convert(&json!("abc"), &num).is_err());
         assert_eq!(convert(&json!("2024-10-15"), &SfType::Date).unwrap(), Some("2024-10-15".into()));
         assert!(convert(&json!("2024-02-30"), &SfType::Date).is_err());
-        assert_eq!(convert(&json!("2024-10-15T01:02:03.5Z"), &SfType::TimestampTz).unwrap(), Some("2024-10-15 01:02:03.5+00:00".into()));
+        assert_eq!(
+            convert(&json!("2024-10-15T01:02:03.5Z"), &SfType::TimestampTz).unwrap(),
+            Some("2024-10-15 01:02:03.5+00:00".into())
+        );
         assert_eq!(convert(&json!(1700000000), &SfType::TimestampNtz).unwrap(), Some("@1700000000000000".into()));
         assert_eq!(convert(&json!(true), &SfType::Varchar { max_len: None }).unwrap(), Some("true".into()));
         assert!(convert(&json!("abcd"), &SfType::Varchar { max_len: Some(3) }).is_err());

@@ -102,7 +102,11 @@ pub async fn start(opts: Options) -> Result<Running, ServerError> {
     let (url, ca_pem, server) = if opts.tls {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let material = tls::generate()?;
-        let config = axum_server::tls_rustls::RustlsConfig::from_pem(material.cert_chain_pem.into_bytes(), material.key_pem.into_bytes()).await?;
+        let config = axum_server::tls_rustls::RustlsConfig::from_pem(
+            material.cert_chain_pem.into_bytes(),
+            material.key_pem.into_bytes(),
+        )
+        .await?;
         let handle = axum_server::Handle::new();
         let h = handle.clone();
         let s = stop.clone();
@@ -110,12 +114,15 @@ pub async fn start(opts: Options) -> Result<Running, ServerError> {
             s.notified().await;
             h.graceful_shutdown(Some(Duration::from_secs(1)));
         });
-        let server = tokio::spawn(axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()));
+        let server =
+            tokio::spawn(axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()));
         (format!("https://127.0.0.1:{port}"), Some(material.ca_pem), server)
     } else {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let s = stop.clone();
-        let server = tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { s.notified().await }).await });
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(async move { s.notified().await }).await
+        });
         (format!("http://127.0.0.1:{port}"), None, server)
     };
 

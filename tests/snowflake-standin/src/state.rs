@@ -14,7 +14,7 @@ use crate::channels::{ChannelRecord, Channels};
 use crate::ddl::{self, normalize_ident, Statement};
 use crate::faults::Faults;
 use crate::schema::{self, IcebergVersion};
-use crate::storage::{Store, StorageError};
+use crate::storage::{StorageError, Store};
 
 /// Settings that tests may change at run time (`POST /admin/settings`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -172,10 +172,20 @@ impl TableSpec {
         let columns = self
             .columns
             .iter()
-            .map(|c| Ok(ColumnDef { name: normalize_ident(&c.name), ty: schema::parse_type(&c.ty).map_err(|e| format!("column {}: {e}", c.name))?, nullable: c.nullable }))
+            .map(|c| {
+                Ok(ColumnDef {
+                    name: normalize_ident(&c.name),
+                    ty: schema::parse_type(&c.ty).map_err(|e| format!("column {}: {e}", c.name))?,
+                    nullable: c.nullable,
+                })
+            })
             .collect::<Result<Vec<_>, String>>()?;
         let def = TableDef {
-            name: ObjectName::new(&normalize_ident(&self.database), &normalize_ident(&self.schema), &normalize_ident(&self.name)),
+            name: ObjectName::new(
+                &normalize_ident(&self.database),
+                &normalize_ident(&self.schema),
+                &normalize_ident(&self.name),
+            ),
             columns,
             enable_schema_evolution: self.enable_schema_evolution,
             error_logging: self.error_logging,
@@ -291,7 +301,11 @@ impl AppState {
         };
         let fp = self.auth.register(&spec.account, &spec.user, &pem).map_err(|e| StateError::Invalid(e.to_string()))?;
         let doc = serde_json::json!({"account": spec.account, "user": spec.user, "public_key_pem": pem});
-        self.store.save_meta("user", &format!("{}.{}:{fp}", spec.account.to_uppercase(), spec.user.to_uppercase()), &doc.to_string())?;
+        self.store.save_meta(
+            "user",
+            &format!("{}.{}:{fp}", spec.account.to_uppercase(), spec.user.to_uppercase()),
+            &doc.to_string(),
+        )?;
         Ok(fp)
     }
 
@@ -309,13 +323,17 @@ impl AppState {
         for p in &cfg.pipes {
             let db = normalize_ident(&p.database);
             let sc = normalize_ident(&p.schema);
-            self.create_pipe(PipeDef { name: ObjectName::new(&db, &sc, &normalize_ident(&p.name)), table: ObjectName::new(&db, &sc, &normalize_ident(&p.table)) })?;
+            self.create_pipe(PipeDef {
+                name: ObjectName::new(&db, &sc, &normalize_ident(&p.name)),
+                table: ObjectName::new(&db, &sc, &normalize_ident(&p.table)),
+            })?;
         }
         Ok(())
     }
 
     pub fn persist_catalog(&self) -> Result<(), StateError> {
-        let doc = serde_json::to_string(&*self.catalog.read().unwrap()).map_err(|e| StateError::Invalid(e.to_string()))?;
+        let doc =
+            serde_json::to_string(&*self.catalog.read().unwrap()).map_err(|e| StateError::Invalid(e.to_string()))?;
         self.store.save_meta("catalog", "catalog", &doc)?;
         Ok(())
     }
@@ -343,14 +361,17 @@ impl AppState {
                 let _ = self.auth.register(&u.account, &u.user, u.public_key_pem.as_deref().unwrap_or_default());
             }
         }
-        let recs = self.store.load_meta("channel")?.into_iter().filter_map(|(_, d)| serde_json::from_str(&d).ok()).collect();
+        let recs =
+            self.store.load_meta("channel")?.into_iter().filter_map(|(_, d)| serde_json::from_str(&d).ok()).collect();
         self.channels.restore(recs);
         Ok(())
     }
 
     pub fn load_config_file(&self, path: &Path) -> Result<(), StateError> {
-        let text = std::fs::read_to_string(path).map_err(|e| StateError::Invalid(format!("{}: {e}", path.display())))?;
-        let cfg: ConfigFile = serde_json::from_str(&text).map_err(|e| StateError::Invalid(format!("{}: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| StateError::Invalid(format!("{}: {e}", path.display())))?;
+        let cfg: ConfigFile =
+            serde_json::from_str(&text).map_err(|e| StateError::Invalid(format!("{}: {e}", path.display())))?;
         self.apply_config(&cfg)
     }
 

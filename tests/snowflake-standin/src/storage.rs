@@ -49,7 +49,8 @@ pub struct Store {
     attached: Mutex<HashSet<String>>,
 }
 
-const ERROR_TABLE_COLUMNS: &str = "ERROR_TIMESTAMP TIMESTAMP, PIPE_NAME VARCHAR, CHANNEL_NAME VARCHAR, OFFSET_TOKEN VARCHAR, \
+const ERROR_TABLE_COLUMNS: &str =
+    "ERROR_TIMESTAMP TIMESTAMP, PIPE_NAME VARCHAR, CHANNEL_NAME VARCHAR, OFFSET_TOKEN VARCHAR, \
      ROW_INDEX BIGINT, ERROR_CODE VARCHAR, ERROR_MESSAGE VARCHAR, COLUMN_NAME VARCHAR, RECORD_CONTENT VARCHAR";
 
 impl Store {
@@ -64,7 +65,11 @@ impl Store {
             "ATTACH {meta} AS standin_meta; \
              CREATE TABLE IF NOT EXISTS standin_meta.main.kv (kind VARCHAR, key VARCHAR, value VARCHAR, PRIMARY KEY (kind, key));"
         ))?;
-        Ok(Store { conn: Mutex::new(conn), state_dir: state_dir.map(Path::to_path_buf), attached: Mutex::new(HashSet::new()) })
+        Ok(Store {
+            conn: Mutex::new(conn),
+            state_dir: state_dir.map(Path::to_path_buf),
+            attached: Mutex::new(HashSet::new()),
+        })
     }
 
     /// Attaches the database (once) and creates the schema if needed.
@@ -73,7 +78,8 @@ impl Store {
         if !attached.contains(&database.to_uppercase()) {
             let target = match &self.state_dir {
                 Some(dir) => {
-                    let safe: String = database.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+                    let safe: String =
+                        database.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
                     format!("'{}'", dir.join(format!("db_{safe}.duckdb")).display().to_string().replace('\'', "''"))
                 }
                 None => "':memory:'".to_string(),
@@ -103,7 +109,10 @@ impl Store {
     }
 
     fn create_error_table(conn: &Connection, table: &ObjectName) -> Result<()> {
-        conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {} ({ERROR_TABLE_COLUMNS})", table.error_table().quoted()))?;
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {} ({ERROR_TABLE_COLUMNS})",
+            table.error_table().quoted()
+        ))?;
         Ok(())
     }
 
@@ -162,7 +171,10 @@ impl Store {
 
     fn stage_rows(conn: &Connection, stage: &str, n: usize, rows: &[Vec<Option<String>>]) -> Result<()> {
         let stage_cols: Vec<String> = (0..n).map(|i| format!("c{i} VARCHAR")).collect();
-        conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS memory.main.{stage} ({}); DELETE FROM memory.main.{stage};", stage_cols.join(", ")))?;
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS memory.main.{stage} ({}); DELETE FROM memory.main.{stage};",
+            stage_cols.join(", ")
+        ))?;
         let mut app = conn.appender(stage)?;
         for row in rows {
             app.append_row(appender_params_from_iter(row.iter()))?;
@@ -171,10 +183,17 @@ impl Store {
         Ok(())
     }
 
-    fn insert_in_tx(conn: &Connection, table: &TableDef, stage: &str, has_rows: bool, errors: &[ErrorRecord]) -> Result<()> {
+    fn insert_in_tx(
+        conn: &Connection,
+        table: &TableDef,
+        stage: &str,
+        has_rows: bool,
+        errors: &[ErrorRecord],
+    ) -> Result<()> {
         if has_rows {
             let names: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
-            let exprs: Vec<String> = table.columns.iter().enumerate().map(|(i, c)| c.ty.staging_expr(&format!("c{i}"))).collect();
+            let exprs: Vec<String> =
+                table.columns.iter().enumerate().map(|(i, c)| c.ty.staging_expr(&format!("c{i}"))).collect();
             conn.execute_batch(&format!(
                 "INSERT INTO {} ({}) SELECT {} FROM memory.main.{stage}",
                 table.name.quoted(),
@@ -189,7 +208,17 @@ impl Store {
             ))?;
             let now_us = crate::channels::now_ms() * 1000;
             for e in errors {
-                stmt.execute(duckdb::params![now_us, e.pipe, e.channel, e.offset_token, e.row_index, e.error_code, e.message, e.column, e.record])?;
+                stmt.execute(duckdb::params![
+                    now_us,
+                    e.pipe,
+                    e.channel,
+                    e.offset_token,
+                    e.row_index,
+                    e.error_code,
+                    e.message,
+                    e.column,
+                    e.record
+                ])?;
             }
         }
         Ok(())
@@ -203,7 +232,12 @@ impl Store {
         let inner = match first.as_str() {
             "SELECT" | "WITH" | "FROM" | "VALUES" | "(" => sql.to_string(),
             "DESCRIBE" | "SHOW" | "SUMMARIZE" => format!("SELECT * FROM ({sql})"),
-            _ => return Err(StorageError::Invalid("only read-only queries (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE) are accepted".into())),
+            _ => {
+                return Err(StorageError::Invalid(
+                    "only read-only queries (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE) are accepted"
+                        .into(),
+                ))
+            }
         };
         let conn = self.conn.lock().unwrap();
         let columns = {
@@ -214,29 +248,36 @@ impl Store {
         let mut stmt = conn.prepare(&format!("SELECT CAST(to_json(_q) AS VARCHAR) FROM ({inner}) AS _q"))?;
         let rows = stmt
             .query_map([], |r| r.get::<_, String>(0))?
-            .map(|r| r.map_err(StorageError::from).and_then(|s| serde_json::from_str(&s).map_err(|e| StorageError::Invalid(e.to_string()))))
+            .map(|r| {
+                r.map_err(StorageError::from)
+                    .and_then(|s| serde_json::from_str(&s).map_err(|e| StorageError::Invalid(e.to_string())))
+            })
             .collect::<Result<Vec<Value>>>()?;
         Ok(QueryResult { columns, rows })
     }
 
     /// Stores a metadata document (catalog, users, channels) under `kind`/`key`.
     pub fn save_meta(&self, kind: &str, key: &str, value: &str) -> Result<()> {
-        self.conn
-            .lock()
-            .unwrap()
-            .execute("INSERT OR REPLACE INTO standin_meta.main.kv VALUES (?, ?, ?)", duckdb::params![kind, key, value])?;
+        self.conn.lock().unwrap().execute(
+            "INSERT OR REPLACE INTO standin_meta.main.kv VALUES (?, ?, ?)",
+            duckdb::params![kind, key, value],
+        )?;
         Ok(())
     }
 
     pub fn delete_meta(&self, kind: &str, key: &str) -> Result<()> {
-        self.conn.lock().unwrap().execute("DELETE FROM standin_meta.main.kv WHERE kind = ? AND key = ?", duckdb::params![kind, key])?;
+        self.conn
+            .lock()
+            .unwrap()
+            .execute("DELETE FROM standin_meta.main.kv WHERE kind = ? AND key = ?", duckdb::params![kind, key])?;
         Ok(())
     }
 
     pub fn load_meta(&self, kind: &str) -> Result<Vec<(String, String)>> {
         let conn = self.conn.lock().unwrap();
         let mut stmt = conn.prepare("SELECT key, value FROM standin_meta.main.kv WHERE kind = ? ORDER BY key")?;
-        let rows = stmt.query_map([kind], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<std::result::Result<Vec<_>, _>>()?;
+        let rows =
+            stmt.query_map([kind], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(rows)
     }
 

@@ -49,10 +49,21 @@ async fn auth_rejects_expired_foreign_and_malformed_tokens() {
     let forged = {
         let fp = snowflake_standin::auth::fingerprint(USER_PUB).unwrap();
         let claims = json!({"iss": format!("{ACCOUNT}.{USER}.{fp}"), "sub": format!("{ACCOUNT}.{USER}"), "iat": now_s(), "exp": now_s() + 600});
-        jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256), &claims, &jsonwebtoken::EncodingKey::from_rsa_pem(FOREIGN_KEY.as_bytes()).unwrap()).unwrap()
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_rsa_pem(FOREIGN_KEY.as_bytes()).unwrap(),
+        )
+        .unwrap()
     };
     let too_long = keypair_jwt(USER_KEY, USER_PUB, now_s(), now_s() + 7200, true);
-    for (name, jwt) in [("expired", expired), ("foreign", foreign), ("forged", forged), ("lifetime", too_long), ("garbage", "abc.def.ghi".into())] {
+    for (name, jwt) in [
+        ("expired", expired),
+        ("foreign", foreign),
+        ("forged", forged),
+        ("lifetime", too_long),
+        ("garbage", "abc.def.ghi".into()),
+    ] {
         let r = e.oauth(&jwt).await;
         assert_eq!(r.status, 401, "{name}: {}", r.text);
         assert_eq!(r.code(), "390144", "{name}");
@@ -76,7 +87,11 @@ async fn auth_rejects_expired_foreign_and_malformed_tokens() {
 
 /// GET /v2/streaming/hostname with `Authorization: Bearer <bearer>` and an optional token type.
 async fn hostname_with(e: &Env, bearer: &str, token_type: Option<&str>) -> Resp {
-    let mut b = e.http.get(format!("{}/v2/streaming/hostname", e.base)).header("Accept", "application/json").header("Authorization", format!("Bearer {bearer}"));
+    let mut b = e
+        .http
+        .get(format!("{}/v2/streaming/hostname", e.base))
+        .header("Accept", "application/json")
+        .header("Authorization", format!("Bearer {bearer}"));
     if let Some(t) = token_type {
         b = b.header("X-Snowflake-Authorization-Token-Type", t);
     }
@@ -114,7 +129,12 @@ async fn managed_tokens_in_openflows_shapes_are_told_apart_and_expire_when_rotat
     assert_eq!(e.oauth("session-2").await.status, 401);
     // The request log names the kind and label, never the value.
     let log = e.admin("GET", "/admin/requests?path_contains=/hostname", Value::Null).await;
-    let seen: Vec<(String, Value)> = log["requests"].as_array().unwrap().iter().map(|r| (r["auth"]["kind"].as_str().unwrap().to_owned(), r["auth"]["label"].clone())).collect();
+    let seen: Vec<(String, Value)> = log["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["auth"]["kind"].as_str().unwrap().to_owned(), r["auth"]["label"].clone()))
+        .collect();
     assert_eq!(seen[0], ("session".to_owned(), json!("session-1")));
     assert_eq!(seen[2], ("workload_identity".to_owned(), json!("oidc-1")));
     assert_eq!(seen.last().unwrap(), &("workload_identity".to_owned(), json!("oidc-2")));
@@ -123,7 +143,8 @@ async fn managed_tokens_in_openflows_shapes_are_told_apart_and_expire_when_rotat
 
 #[tokio::test]
 async fn expired_scoped_token_is_rejected() {
-    let mut e = env_with(snowflake_standin::Settings { scoped_token_ttl_s: 1, commit_lag_ms: 50, ..Default::default() }).await;
+    let mut e =
+        env_with(snowflake_standin::Settings { scoped_token_ttl_s: 1, commit_lag_ms: 50, ..Default::default() }).await;
     e.sql(T_DDL).await;
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let r = e.open("T", "c1", false).await;
@@ -156,7 +177,13 @@ async fn accept_header_is_required() {
 #[tokio::test]
 async fn pipe_info_has_the_fields_the_sdk_needs() {
     let e = env_with_t(50).await;
-    let r = e.call("POST", &format!("{}:pipe-info", Env::pipe_path("T")), Some(json!({"generate_new_token": true, "encryption_version": "AES-CTR-128.1"}))).await;
+    let r = e
+        .call(
+            "POST",
+            &format!("{}:pipe-info", Env::pipe_path("T")),
+            Some(json!({"generate_new_token": true, "encryption_version": "AES-CTR-128.1"})),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let v = r.json();
     assert_eq!(v["status_code"], 0);
@@ -170,7 +197,9 @@ async fn pipe_info_has_the_fields_the_sdk_needs() {
     let r = e.call("POST", "/v2/streaming/databases/DB/schemas/PUBLIC/pipes/NOPIPE:pipe-info", Some(json!({}))).await;
     assert_eq!((r.status.as_u16(), r.code().as_str()), (404, "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"));
     // Quoted, URL-encoded default pipe name and lower-case db/schema resolve too.
-    let r = e.call("POST", "/v2/streaming/databases/db/schemas/public/pipes/%22T-STREAMING%22:pipe-info", Some(json!({}))).await;
+    let r = e
+        .call("POST", "/v2/streaming/databases/db/schemas/public/pipes/%22T-STREAMING%22:pipe-info", Some(json!({})))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
@@ -186,7 +215,15 @@ async fn open_append_commit_lag_and_status() {
     assert_eq!(st["last_committed_offset_token"], Value::Null);
     assert_eq!(st["pipe_name"], "T-STREAMING");
 
-    let r = e.append("T", "shard-0", &token, "3", &[json!({"id": 1, "name": "a"}), json!({"ID": 2, "Name": "b", "SCORE": 1.5}), json!({"id": 3})]).await;
+    let r = e
+        .append(
+            "T",
+            "shard-0",
+            &token,
+            "3",
+            &[json!({"id": 1, "name": "a"}), json!({"ID": 2, "Name": "b", "SCORE": 1.5}), json!({"id": 3})],
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let next = r.json()["next_continuation_token"].as_str().unwrap().to_string();
     assert_ne!(next, token);
@@ -200,7 +237,14 @@ async fn open_append_commit_lag_and_status() {
     assert_eq!(st["rows_parsed"], 3);
     assert_eq!(st["rows_error_count"], 0);
     let rows = e.query("SELECT id, name, score FROM DB.PUBLIC.T ORDER BY id").await;
-    assert_eq!(rows, vec![json!({"ID": 1, "NAME": "a", "SCORE": null}), json!({"ID": 2, "NAME": "b", "SCORE": 1.5}), json!({"ID": 3, "NAME": null, "SCORE": null})]);
+    assert_eq!(
+        rows,
+        vec![
+            json!({"ID": 1, "NAME": "a", "SCORE": null}),
+            json!({"ID": 2, "NAME": "b", "SCORE": 1.5}),
+            json!({"ID": 3, "NAME": null, "SCORE": null})
+        ]
+    );
 
     // startOffsetToken/endOffsetToken (as the SDK sends them).
     let q = format!("startOffsetToken=4&endOffsetToken=5&continuationToken={next}&requestId=r1&retryCount=0");
@@ -209,7 +253,13 @@ async fn open_append_commit_lag_and_status() {
     e.wait_committed("T", "shard-0", "5").await;
 
     // Unknown channels are omitted from bulk status.
-    let r = e.call("POST", &format!("{}:bulk-channel-status", Env::pipe_path("T")), Some(json!({"channel_names": ["shard-0", "nope"]}))).await;
+    let r = e
+        .call(
+            "POST",
+            &format!("{}:bulk-channel-status", Env::pipe_path("T")),
+            Some(json!({"channel_names": ["shard-0", "nope"]})),
+        )
+        .await;
     let statuses = r.json()["channel_statuses"].as_object().unwrap().clone();
     assert_eq!(statuses.keys().collect::<Vec<_>>(), vec!["shard-0"]);
 }
@@ -268,7 +318,8 @@ async fn fail_on_uncommitted_rows_gives_409() {
 
 #[tokio::test]
 async fn concurrent_opens_get_409_in_progress() {
-    let e = env_with(snowflake_standin::Settings { open_latency_ms: 300, commit_lag_ms: 50, ..Default::default() }).await;
+    let e =
+        env_with(snowflake_standin::Settings { open_latency_ms: 300, commit_lag_ms: 50, ..Default::default() }).await;
     e.sql(T_DDL).await;
     let (a, b) = tokio::join!(e.open("T", "c", false), async {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -282,7 +333,13 @@ async fn concurrent_opens_get_409_in_progress() {
 #[tokio::test]
 async fn open_with_offset_token_sets_committed_token() {
     let e = env_with_t(50).await;
-    let r = e.call("PUT", &format!("{}/channels/c", Env::pipe_path("T")), Some(json!({"offset_token": "42", "fail_on_uncommitted_rows": false}))).await;
+    let r = e
+        .call(
+            "PUT",
+            &format!("{}/channels/c", Env::pipe_path("T")),
+            Some(json!({"offset_token": "42", "fail_on_uncommitted_rows": false})),
+        )
+        .await;
     assert_eq!(r.json()["channel_status"]["last_committed_offset_token"], "42");
 }
 
@@ -292,7 +349,9 @@ async fn drop_channel() {
     let t = e.open_ok("T", "c").await;
     let r = e.call("DELETE", &format!("{}/channels/c", Env::pipe_path("T")), None).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let r = e.call("POST", &format!("{}:bulk-channel-status", Env::pipe_path("T")), Some(json!({"channel_names": ["c"]}))).await;
+    let r = e
+        .call("POST", &format!("{}:bulk-channel-status", Env::pipe_path("T")), Some(json!({"channel_names": ["c"]})))
+        .await;
     assert_eq!(r.json()["channel_statuses"], json!({}));
     let r = e.append("T", "c", &t, "1", &[json!({"id": 1})]).await;
     assert_eq!((r.status.as_u16(), r.code().as_str()), (404, "ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"));
@@ -306,7 +365,15 @@ async fn elastic_channel_needs_no_open_or_tokens() {
     let st = e.status("T", "ELASTIC").await;
     assert_eq!(st["channel_status_code"], "SUCCESS");
     for i in 0..3 {
-        let r = e.append_raw("T", "ELASTIC", &format!("requestId=e{i}&retryCount=0"), format!("{{\"id\":{i}}}\n\n").into_bytes(), None).await;
+        let r = e
+            .append_raw(
+                "T",
+                "ELASTIC",
+                &format!("requestId=e{i}&retryCount=0"),
+                format!("{{\"id\":{i}}}\n\n").into_bytes(),
+                None,
+            )
+            .await;
         assert_eq!(r.status, 200, "{}", r.text);
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -323,7 +390,15 @@ async fn named_pipe_writes_to_its_table() {
     assert_eq!(r.status, 200, "{}", r.text);
     let t = r.json()["next_continuation_token"].as_str().unwrap().to_string();
     let url = format!("{}/v2/streaming/data/databases/DB/schemas/PUBLIC/pipes/MYPIPE/channels/c/rows?continuationToken={t}&offsetToken=7", e.base);
-    let r = e.http.post(url).header("Accept", "application/json").header("Authorization", format!("Bearer {}", e.scoped)).body("{\"id\":7}").send().await.unwrap();
+    let r = e
+        .http
+        .post(url)
+        .header("Accept", "application/json")
+        .header("Authorization", format!("Bearer {}", e.scoped))
+        .body("{\"id\":7}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(e.query("SELECT id FROM DB.PUBLIC.T").await, vec![json!({"ID": 7})]);
@@ -340,7 +415,9 @@ async fn blank_lines_crlf_zstd_and_gzip() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&body).unwrap();
     let gzip_body = gz.finish().unwrap();
-    for (i, (payload, enc)) in [(body.clone(), None), (zstd_body, Some("zstd")), (gzip_body, Some("gzip"))].into_iter().enumerate() {
+    for (i, (payload, enc)) in
+        [(body.clone(), None), (zstd_body, Some("zstd")), (gzip_body, Some("gzip"))].into_iter().enumerate()
+    {
         let r = e.append_raw("T", "c", &format!("continuationToken={t}&offsetToken={i}"), payload, enc).await;
         assert_eq!(r.status, 200, "{enc:?}: {}", r.text);
         t = r.json()["next_continuation_token"].as_str().unwrap().to_string();
@@ -358,7 +435,8 @@ async fn size_caps() {
     let t = e.open_ok("T", "c").await;
     // Wire body over 4 MiB.
     let big = format!("{{\"id\":1,\"name\":\"{}\"}}\n", "x".repeat(4 * 1024 * 1024 + 10));
-    let r = e.append_raw("T", "c", &format!("continuationToken={t}&offsetToken=1"), big.clone().into_bytes(), None).await;
+    let r =
+        e.append_raw("T", "c", &format!("continuationToken={t}&offsetToken=1"), big.clone().into_bytes(), None).await;
     assert_eq!(r.status, 413, "{}", r.text);
     // Compressed under 4 MiB but over 16 MiB decoded.
     let huge: String = (0..20).map(|_| format!("{{\"id\":1,\"name\":\"{}\"}}\n", "y".repeat(1024 * 1024))).collect();
@@ -402,14 +480,27 @@ async fn schema_evolution_adds_columns_and_drops_not_null() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["name"].as_str().unwrap().into(), c["type"].as_str().unwrap().into(), c["nullable"].as_bool().unwrap()))
+        .map(|c| {
+            (c["name"].as_str().unwrap().into(), c["type"].as_str().unwrap().into(), c["nullable"].as_bool().unwrap())
+        })
         .collect();
     let want = |n: &str, ty: &str| cols.iter().any(|(cn, ct, _)| cn == n && ct == ty);
-    assert!(want("S", "VARCHAR") && want("I", "NUMBER(38,0)") && want("F", "FLOAT") && want("B", "BOOLEAN") && want("O", "VARIANT") && want("A", "VARIANT"), "{cols:?}");
+    assert!(
+        want("S", "VARCHAR")
+            && want("I", "NUMBER(38,0)")
+            && want("F", "FLOAT")
+            && want("B", "BOOLEAN")
+            && want("O", "VARIANT")
+            && want("A", "VARIANT"),
+        "{cols:?}"
+    );
     assert!(!cols.iter().any(|(n, _, _)| n == "N"), "null values add no column");
     assert!(cols.iter().find(|(n, _, _)| n == "MUST").unwrap().2, "NOT NULL dropped");
     let rows = e.query("SELECT id, must, s, i, f, b, o, a FROM DB.PUBLIC.EV ORDER BY id").await;
-    assert_eq!(rows[0], json!({"ID": 1, "MUST": "m", "S": "text", "I": 5, "F": 2.5, "B": true, "O": {"k": [1, 2]}, "A": [1, "x"]}));
+    assert_eq!(
+        rows[0],
+        json!({"ID": 1, "MUST": "m", "S": "text", "I": 5, "F": 2.5, "B": true, "O": {"k": [1, 2]}, "A": [1, "x"]})
+    );
     assert_eq!(rows[1]["MUST"], Value::Null);
 }
 
@@ -418,7 +509,14 @@ async fn conversion_failures_go_to_the_error_table() {
     let e = env(50).await;
     e.sql("CREATE TABLE DB.PUBLIC.E (id NUMBER(5,0) NOT NULL, d DATE, name VARCHAR(3)) ERROR_LOGGING = TRUE").await;
     let t = e.open_ok("E", "c").await;
-    let rows = [json!({"id": 1, "d": "2024-10-15"}), json!({"id": "abc"}), json!({"id": 2, "d": "2024-13-01"}), json!({"id": 3, "name": "toolong"}), json!({"name": "x"}), json!({"id": 123456})];
+    let rows = [
+        json!({"id": 1, "d": "2024-10-15"}),
+        json!({"id": "abc"}),
+        json!({"id": 2, "d": "2024-13-01"}),
+        json!({"id": 3, "name": "toolong"}),
+        json!({"name": "x"}),
+        json!({"id": 123456}),
+    ];
     let body: String = rows.iter().map(|r| format!("{r}\n")).collect::<String>() + "not json\n";
     let r = e.append_raw("E", "c", &format!("continuationToken={t}&offsetToken=10"), body.into_bytes(), None).await;
     assert_eq!(r.status, 200);
@@ -428,7 +526,10 @@ async fn conversion_failures_go_to_the_error_table() {
     assert_eq!(st["last_error_offset_upper_bound"], "10");
     assert!(st["last_error_message"].as_str().unwrap().contains("cannot be converted"), "{st}");
     assert!(st["last_error_timestamp_ms"].is_number());
-    assert_eq!(e.query("SELECT id, CAST(d AS VARCHAR) AS d FROM DB.PUBLIC.E").await, vec![json!({"ID": 1.0, "d": "2024-10-15"})]);
+    assert_eq!(
+        e.query("SELECT id, CAST(d AS VARCHAR) AS d FROM DB.PUBLIC.E").await,
+        vec![json!({"ID": 1.0, "d": "2024-10-15"})]
+    );
     let errs = e.query("SELECT ROW_INDEX, ERROR_CODE, COLUMN_NAME, RECORD_CONTENT, OFFSET_TOKEN FROM ERROR_TABLE(DB.PUBLIC.E) ORDER BY ROW_INDEX").await;
     assert_eq!(errs.len(), 6);
     assert_eq!(errs[0]["RECORD_CONTENT"], r#"{"id":"abc"}"#);
@@ -449,7 +550,13 @@ async fn row_errors_without_error_logging_are_only_counted() {
 #[tokio::test]
 async fn iceberg_rules() {
     let e = env(50).await;
-    let bad = e.http.post(format!("{}/admin/sql", e.base)).json(&json!({"sql": "CREATE ICEBERG TABLE DB.PUBLIC.BAD (v VARIANT) EXTERNAL_VOLUME = 'x'"})).send().await.unwrap();
+    let bad = e
+        .http
+        .post(format!("{}/admin/sql", e.base))
+        .json(&json!({"sql": "CREATE ICEBERG TABLE DB.PUBLIC.BAD (v VARIANT) EXTERNAL_VOLUME = 'x'"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400, "VARIANT is refused on Iceberg v2");
     e.sql("CREATE ICEBERG TABLE DB.PUBLIC.ICE (id INT, date_added DATE, kinesisMetadata OBJECT(stream STRING, shardId STRING, subSequenceNumber INTEGER)) CATALOG = 'SNOWFLAKE' ERROR_LOGGING = TRUE ENABLE_SCHEMA_EVOLUTION = TRUE").await;
     let t = e.open_ok("ICE", "c").await;
@@ -462,8 +569,13 @@ async fn iceberg_rules() {
     e.append("ICE", "c", &t, "1", &rows).await;
     let st = e.wait_committed("ICE", "c", "1").await;
     assert_eq!((st["rows_inserted"].as_i64(), st["rows_error_count"].as_i64()), (Some(2), Some(2)), "{st}");
-    let got = e.query("SELECT id, CAST(date_added AS VARCHAR) AS d, kinesisMetadata AS m FROM DB.PUBLIC.ICE ORDER BY id").await;
-    assert_eq!(got[0], json!({"ID": 1, "d": "2024-10-15", "m": {"stream": "s", "shardId": "shardId-0", "subSequenceNumber": 0}}));
+    let got = e
+        .query("SELECT id, CAST(date_added AS VARCHAR) AS d, kinesisMetadata AS m FROM DB.PUBLIC.ICE ORDER BY id")
+        .await;
+    assert_eq!(
+        got[0],
+        json!({"ID": 1, "d": "2024-10-15", "m": {"stream": "s", "shardId": "shardId-0", "subSequenceNumber": 0}})
+    );
     assert_eq!(got[1]["m"]["shardId"], Value::Null);
     let cols = e.admin("GET", "/admin/tables", json!(null)).await["tables"][0]["columns"].clone();
     let names: Vec<&str> = cols.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -500,16 +612,26 @@ async fn http_faults() {
     // Bare-string body, channel filter, count and `on`.
     e.fault(json!({"kind": "retry_request", "bare_string": true, "channel": "other"})).await;
     let t = e.open_ok("T", "f").await;
-    assert_eq!(e.append("T", "f", &t, "3", &[json!({"id": 3})]).await.status, 200, "other channel's fault does not fire");
+    assert_eq!(
+        e.append("T", "f", &t, "3", &[json!({"id": 3})]).await.status,
+        200,
+        "other channel's fault does not fire"
+    );
     let t = e.open_ok("T", "other").await;
     let r = e.append("T", "other", &t, "3", &[json!({"id": 3})]).await;
     assert_eq!((r.status.as_u16(), r.json()), (500, json!("ERR_GENERAL_EXCEPTION_RETRY_REQUEST")));
     e.fault(json!({"kind": "backpressure503", "on": "status", "count": 2})).await;
     let pipe = Env::pipe_path("T");
     for _ in 0..2 {
-        assert_eq!(e.call("POST", &format!("{pipe}:bulk-channel-status"), Some(json!({"channel_names": ["f"]}))).await.status, 503);
+        assert_eq!(
+            e.call("POST", &format!("{pipe}:bulk-channel-status"), Some(json!({"channel_names": ["f"]}))).await.status,
+            503
+        );
     }
-    assert_eq!(e.call("POST", &format!("{pipe}:bulk-channel-status"), Some(json!({"channel_names": ["f"]}))).await.status, 200);
+    assert_eq!(
+        e.call("POST", &format!("{pipe}:bulk-channel-status"), Some(json!({"channel_names": ["f"]}))).await.status,
+        200
+    );
     e.fault(json!({"kind": "open_in_progress"})).await;
     let r = e.open("T", "f", false).await;
     assert_eq!((r.status.as_u16(), r.code().as_str()), (409, "ERR_OPEN_CHANNEL_IN_PROGRESS"));
@@ -534,7 +656,8 @@ async fn stale_token_fault_invalidates_the_channel() {
 async fn withheld_commits_and_row_errors() {
     let e = env_with_t(50).await;
     let t = e.open_ok("T", "c").await;
-    let withhold = e.admin("POST", "/admin/faults", json!({"kind": "withhold_commits", "count": -1, "channel": "c"})).await;
+    let withhold =
+        e.admin("POST", "/admin/faults", json!({"kind": "withhold_commits", "count": -1, "channel": "c"})).await;
     e.fault(json!({"kind": "row_errors", "count": 2})).await;
     assert_eq!(e.append("T", "c", &t, "1", &[json!({"id": 1}), json!({"id": 2}), json!({"id": 3})]).await.status, 200);
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -582,11 +705,27 @@ async fn admin_tables_json_and_query_guard() {
     )
     .await;
     let t = e.open_ok("J", "c").await;
-    e.append("J", "c", &t, "1", &[json!({"id": "1.25", "ts": "2024-01-02T03:04:05.123Z"}), json!({"id": 2, "ts": 1700000000000i64})]).await;
+    e.append(
+        "J",
+        "c",
+        &t,
+        "1",
+        &[json!({"id": "1.25", "ts": "2024-01-02T03:04:05.123Z"}), json!({"id": 2, "ts": 1700000000000i64})],
+    )
+    .await;
     e.wait_committed("J", "c", "1").await;
     let rows = e.query("SELECT id, CAST(ts AS VARCHAR) AS ts FROM DB.PUBLIC.J ORDER BY id").await;
-    assert_eq!(rows, vec![json!({"ID": 1.25, "ts": "2024-01-02 03:04:05.123"}), json!({"ID": 2.0, "ts": "2023-11-14 22:13:20"})]);
-    let r = e.http.post(format!("{}/admin/query", e.base)).json(&json!({"sql": "DROP TABLE DB.PUBLIC.J"})).send().await.unwrap();
+    assert_eq!(
+        rows,
+        vec![json!({"ID": 1.25, "ts": "2024-01-02 03:04:05.123"}), json!({"ID": 2.0, "ts": "2023-11-14 22:13:20"})]
+    );
+    let r = e
+        .http
+        .post(format!("{}/admin/query", e.base))
+        .json(&json!({"sql": "DROP TABLE DB.PUBLIC.J"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     let log = e.admin("GET", "/admin/requests?path_contains=/rows", json!(null)).await;
     assert_eq!(log["requests"].as_array().unwrap().len(), 1);
@@ -595,12 +734,21 @@ async fn admin_tables_json_and_query_guard() {
 #[tokio::test]
 async fn tls_listener_with_generated_ca() {
     let dir = std::env::temp_dir().join(format!("standin-tls-{}", uuid::Uuid::new_v4()));
-    let run = snowflake_standin::start(snowflake_standin::Options { tls: true, state_dir: Some(dir.clone()), ..Default::default() }).await.unwrap();
+    let run = snowflake_standin::start(snowflake_standin::Options {
+        tls: true,
+        state_dir: Some(dir.clone()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     assert!(run.url.starts_with("https://127.0.0.1:"));
     let ca = std::fs::read(dir.join("ca.pem")).unwrap();
     assert_eq!(std::fs::read_to_string(dir.join("port")).unwrap(), run.port.to_string());
     for host in ["127.0.0.1", "localhost"] {
-        let client = reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap()).build().unwrap();
+        let client = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+            .build()
+            .unwrap();
         let r = client.get(format!("https://{host}:{}/admin/health", run.port)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{host}");
     }
@@ -615,8 +763,15 @@ async fn state_dir_persists_tables_rows_and_channels() {
     let dir = std::env::temp_dir().join(format!("standin-state-{}", uuid::Uuid::new_v4()));
     let settings = snowflake_standin::Settings { commit_lag_ms: 20, ..Default::default() };
     {
-        let run = snowflake_standin::start(snowflake_standin::Options { state_dir: Some(dir.clone()), settings: settings.clone(), ..Default::default() }).await.unwrap();
-        let mut e = Env { base: run.url.clone(), http: reqwest::Client::new(), jwt: user_jwt(), scoped: String::new(), run };
+        let run = snowflake_standin::start(snowflake_standin::Options {
+            state_dir: Some(dir.clone()),
+            settings: settings.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let mut e =
+            Env { base: run.url.clone(), http: reqwest::Client::new(), jwt: user_jwt(), scoped: String::new(), run };
         e.admin("POST", "/admin/users", json!({"account": ACCOUNT, "user": USER, "public_key_pem": USER_PUB})).await;
         e.scoped = e.oauth(&e.jwt.clone()).await.text;
         e.sql(T_DDL).await;
@@ -625,8 +780,15 @@ async fn state_dir_persists_tables_rows_and_channels() {
         e.wait_committed("T", "c", "5").await;
         e.run.shutdown().await;
     }
-    let run = snowflake_standin::start(snowflake_standin::Options { state_dir: Some(dir.clone()), settings, ..Default::default() }).await.unwrap();
-    let mut e = Env { base: run.url.clone(), http: reqwest::Client::new(), jwt: user_jwt(), scoped: String::new(), run };
+    let run = snowflake_standin::start(snowflake_standin::Options {
+        state_dir: Some(dir.clone()),
+        settings,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut e =
+        Env { base: run.url.clone(), http: reqwest::Client::new(), jwt: user_jwt(), scoped: String::new(), run };
     e.scoped = e.oauth(&e.jwt.clone()).await.text;
     assert_eq!(e.status("T", "c").await["last_committed_offset_token"], "5");
     assert_eq!(e.query("SELECT id FROM DB.PUBLIC.T").await, vec![json!({"ID": 5})]);
@@ -643,36 +805,70 @@ async fn state_dir_persists_tables_rows_and_channels() {
 async fn sql_api_describes_tables_and_their_settings() {
     let e = env_with_t(50).await;
     e.sql("CREATE TABLE DB.PUBLIC.LOGGED (v VARIANT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE").await;
-    let describe = e.call("POST", "/api/v2/statements", Some(json!({"statement": "DESCRIBE TABLE t", "database": "DB", "schema": "PUBLIC"}))).await;
+    let describe = e
+        .call(
+            "POST",
+            "/api/v2/statements",
+            Some(json!({"statement": "DESCRIBE TABLE t", "database": "DB", "schema": "PUBLIC"})),
+        )
+        .await;
     assert_eq!(describe.status, 200, "{}", describe.text);
     let body = describe.json();
     assert_eq!(body["code"], "090001");
-    let names: Vec<&str> = body["resultSetMetaData"]["rowType"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        body["resultSetMetaData"]["rowType"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(&names[..4], ["name", "type", "kind", "null?"]);
-    assert_eq!(body["data"], json!([
-        ["ID", "NUMBER(38,0)", "COLUMN", "N", null, "N", "N", null, null, null, null, null],
-        ["NAME", "VARCHAR", "COLUMN", "Y", null, "N", "N", null, null, null, null, null],
-        ["SCORE", "FLOAT", "COLUMN", "Y", null, "N", "N", null, null, null, null, null]
-    ]));
+    assert_eq!(
+        body["data"],
+        json!([
+            ["ID", "NUMBER(38,0)", "COLUMN", "N", null, "N", "N", null, null, null, null, null],
+            ["NAME", "VARCHAR", "COLUMN", "Y", null, "N", "N", null, null, null, null, null],
+            ["SCORE", "FLOAT", "COLUMN", "Y", null, "N", "N", null, null, null, null, null]
+        ])
+    );
 
-    let show = e.call("POST", "/api/v2/statements", Some(json!({"statement": "SHOW TABLES LIKE 'LOGGED' IN SCHEMA DB.PUBLIC"}))).await;
+    let show = e
+        .call("POST", "/api/v2/statements", Some(json!({"statement": "SHOW TABLES LIKE 'LOGGED' IN SCHEMA DB.PUBLIC"})))
+        .await;
     assert_eq!(show.status, 200, "{}", show.text);
     let body = show.json();
-    let names: Vec<String> = body["resultSetMetaData"]["rowType"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect();
+    let names: Vec<String> = body["resultSetMetaData"]["rowType"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
     let col = |row: &Value, name: &str| row[names.iter().position(|n| n == name).unwrap()].clone();
     let rows = body["data"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "LIKE names one table: {rows:?}");
-    assert_eq!((col(&rows[0], "name"), col(&rows[0], "enable_schema_evolution"), col(&rows[0], "error_logging")), (json!("LOGGED"), json!("Y"), json!("Y")));
-    let all = e.call("POST", "/api/v2/statements", Some(json!({"statement": "show tables in schema DB.PUBLIC"}))).await.json();
+    assert_eq!(
+        (col(&rows[0], "name"), col(&rows[0], "enable_schema_evolution"), col(&rows[0], "error_logging")),
+        (json!("LOGGED"), json!("Y"), json!("Y"))
+    );
+    let all = e
+        .call("POST", "/api/v2/statements", Some(json!({"statement": "show tables in schema DB.PUBLIC"})))
+        .await
+        .json();
     let t = all["data"].as_array().unwrap().iter().find(|r| col(r, "name") == json!("T")).expect("T is listed").clone();
-    assert_eq!((col(&t, "enable_schema_evolution"), col(&t, "error_logging"), col(&t, "is_iceberg")), (json!("N"), json!("N"), json!("N")));
+    assert_eq!(
+        (col(&t, "enable_schema_evolution"), col(&t, "error_logging"), col(&t, "is_iceberg")),
+        (json!("N"), json!("N"), json!("N"))
+    );
 
-    let missing = e.call("POST", "/api/v2/statements", Some(json!({"statement": "DESCRIBE TABLE DB.PUBLIC.NOPE"}))).await;
+    let missing =
+        e.call("POST", "/api/v2/statements", Some(json!({"statement": "DESCRIBE TABLE DB.PUBLIC.NOPE"}))).await;
     assert_eq!((missing.status.as_u16(), missing.code()), (422, "002003".to_owned()), "{}", missing.text);
     assert!(missing.json()["message"].as_str().unwrap().contains("does not exist or not authorized"));
     let other = e.call("POST", "/api/v2/statements", Some(json!({"statement": "SELECT 1"}))).await;
     assert_eq!(other.status, 422);
-    let anonymous = e.http.post(format!("{}/api/v2/statements", e.base)).header("Accept", "application/json").json(&json!({"statement": "SHOW TABLES IN SCHEMA DB.PUBLIC"})).send().await.unwrap();
+    let anonymous = e
+        .http
+        .post(format!("{}/api/v2/statements", e.base))
+        .header("Accept", "application/json")
+        .json(&json!({"statement": "SHOW TABLES IN SCHEMA DB.PUBLIC"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anonymous.status(), 401, "the SQL API needs a token too");
 }
 

@@ -10,14 +10,15 @@ use ciborium::value::Value as Cbor;
 use ciborium_ll::{Encoder, Header};
 use serde_json::{Map, Number, Value};
 
-use crate::error::ApiError;
 use super::BatchTail;
+use crate::error::ApiError;
 use crate::ops::{RecordBatch, Reply};
 
 pub const TIMESTAMP_TAG: u64 = 1;
 
 pub fn decode_request(body: &[u8]) -> Result<Value, ApiError> {
-    let value: Cbor = ciborium::from_reader(body).map_err(|e| ApiError::Serialization(format!("invalid CBOR body: {e}")))?;
+    let value: Cbor =
+        ciborium::from_reader(body).map_err(|e| ApiError::Serialization(format!("invalid CBOR body: {e}")))?;
     if !value.is_map() {
         return Err(ApiError::Serialization("the CBOR body is not a map".into()));
     }
@@ -75,7 +76,9 @@ fn float(f: f64) -> Result<Value, ApiError> {
 pub fn encode_reply(reply: &Reply) -> Vec<u8> {
     let mut out = Vec::new();
     let written = match reply {
-        Reply::GetRecords(batch) => return encode_records(batch, BatchTail::NextShardIterator(&batch.next_shard_iterator)),
+        Reply::GetRecords(batch) => {
+            return encode_records(batch, BatchTail::NextShardIterator(&batch.next_shard_iterator))
+        }
         Reply::Empty | Reply::SubscribeToShard(_) => return vec![0xA0], // a map of 0 entries
         Reply::RegisterStreamConsumer(o) => ciborium::into_writer(o, &mut out),
         Reply::DescribeStreamConsumer(o) => ciborium::into_writer(o, &mut out),
@@ -172,16 +175,25 @@ mod tests {
         let batch = RecordBatch {
             data: b"\x00\x01binary".to_vec(),
             keys: "pk".into(),
-            records: vec![BatchRecord { data: 0..8, key: 0..2, sequence_number: layout.format(3, 9), arrival_ms: 1_700_000_000_042 }],
+            records: vec![BatchRecord {
+                data: 0..8,
+                key: 0..2,
+                sequence_number: layout.format(3, 9),
+                arrival_ms: 1_700_000_000_042,
+            }],
             next_shard_iterator: "next".into(),
             millis_behind_latest: 0,
         };
-        let value: Cbor = ciborium::from_reader(&encode_records(&batch, BatchTail::NextShardIterator("next"))[..]).unwrap();
+        let value: Cbor =
+            ciborium::from_reader(&encode_records(&batch, BatchTail::NextShardIterator("next"))[..]).unwrap();
         let map = value.as_map().unwrap();
         assert_eq!(map[0].0, text("Records"));
         let record = map[0].1.as_array().unwrap()[0].as_map().unwrap();
         assert_eq!(record[0], (text("SequenceNumber"), text(layout.format(3, 9).as_str())));
-        assert_eq!(record[1], (text("ApproximateArrivalTimestamp"), Cbor::Tag(1, Box::new(Cbor::Integer(1_700_000_000_042u64.into())))));
+        assert_eq!(
+            record[1],
+            (text("ApproximateArrivalTimestamp"), Cbor::Tag(1, Box::new(Cbor::Integer(1_700_000_000_042u64.into()))))
+        );
         assert_eq!(record[2], (text("Data"), Cbor::Bytes(b"\x00\x01binary".to_vec())));
         assert_eq!(record[3], (text("PartitionKey"), text("pk")));
         assert_eq!(map[1], (text("NextShardIterator"), text("next")));
@@ -195,13 +207,19 @@ mod tests {
         assert_eq!(value, Cbor::Map(vec![(text("ShardIterator"), text("it"))]));
         let mut ts = Vec::new();
         ciborium::into_writer(&Timestamp(1500), &mut ts).unwrap();
-        assert_eq!(ciborium::from_reader::<Cbor, _>(&ts[..]).unwrap(), Cbor::Tag(1, Box::new(Cbor::Integer(1500.into()))));
+        assert_eq!(
+            ciborium::from_reader::<Cbor, _>(&ts[..]).unwrap(),
+            Cbor::Tag(1, Box::new(Cbor::Integer(1500.into())))
+        );
         assert_eq!(serde_json::to_string(&Timestamp(1500)).unwrap(), "1.5");
     }
 
     #[test]
     fn errors_are_cbor_maps_with_type() {
         let value: Cbor = ciborium::from_reader(&encode_error(&ApiError::InvalidArgument("bad".into()))[..]).unwrap();
-        assert_eq!(value, Cbor::Map(vec![(text("__type"), text("InvalidArgumentException")), (text("message"), text("bad"))]));
+        assert_eq!(
+            value,
+            Cbor::Map(vec![(text("__type"), text("InvalidArgumentException")), (text("message"), text("bad"))])
+        );
     }
 }

@@ -60,7 +60,10 @@ mod tests {
         assert_eq!(header(&m, ":message-type"), "event");
         assert_eq!(header(&m, ":event-type"), "SubscribeToShardEvent");
         let payload: serde_json::Value = serde_json::from_slice(m.payload()).unwrap();
-        assert_eq!(payload, serde_json::json!({"Records": [], "ContinuationSequenceNumber": "49123", "MillisBehindLatest": 0}));
+        assert_eq!(
+            payload,
+            serde_json::json!({"Records": [], "ContinuationSequenceNumber": "49123", "MillisBehindLatest": 0})
+        );
         let first = read_message_from(&initial_response(Protocol::Cbor)[..]).unwrap();
         assert_eq!(header(&first, ":event-type"), "initial-response");
         assert_eq!(header(&first, ":content-type"), "application/x-amz-cbor-1.1");

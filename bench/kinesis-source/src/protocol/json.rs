@@ -5,12 +5,13 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::error::ApiError;
 use super::BatchTail;
+use crate::error::ApiError;
 use crate::ops::{RecordBatch, Reply};
 
 pub fn decode_request(body: &[u8]) -> Result<Value, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::Serialization(format!("invalid JSON body: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::Serialization(format!("invalid JSON body: {e}")))?;
     if !value.is_object() {
         return Err(ApiError::Serialization("the JSON body is not an object".into()));
     }
@@ -19,7 +20,9 @@ pub fn decode_request(body: &[u8]) -> Result<Value, ApiError> {
 
 pub fn encode_reply(reply: &Reply) -> Vec<u8> {
     let encoded = match reply {
-        Reply::GetRecords(batch) => return encode_records(batch, BatchTail::NextShardIterator(&batch.next_shard_iterator)),
+        Reply::GetRecords(batch) => {
+            return encode_records(batch, BatchTail::NextShardIterator(&batch.next_shard_iterator))
+        }
         Reply::Empty | Reply::SubscribeToShard(_) => return b"{}".to_vec(),
         Reply::RegisterStreamConsumer(out) => serde_json::to_vec(out),
         Reply::DescribeStreamConsumer(out) => serde_json::to_vec(out),
@@ -92,8 +95,18 @@ mod tests {
             data: b"hello\x00\xffworld".to_vec(),
             keys: "k1k\"2".into(),
             records: vec![
-                BatchRecord { data: 0..7, key: 0..2, sequence_number: layout.format(0, 1), arrival_ms: 1_700_000_000_005 },
-                BatchRecord { data: 7..12, key: 2..5, sequence_number: layout.format(0, 2), arrival_ms: 1_700_000_001_250 },
+                BatchRecord {
+                    data: 0..7,
+                    key: 0..2,
+                    sequence_number: layout.format(0, 1),
+                    arrival_ms: 1_700_000_000_005,
+                },
+                BatchRecord {
+                    data: 7..12,
+                    key: 2..5,
+                    sequence_number: layout.format(0, 2),
+                    arrival_ms: 1_700_000_001_250,
+                },
             ],
             next_shard_iterator: "AQ+/=".into(),
             millis_behind_latest: 7,
@@ -103,7 +116,8 @@ mod tests {
     #[test]
     fn get_records_is_valid_json_with_base64_data() {
         let b = batch();
-        let out: Value = serde_json::from_slice(&encode_records(&b, BatchTail::NextShardIterator(&b.next_shard_iterator))).unwrap();
+        let out: Value =
+            serde_json::from_slice(&encode_records(&b, BatchTail::NextShardIterator(&b.next_shard_iterator))).unwrap();
         let records = out["Records"].as_array().unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(STANDARD.decode(records[0]["Data"].as_str().unwrap()).unwrap(), b"hello\x00\xff");
@@ -112,7 +126,11 @@ mod tests {
         assert_eq!(records[1]["SequenceNumber"].as_str().unwrap().len(), 56);
         assert_eq!(out["NextShardIterator"], "AQ+/=");
         assert_eq!(out["MillisBehindLatest"], 7);
-        let empty: Value = serde_json::from_slice(&encode_records(&RecordBatch::default(), BatchTail::ContinuationSequenceNumber("49"))).unwrap();
+        let empty: Value = serde_json::from_slice(&encode_records(
+            &RecordBatch::default(),
+            BatchTail::ContinuationSequenceNumber("49"),
+        ))
+        .unwrap();
         assert_eq!(empty, json!({"Records": [], "ContinuationSequenceNumber": "49", "MillisBehindLatest": 0}));
     }
 

@@ -66,7 +66,11 @@ fn as_u64(v: &Cbor) -> u64 {
 }
 
 async fn iterator(c: &mut CborClient, spec: &StreamSpec, shard: u32, kind: &str, extra: Vec<(&str, Cbor)>) -> String {
-    let mut body = vec![("StreamName", text(&spec.stream_name)), ("ShardId", text(&shard_id(shard))), ("ShardIteratorType", text(kind))];
+    let mut body = vec![
+        ("StreamName", text(&spec.stream_name)),
+        ("ShardId", text(&shard_id(shard))),
+        ("ShardIteratorType", text(kind)),
+    ];
     body.extend(extra);
     let (status, out) = c.call("GetShardIterator", body).await;
     assert_eq!(status, 200, "{out:?}");
@@ -77,13 +81,16 @@ async fn drain(c: &mut CborClient, spec: &StreamSpec, shard: u32, mut it: String
     let g = Generator::new(spec.clone());
     let mut seen = Vec::new();
     loop {
-        let (status, out) = c.call("GetRecords", vec![("ShardIterator", text(&it)), ("Limit", Cbor::Integer(29.into()))]).await;
+        let (status, out) =
+            c.call("GetRecords", vec![("ShardIterator", text(&it)), ("Limit", Cbor::Integer(29.into()))]).await;
         assert_eq!(status, 200, "{out:?}");
         let records = field(&out, "Records").as_array().expect("an array");
         for r in records {
             let seq = field(r, "SequenceNumber").as_text().unwrap();
             let index = g.layout().parse_in(shard, seq).expect("this shard's sequence number");
-            let Cbor::Tag(1, millis) = field(r, "ApproximateArrivalTimestamp") else { panic!("no tag 1 timestamp in {r:?}") };
+            let Cbor::Tag(1, millis) = field(r, "ApproximateArrivalTimestamp") else {
+                panic!("no tag 1 timestamp in {r:?}")
+            };
             assert_eq!(as_u64(millis), g.arrival_ms(index));
             let Cbor::Bytes(data) = field(r, "Data") else { panic!("Data is not a byte string in {r:?}") };
             let pk = field(r, "PartitionKey").as_text().unwrap();
@@ -106,7 +113,8 @@ async fn cbor_client_reads_every_record_byte_exact() {
 
     let (status, listed) = c.call("ListShards", vec![("StreamName", text(&spec.stream_name))]).await;
     assert_eq!(status, 200);
-    let ids: Vec<&str> = field(&listed, "Shards").as_array().unwrap().iter().map(|s| field(s, "ShardId").as_text().unwrap()).collect();
+    let ids: Vec<&str> =
+        field(&listed, "Shards").as_array().unwrap().iter().map(|s| field(s, "ShardId").as_text().unwrap()).collect();
     assert_eq!(ids, (0..4).map(shard_id).collect::<Vec<_>>());
 
     for shard in 0..4 {

@@ -30,7 +30,14 @@ fn client(server: &ServerProcess) -> Client {
 }
 
 /// Reads one subscription until `wanted` user records arrived and an event says MillisBehindLatest 0.
-async fn subscribe(c: &Client, consumer: &str, spec: &StreamSpec, shard: u32, start: StartingPosition, wanted: usize) -> Vec<Seen> {
+async fn subscribe(
+    c: &Client,
+    consumer: &str,
+    spec: &StreamSpec,
+    shard: u32,
+    start: StartingPosition,
+    wanted: usize,
+) -> Vec<Seen> {
     let g = Generator::new(spec.clone());
     let mut out = c
         .subscribe_to_shard()
@@ -76,7 +83,13 @@ async fn rust_sdk_subscribes_to_every_shard_byte_exact() {
     let server = ServerProcess::start(&spec, &[]);
     let c = client(&server);
     let stream_arn = spec.stream_arn();
-    let registered = c.register_stream_consumer().stream_arn(&stream_arn).consumer_name("bench").send().await.expect("RegisterStreamConsumer");
+    let registered = c
+        .register_stream_consumer()
+        .stream_arn(&stream_arn)
+        .consumer_name("bench")
+        .send()
+        .await
+        .expect("RegisterStreamConsumer");
     let consumer = registered.consumer().expect("a consumer").consumer_arn().to_string();
     let described = c.describe_stream_consumer().consumer_arn(&consumer).send().await.expect("DescribeStreamConsumer");
     let description = described.consumer_description().expect("a description");
@@ -84,7 +97,14 @@ async fn rust_sdk_subscribes_to_every_shard_byte_exact() {
     assert_eq!(description.stream_arn(), stream_arn);
     let listed = c.list_stream_consumers().stream_arn(&stream_arn).send().await.expect("ListStreamConsumers");
     assert_eq!(listed.consumers().len(), 1);
-    let again = c.register_stream_consumer().stream_arn(&stream_arn).consumer_name("bench").send().await.unwrap_err().into_service_error();
+    let again = c
+        .register_stream_consumer()
+        .stream_arn(&stream_arn)
+        .consumer_name("bench")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
     assert!(again.is_resource_in_use_exception(), "{again:?}");
 
     let mut tasks = Vec::new();
@@ -92,7 +112,9 @@ async fn rust_sdk_subscribes_to_every_shard_byte_exact() {
         let (c, consumer, spec) = (c.clone(), consumer.clone(), spec.clone());
         tasks.push(tokio::spawn(async move {
             let expected = expected_in_shard(&spec, shard);
-            let seen = subscribe(&c, &consumer, &spec, shard, position(ShardIteratorType::TrimHorizon, None), expected.len()).await;
+            let seen =
+                subscribe(&c, &consumer, &spec, shard, position(ShardIteratorType::TrimHorizon, None), expected.len())
+                    .await;
             assert_same(shard, &seen, &expected);
         }));
     }
@@ -125,7 +147,12 @@ fn text(s: &str) -> Cbor {
 }
 
 fn field<'a>(map: &'a Cbor, name: &str) -> &'a Cbor {
-    map.as_map().expect("a map").iter().find(|(k, _)| k.as_text() == Some(name)).map(|(_, v)| v).unwrap_or_else(|| panic!("no {name} in {map:?}"))
+    map.as_map()
+        .expect("a map")
+        .iter()
+        .find(|(k, _)| k.as_text() == Some(name))
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no {name} in {map:?}"))
 }
 
 fn cbor_body(entries: Vec<(&str, Cbor)>) -> Full<Bytes> {
@@ -148,11 +175,16 @@ async fn cbor_subscription_over_h2c_byte_exact() {
     // subscriptions end after 2 s, so the whole event stream can be read as one body
     let server = ServerProcess::start(&spec, &["--subscription-seconds", "2"]);
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
-    let (mut h2, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.expect("an h2c connection");
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+        .await
+        .expect("an h2c connection");
     tokio::spawn(conn);
 
     let resp = h2
-        .send_request(cbor_request("RegisterStreamConsumer", vec![("StreamARN", text(&spec.stream_arn())), ("ConsumerName", text("h2"))]))
+        .send_request(cbor_request(
+            "RegisterStreamConsumer",
+            vec![("StreamARN", text(&spec.stream_arn())), ("ConsumerName", text("h2"))],
+        ))
         .await
         .unwrap();
     assert_eq!(resp.version(), hyper::Version::HTTP_2);
@@ -162,7 +194,10 @@ async fn cbor_subscription_over_h2c_byte_exact() {
 
     let start = Cbor::Map(vec![(text("Type"), text("TRIM_HORIZON"))]);
     let resp = h2
-        .send_request(cbor_request("SubscribeToShard", vec![("ConsumerARN", text(&consumer)), ("ShardId", text(&shard_id(3))), ("StartingPosition", start)]))
+        .send_request(cbor_request(
+            "SubscribeToShard",
+            vec![("ConsumerARN", text(&consumer)), ("ShardId", text(&shard_id(3))), ("StartingPosition", start)],
+        ))
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
@@ -172,7 +207,10 @@ async fn cbor_subscription_over_h2c_byte_exact() {
     let g = Generator::new(spec.clone());
     let first = read_message_from(&mut body).expect("the initial-response message");
     let header = |m: &aws_smithy_types::event_stream::Message, name: &str| {
-        m.headers().iter().find(|h| h.name().as_str() == name).map(|h| h.value().as_string().unwrap().as_str().to_string())
+        m.headers()
+            .iter()
+            .find(|h| h.name().as_str() == name)
+            .map(|h| h.value().as_string().unwrap().as_str().to_string())
     };
     assert_eq!(header(&first, ":event-type").as_deref(), Some("initial-response"));
     let mut seen = Vec::new();
@@ -186,11 +224,15 @@ async fn cbor_subscription_over_h2c_byte_exact() {
         for r in field(&event, "Records").as_array().unwrap() {
             let seq = field(r, "SequenceNumber").as_text().unwrap();
             let index = g.layout().parse_in(3, seq).unwrap();
-            assert_eq!(field(r, "ApproximateArrivalTimestamp"), &Cbor::Tag(1, Box::new(Cbor::Integer(g.arrival_ms(index).into()))));
+            assert_eq!(
+                field(r, "ApproximateArrivalTimestamp"),
+                &Cbor::Tag(1, Box::new(Cbor::Integer(g.arrival_ms(index).into())))
+            );
             let Cbor::Bytes(data) = field(r, "Data") else { panic!("Data is not a byte string") };
             for (sub, pk, ehk, data) in deaggregate(field(r, "PartitionKey").as_text().unwrap(), data) {
                 if sub > 0 || ehk.is_some() {
-                    let hash: u128 = ehk.expect("unique keys: aggregated records carry an explicit hash key").parse().unwrap();
+                    let hash: u128 =
+                        ehk.expect("unique keys: aggregated records carry an explicit hash key").parse().unwrap();
                     let range = g.hash_range(3);
                     assert!(range.start <= hash && hash <= range.end);
                 }
@@ -215,7 +257,8 @@ async fn limits_mode_paces_a_subscription_at_two_mib_per_second() {
     };
     let server = ServerProcess::start(&spec, &["--limits"]);
     let c = client(&server);
-    let registered = c.register_stream_consumer().stream_arn(spec.stream_arn()).consumer_name("paced").send().await.unwrap();
+    let registered =
+        c.register_stream_consumer().stream_arn(spec.stream_arn()).consumer_name("paced").send().await.unwrap();
     let consumer = registered.consumer().unwrap().consumer_arn().to_string();
     let started = std::time::Instant::now();
     let seen = subscribe(&c, &consumer, &spec, 0, position(ShardIteratorType::TrimHorizon, None), 60).await;

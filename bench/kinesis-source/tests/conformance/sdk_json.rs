@@ -23,7 +23,14 @@ fn client(server: &ServerProcess, retries: bool) -> Client {
     Client::from_conf(config)
 }
 
-async fn iterator(c: &Client, spec: &StreamSpec, shard: u32, kind: ShardIteratorType, seq: Option<String>, at: Option<DateTime>) -> String {
+async fn iterator(
+    c: &Client,
+    spec: &StreamSpec,
+    shard: u32,
+    kind: ShardIteratorType,
+    seq: Option<String>,
+    at: Option<DateTime>,
+) -> String {
     c.get_shard_iterator()
         .stream_name(&spec.stream_name)
         .shard_id(shard_id(shard))
@@ -62,7 +69,9 @@ async fn drain(c: &Client, spec: &StreamSpec, shard: u32, mut it: String, limit:
         }
         let behind = out.millis_behind_latest().expect("MillisBehindLatest");
         match last_index {
-            Some(i) => assert_eq!(behind == 0, i + 1 == total, "MillisBehindLatest {behind} after record {i} of {total}"),
+            Some(i) => {
+                assert_eq!(behind == 0, i + 1 == total, "MillisBehindLatest {behind} after record {i} of {total}")
+            }
             None => assert_eq!(behind, 0, "an empty answer only at the end"),
         }
         it = out.next_shard_iterator().expect("shards stay open: a next iterator").to_string();
@@ -87,7 +96,10 @@ async fn rust_sdk_reads_every_record_byte_exact() {
         for (i, (shard, range)) in shards.iter().zip(hash_ranges(4)).enumerate() {
             assert_eq!(shard.shard_id(), shard_id(i as u32));
             let keys = shard.hash_key_range().expect("a hash key range");
-            assert_eq!((keys.starting_hash_key(), keys.ending_hash_key()), (range.start.to_string().as_str(), range.end.to_string().as_str()));
+            assert_eq!(
+                (keys.starting_hash_key(), keys.ending_hash_key()),
+                (range.start.to_string().as_str(), range.end.to_string().as_str())
+            );
         }
 
         let mut aggregated_user_records = 0;

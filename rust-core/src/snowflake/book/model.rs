@@ -27,17 +27,32 @@ const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 enum Step {
     /// The shard's next records: `records` one-row records with their own tokens, or (`parts`)
     /// one record of `rows` rows sharing its token.
-    Fresh { records: u8, parts: bool, rows: u8 },
+    Fresh {
+        records: u8,
+        parts: bool,
+        rows: u8,
+    },
     /// An earlier FlowFile (pending or succeeded) comes again under a new id.
-    Redeliver { pick: u16 },
+    Redeliver {
+        pick: u16,
+    },
     Empty,
-    Append { limit_rows: u8, result: AppendResult },
+    Append {
+        limit_rows: u8,
+        result: AppendResult,
+    },
     /// Snowflake commits up to this many of its uncommitted appends.
-    Commit { appends: u8 },
+    Commit {
+        appends: u8,
+    },
     /// The status poller reports the committed token: the current one, or an older one.
-    Report { stale: bool },
+    Report {
+        stale: bool,
+    },
     /// Time passes (commits may be overdue).
-    Tick { seconds: u8 },
+    Tick {
+        seconds: u8,
+    },
     /// The channel is reported gone or the pipe fails over: the writer must reopen.
     Invalidate,
     Open,
@@ -152,7 +167,11 @@ impl Model {
     fn submit(&mut self, flow_file: FlowFile) {
         let id = self.next_id;
         self.next_id += 1;
-        let rows = flow_file.rows.iter().map(|(row, token)| Row { json: row.clone().into_bytes(), token: token.clone() }).collect();
+        let rows = flow_file
+            .rows
+            .iter()
+            .map(|(row, token)| Row { json: row.clone().into_bytes(), token: token.clone() })
+            .collect();
         self.submitted.insert(id, flow_file);
         let done = self.book.accept(Work { flow_file_id: id, rows, bytes: 1 }, self.now);
         self.record(done);
@@ -253,7 +272,11 @@ impl Model {
             match o.route {
                 Route::Success => {
                     for (row, _) in &flow_file.rows {
-                        assert!(self.service.table.contains(row), "FlowFile {} succeeded but row {row} is not in the table", o.flow_file_id);
+                        assert!(
+                            self.service.table.contains(row),
+                            "FlowFile {} succeeded but row {row} is not in the table",
+                            o.flow_file_id
+                        );
                     }
                 }
                 Route::Empty => assert!(flow_file.rows.is_empty(), "only a FlowFile without rows is empty"),
@@ -270,7 +293,11 @@ impl Model {
         for row in &self.service.table {
             assert!(seen.insert(row), "row {row} was committed twice");
         }
-        assert_eq!(self.book.pending() + self.outcomes.len(), self.submitted.len(), "every FlowFile is queued or has its outcome");
+        assert_eq!(
+            self.book.pending() + self.outcomes.len(),
+            self.submitted.len(),
+            "every FlowFile is queued or has its outcome"
+        );
     }
 
     /// The service answers every call: the queue must drain.

@@ -56,7 +56,10 @@ struct ManagedTokens {
 }
 
 /// `PUT /admin/managed-tokens`: exactly these managed tokens are valid from now on; earlier ones expire.
-async fn set_managed_tokens(State(state): State<Shared>, Json(body): Json<ManagedTokens>) -> Result<Json<Value>, ApiError> {
+async fn set_managed_tokens(
+    State(state): State<Shared>,
+    Json(body): Json<ManagedTokens>,
+) -> Result<Json<Value>, ApiError> {
     state.auth.set_managed_tokens(&body.tokens)?;
     let labels: Vec<&str> = body.tokens.iter().map(|t| t.label.as_str()).collect();
     Ok(Json(json!({ "valid": labels })))
@@ -81,9 +84,11 @@ async fn run_ddl(State(state): State<Shared>, Json(req): Json<SqlRequest>) -> Re
     };
     let defaults = (req.database.as_deref().map(normalize_ident), req.schema.as_deref().map(normalize_ident));
     let st = state.clone();
-    let results = tokio::task::spawn_blocking(move || statements.iter().map(|s| st.execute_ddl(s, &defaults)).collect::<Result<Vec<_>, _>>())
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+    let results = tokio::task::spawn_blocking(move || {
+        statements.iter().map(|s| st.execute_ddl(s, &defaults)).collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))??;
     Ok(Json(json!({ "results": results })))
 }
 
@@ -91,7 +96,11 @@ async fn add_table(State(state): State<Shared>, Json(spec): Json<TableSpec>) -> 
     let def = spec.to_def().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "ERR_ADMIN", e))?;
     let exists = state.catalog.read().unwrap().table(&def.name).is_some();
     if exists && !spec.or_replace {
-        return Err(ApiError::new(StatusCode::CONFLICT, "ERR_ADMIN", format!("Table {} already exists (set or_replace)", def.name)));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "ERR_ADMIN",
+            format!("Table {} already exists (set or_replace)", def.name),
+        ));
     }
     state.create_table(def.clone(), spec.or_replace)?;
     Ok(Json(describe(&def)))
@@ -119,7 +128,10 @@ async fn list_tables(State(state): State<Shared>) -> Json<Value> {
 async fn add_pipe(State(state): State<Shared>, Json(spec): Json<PipeSpec>) -> Result<Json<Value>, ApiError> {
     let db = normalize_ident(&spec.database);
     let sc = normalize_ident(&spec.schema);
-    let pipe = PipeDef { name: ObjectName::new(&db, &sc, &normalize_ident(&spec.name)), table: ObjectName::new(&db, &sc, &normalize_ident(&spec.table)) };
+    let pipe = PipeDef {
+        name: ObjectName::new(&db, &sc, &normalize_ident(&spec.name)),
+        table: ObjectName::new(&db, &sc, &normalize_ident(&spec.table)),
+    };
     state.create_pipe(pipe.clone())?;
     Ok(Json(json!({"name": pipe.name.to_string(), "table": pipe.table.to_string()})))
 }
@@ -136,7 +148,8 @@ fn rewrite_error_table(sql: &str) -> String {
     while let Some(i) = rest.to_uppercase().find("ERROR_TABLE(") {
         let after = &rest[i + "ERROR_TABLE(".len()..];
         let Some(close) = after.find(')') else { break };
-        let parts: Vec<String> = crate::schema::split_top_level(&after[..close], '.').iter().map(|p| normalize_ident(p)).collect();
+        let parts: Vec<String> =
+            crate::schema::split_top_level(&after[..close], '.').iter().map(|p| normalize_ident(p)).collect();
         out.push_str(&rest[..i]);
         if parts.len() == 3 {
             out.push_str(&ObjectName::new(&parts[0], &parts[1], &parts[2]).error_table().quoted());
@@ -153,7 +166,9 @@ fn rewrite_error_table(sql: &str) -> String {
 async fn query(State(state): State<Shared>, Json(req): Json<QueryRequest>) -> Result<Json<Value>, ApiError> {
     let sql = rewrite_error_table(&req.sql);
     let st = state.clone();
-    let result = tokio::task::spawn_blocking(move || st.store.query(&sql)).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let result = tokio::task::spawn_blocking(move || st.store.query(&sql))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     match result {
         Ok(r) => Ok(Json(json!({ "columns": r.columns, "rows": r.rows, "row_count": r.rows.len() }))),
         Err(e) => Err(ApiError::new(StatusCode::BAD_REQUEST, "ERR_QUERY", e.to_string())),
@@ -195,7 +210,8 @@ async fn set_settings(State(state): State<Shared>, Json(patch): Json<Value>) -> 
         }
         current[&k] = v;
     }
-    let new: crate::state::Settings = serde_json::from_value(current).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let new: crate::state::Settings =
+        serde_json::from_value(current).map_err(|e| ApiError::bad_request(e.to_string()))?;
     state.auth.set_scoped_ttl(new.scoped_token_ttl_s);
     *state.settings.write().unwrap() = new.clone();
     Ok(Json(serde_json::to_value(new).unwrap_or_default()))
@@ -219,7 +235,9 @@ async fn list_requests(State(state): State<Shared>, Query(q): Query<HashMap<Stri
     let filter = q.get("path_contains").cloned().unwrap_or_default();
     let log = state.requests.lock().unwrap();
     let items: Vec<_> = log.iter().filter(|r| r.path.contains(&filter)).cloned().collect();
-    Json(json!({ "requests": items, "telemetry_batches": state.telemetry_batches.load(std::sync::atomic::Ordering::Relaxed) }))
+    Json(
+        json!({ "requests": items, "telemetry_batches": state.telemetry_batches.load(std::sync::atomic::Ordering::Relaxed) }),
+    )
 }
 
 async fn clear_requests(State(state): State<Shared>) -> Json<Value> {
@@ -229,6 +247,8 @@ async fn clear_requests(State(state): State<Shared>) -> Json<Value> {
 
 async fn checkpoint(State(state): State<Shared>) -> Result<Json<Value>, ApiError> {
     let st = state.clone();
-    tokio::task::spawn_blocking(move || st.store.checkpoint()).await.map_err(|e| ApiError::internal(e.to_string()))??;
+    tokio::task::spawn_blocking(move || st.store.checkpoint())
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
     Ok(Json(json!({"ok": true})))
 }

@@ -20,7 +20,11 @@ pub async fn hostname(State(state): State<Shared>, headers: HeaderMap) -> Result
 }
 
 /// `POST /oauth/token` with a key-pair JWT: a scoped token, as plain text.
-pub async fn oauth_token(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Result<impl IntoResponse, ApiError> {
+pub async fn oauth_token(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
     let (principal, kind) = state.auth.authenticate(&headers)?;
     if kind != TokenKind::KeypairJwt {
         return Err(ApiError::jwt_invalid("/oauth/token needs a key-pair JWT"));
@@ -37,7 +41,11 @@ pub async fn oauth_token(State(state): State<Shared>, headers: HeaderMap, body: 
 }
 
 /// `POST /telemetry/send/sessionless`: accepted and counted.
-pub async fn telemetry(State(state): State<Shared>, headers: HeaderMap, _body: Bytes) -> Result<impl IntoResponse, ApiError> {
+pub async fn telemetry(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    _body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
     authorize(&state, &headers, Op::Telemetry, None)?;
     state.telemetry_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(Json(json!({"data": "Log Received", "code": null, "message": null, "success": true})))

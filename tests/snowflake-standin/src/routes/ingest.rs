@@ -37,7 +37,13 @@ fn check_pipe(state: &AppState, pipe: &ObjectName) -> Result<(), ApiError> {
 
 /// Authenticates, then lets injected faults answer; a `stale_token` fault also
 /// invalidates the channel's continuation token.
-fn guard(state: &AppState, headers: &HeaderMap, op: Op, pipe: &ObjectName, channel: Option<&str>) -> Result<(), ApiError> {
+fn guard(
+    state: &AppState,
+    headers: &HeaderMap,
+    op: Op,
+    pipe: &ObjectName,
+    channel: Option<&str>,
+) -> Result<(), ApiError> {
     state.auth.authenticate(headers)?;
     match state.faults.check(op, channel) {
         None => Ok(()),
@@ -58,7 +64,9 @@ pub async fn pipe_action(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let (pipe, action) = pipe_action.rsplit_once(':').ok_or_else(|| ApiError::bad_request(format!("unknown pipe action in '{pipe_action}'")))?;
+    let (pipe, action) = pipe_action
+        .rsplit_once(':')
+        .ok_or_else(|| ApiError::bad_request(format!("unknown pipe action in '{pipe_action}'")))?;
     let pipe = pipe_name(&db, &schema, pipe);
     match action {
         "pipe-info" => {
@@ -73,7 +81,8 @@ pub async fn pipe_action(
             }
             guard(&state, &headers, Op::Status, &pipe, None)?;
             check_pipe(&state, &pipe)?;
-            let req: Req = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("bad body: {e}")))?;
+            let req: Req =
+                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("bad body: {e}")))?;
             Ok(Json(json!({ "channel_statuses": state.channels.statuses(&pipe, &req.channel_names) })))
         }
         other => Err(ApiError::bad_request(format!("unknown pipe action '{other}'"))),
@@ -124,11 +133,20 @@ pub struct OpenRequest {
 type ChannelPath = Path<(String, String, String, String)>;
 
 /// `PUT …/channels/{channel}`: open (or reopen) a channel.
-pub async fn open_channel(State(state): State<Shared>, Path((db, schema, pipe, channel)): ChannelPath, headers: HeaderMap, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub async fn open_channel(
+    State(state): State<Shared>,
+    Path((db, schema, pipe, channel)): ChannelPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
     let pipe = pipe_name(&db, &schema, &pipe);
     guard(&state, &headers, Op::Open, &pipe, Some(&channel))?;
     check_pipe(&state, &pipe)?;
-    let req: OpenRequest = if body.is_empty() { OpenRequest::default() } else { serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("bad body: {e}")))? };
+    let req: OpenRequest = if body.is_empty() {
+        OpenRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("bad body: {e}")))?
+    };
     state.channels.begin_open(&pipe, &channel, req.fail_on_uncommitted_rows)?;
     let latency = state.settings().open_latency_ms;
     if latency > 0 {
@@ -146,7 +164,11 @@ pub async fn open_channel(State(state): State<Shared>, Path((db, schema, pipe, c
 }
 
 /// `GET …/channels/{channel}`: status of one channel.
-pub async fn channel_status(State(state): State<Shared>, Path((db, schema, pipe, channel)): ChannelPath, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub async fn channel_status(
+    State(state): State<Shared>,
+    Path((db, schema, pipe, channel)): ChannelPath,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let pipe = pipe_name(&db, &schema, &pipe);
     guard(&state, &headers, Op::Status, &pipe, Some(&channel))?;
     let statuses = state.channels.statuses(&pipe, std::slice::from_ref(&channel));
@@ -155,7 +177,11 @@ pub async fn channel_status(State(state): State<Shared>, Path((db, schema, pipe,
 }
 
 /// `DELETE …/channels/{channel}`: drop a channel.
-pub async fn drop_channel(State(state): State<Shared>, Path((db, schema, pipe, channel)): ChannelPath, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub async fn drop_channel(
+    State(state): State<Shared>,
+    Path((db, schema, pipe, channel)): ChannelPath,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let pipe = pipe_name(&db, &schema, &pipe);
     guard(&state, &headers, Op::Drop, &pipe, Some(&channel))?;
     let committed = state.channels.drop_channel(&pipe, &channel)?;
@@ -174,7 +200,11 @@ pub async fn append_rows(
     let pipe = pipe_name(&db, &schema, &pipe);
     guard(&state, &headers, Op::Append, &pipe, Some(&channel))?;
     let settings = state.settings();
-    if let Some(e) = state.faults.rate_limited(&crate::channels::channel_key(&pipe, &channel), &channel, settings.rate_limit_per_channel) {
+    if let Some(e) = state.faults.rate_limited(
+        &crate::channels::channel_key(&pipe, &channel),
+        &channel,
+        settings.rate_limit_per_channel,
+    ) {
         return Err(e);
     }
     check_pipe(&state, &pipe)?;
@@ -189,6 +219,12 @@ pub async fn append_rows(
         due: Instant::now() + Duration::from_millis(settings.commit_lag_ms),
         accepted_ms: now_ms(),
     };
-    let token = state.channels.append(&pipe, &channel, q.get("continuationToken").map(String::as_str), q.get("requestId").map(String::as_str), batch)?;
+    let token = state.channels.append(
+        &pipe,
+        &channel,
+        q.get("continuationToken").map(String::as_str),
+        q.get("requestId").map(String::as_str),
+        batch,
+    )?;
     Ok(Json(json!({ "next_continuation_token": token })))
 }

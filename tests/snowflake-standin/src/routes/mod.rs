@@ -36,7 +36,10 @@ pub fn router(state: Shared) -> Router {
             "/v2/streaming/databases/{db}/schemas/{schema}/pipes/{pipe}/channels/{channel}",
             put(ingest::open_channel).delete(ingest::drop_channel).get(ingest::channel_status),
         )
-        .route("/v2/streaming/data/databases/{db}/schemas/{schema}/pipes/{pipe}/channels/{channel}/rows", post(ingest::append_rows))
+        .route(
+            "/v2/streaming/data/databases/{db}/schemas/{schema}/pipes/{pipe}/channels/{channel}/rows",
+            post(ingest::append_rows),
+        )
         .layer(middleware::from_fn(require_accept_json));
     Router::new()
         .merge(snowflake)

@@ -27,7 +27,11 @@ pub struct StatementRequest {
 }
 
 /// `POST /api/v2/statements`.
-pub async fn statements(State(state): State<Shared>, headers: HeaderMap, Json(req): Json<StatementRequest>) -> Result<Json<Value>, ApiError> {
+pub async fn statements(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Json(req): Json<StatementRequest>,
+) -> Result<Json<Value>, ApiError> {
     state.auth.authenticate(&headers)?;
     let defaults = (req.database.as_deref().map(normalize_ident), req.schema.as_deref().map(normalize_ident));
     let catalog = state.catalog.read().unwrap();
@@ -39,7 +43,9 @@ pub async fn statements(State(state): State<Shared>, headers: HeaderMap, Json(re
         Statement::ShowTables { pattern, database, schema } => {
             let tables: Vec<&TableDef> = catalog
                 .tables()
-                .filter(|t| t.name.database.eq_ignore_ascii_case(&database) && t.name.schema.eq_ignore_ascii_case(&schema))
+                .filter(|t| {
+                    t.name.database.eq_ignore_ascii_case(&database) && t.name.schema.eq_ignore_ascii_case(&schema)
+                })
                 .filter(|t| pattern.as_deref().is_none_or(|p| like(&t.name.name, p)))
                 .collect();
             show_tables(&tables)
@@ -62,7 +68,11 @@ fn syntax(statement: &str) -> ApiError {
 }
 
 fn not_found(name: &ObjectName) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "002003", format!("SQL compilation error:\nTable '{name}' does not exist or not authorized."))
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "002003",
+        format!("SQL compilation error:\nTable '{name}' does not exist or not authorized."),
+    )
 }
 
 /// Strips a leading keyword (case-insensitive, followed by a space or the end).
@@ -183,13 +193,32 @@ fn yn(b: bool) -> Value {
 
 fn describe(table: &TableDef) -> (Vec<&'static str>, Vec<Vec<Value>>) {
     let columns = vec![
-        "name", "type", "kind", "null?", "default", "primary key", "unique key", "check", "expression", "comment", "policy name", "privacy domain",
+        "name",
+        "type",
+        "kind",
+        "null?",
+        "default",
+        "primary key",
+        "unique key",
+        "check",
+        "expression",
+        "comment",
+        "policy name",
+        "privacy domain",
     ];
     let rows = table
         .columns
         .iter()
         .map(|c| {
-            let mut row = vec![json!(c.name), json!(c.ty.to_string()), json!("COLUMN"), yn(c.nullable), Value::Null, yn(false), yn(false)];
+            let mut row = vec![
+                json!(c.name),
+                json!(c.ty.to_string()),
+                json!("COLUMN"),
+                yn(c.nullable),
+                Value::Null,
+                yn(false),
+                yn(false),
+            ];
             row.extend([Value::Null, Value::Null, Value::Null, Value::Null, Value::Null]);
             row
         })
@@ -199,10 +228,32 @@ fn describe(table: &TableDef) -> (Vec<&'static str>, Vec<Vec<Value>>) {
 
 fn show_tables(tables: &[&TableDef]) -> (Vec<&'static str>, Vec<Vec<Value>>) {
     let columns = vec![
-        "created_on", "name", "database_name", "schema_name", "kind", "comment", "cluster_by", "rows", "bytes", "owner",
-        "retention_time", "automatic_clustering", "change_tracking", "search_optimization", "search_optimization_progress",
-        "search_optimization_bytes", "is_external", "enable_schema_evolution", "owner_role_type", "is_event", "budget", "is_hybrid",
-        "is_iceberg", "is_dynamic", "is_immutable", "error_logging",
+        "created_on",
+        "name",
+        "database_name",
+        "schema_name",
+        "kind",
+        "comment",
+        "cluster_by",
+        "rows",
+        "bytes",
+        "owner",
+        "retention_time",
+        "automatic_clustering",
+        "change_tracking",
+        "search_optimization",
+        "search_optimization_progress",
+        "search_optimization_bytes",
+        "is_external",
+        "enable_schema_evolution",
+        "owner_role_type",
+        "is_event",
+        "budget",
+        "is_hybrid",
+        "is_iceberg",
+        "is_dynamic",
+        "is_immutable",
+        "error_logging",
     ];
     let rows = tables
         .iter()
@@ -277,8 +328,12 @@ mod tests {
     #[test]
     fn statements_are_parsed_with_defaults() {
         let d = (Some("DB".to_owned()), Some("SC".to_owned()));
-        assert!(matches!(parse("desc table t", &d), Ok(Statement::Describe(n)) if n == ObjectName::new("DB", "SC", "T")));
-        assert!(matches!(parse("DESCRIBE TABLE x.\"y\".z;", &d), Ok(Statement::Describe(n)) if n == ObjectName::new("X", "y", "Z")));
+        assert!(
+            matches!(parse("desc table t", &d), Ok(Statement::Describe(n)) if n == ObjectName::new("DB", "SC", "T"))
+        );
+        assert!(
+            matches!(parse("DESCRIBE TABLE x.\"y\".z;", &d), Ok(Statement::Describe(n)) if n == ObjectName::new("X", "y", "Z"))
+        );
         match parse("SHOW TABLES LIKE 'it''s' IN SCHEMA a.b", &d) {
             Ok(Statement::ShowTables { pattern, database, schema }) => {
                 assert_eq!((pattern.as_deref(), database.as_str(), schema.as_str()), (Some("it's"), "A", "B"))

@@ -30,7 +30,12 @@ pub fn keypair_jwt(private_pem: &str, public_pem: &str, iat: i64, exp: i64, ms: 
         "iat": iat * scale,
         "exp": exp * scale,
     });
-    jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &EncodingKey::from_rsa_pem(private_pem.as_bytes()).unwrap()).unwrap()
+    jsonwebtoken::encode(
+        &Header::new(Algorithm::RS256),
+        &claims,
+        &EncodingKey::from_rsa_pem(private_pem.as_bytes()).unwrap(),
+    )
+    .unwrap()
 }
 
 pub fn user_jwt() -> String {
@@ -138,7 +143,12 @@ impl Env {
     }
 
     pub async fn open(&self, table: &str, channel: &str, fail_on_uncommitted: bool) -> Resp {
-        self.call("PUT", &format!("{}/channels/{channel}", Self::pipe_path(table)), Some(json!({"fail_on_uncommitted_rows": fail_on_uncommitted}))).await
+        self.call(
+            "PUT",
+            &format!("{}/channels/{channel}", Self::pipe_path(table)),
+            Some(json!({"fail_on_uncommitted_rows": fail_on_uncommitted})),
+        )
+        .await
     }
 
     /// Opens and returns the continuation token.
@@ -149,8 +159,18 @@ impl Env {
     }
 
     /// Appends raw bytes with optional Content-Encoding and query string.
-    pub async fn append_raw(&self, table: &str, channel: &str, query: &str, body: Vec<u8>, encoding: Option<&str>) -> Resp {
-        let url = format!("{}/v2/streaming/data/databases/DB/schemas/PUBLIC/pipes/{table}-STREAMING/channels/{channel}/rows?{query}", self.base);
+    pub async fn append_raw(
+        &self,
+        table: &str,
+        channel: &str,
+        query: &str,
+        body: Vec<u8>,
+        encoding: Option<&str>,
+    ) -> Resp {
+        let url = format!(
+            "{}/v2/streaming/data/databases/DB/schemas/PUBLIC/pipes/{table}-STREAMING/channels/{channel}/rows?{query}",
+            self.base
+        );
         let mut b = self
             .http
             .post(url)
@@ -169,12 +189,19 @@ impl Env {
     /// Appends rows (NDJSON) with a continuation token and an offset token; returns the response.
     pub async fn append(&self, table: &str, channel: &str, token: &str, offset: &str, rows: &[Value]) -> Resp {
         let body: String = rows.iter().map(|r| format!("{r}\n")).collect();
-        let q = format!("continuationToken={token}&offsetToken={offset}&requestId={}&retryCount=0", uuid::Uuid::new_v4());
+        let q =
+            format!("continuationToken={token}&offsetToken={offset}&requestId={}&retryCount=0", uuid::Uuid::new_v4());
         self.append_raw(table, channel, &q, body.into_bytes(), None).await
     }
 
     pub async fn status(&self, table: &str, channel: &str) -> Value {
-        let r = self.call("POST", &format!("{}:bulk-channel-status", Self::pipe_path(table)), Some(json!({"channel_names": [channel]}))).await;
+        let r = self
+            .call(
+                "POST",
+                &format!("{}:bulk-channel-status", Self::pipe_path(table)),
+                Some(json!({"channel_names": [channel]})),
+            )
+            .await;
         assert_eq!(r.status, 200, "{}", r.text);
         r.json()["channel_statuses"][channel].clone()
     }
