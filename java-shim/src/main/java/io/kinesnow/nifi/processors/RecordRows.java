@@ -41,6 +41,8 @@ final class RecordRows {
 
     /** Why a record cannot become a row. */
     static final class NotARow extends Exception {
+        private static final long serialVersionUID = 1L;
+
         NotARow(final String message) {
             super(message);
         }
