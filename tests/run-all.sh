@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Runs every test of the project, on a fresh machine too: builds what is missing (Rust core, NAR,
-# a NiFi assembled from Maven artifacts, the npm emulators) and starts and stops what it needs.
-# Prints each step's time and a summary; exits non-zero if any step failed.
+# The project's tests, on a fresh machine too: builds what is missing (Rust, the NAR, a NiFi assembled from Maven
+# artifacts, the npm emulators) and starts and stops what it needs.
+#
+#   tests/run-all.sh                 every test, every real part (the README's test command; .ci/run runs exactly this)
+#   tests/run-all.sh fast            the inner loop: the gates, the Rust unit and model tests, the Java tests and the NAR
+#   tests/run-all.sh e2e [PATTERN]   the end-to-end tests alone (pytest -k PATTERN), against the NAR already built
+#
+# The gates come first (cargo fmt --check, clippy with -D warnings, javac with -Xlint -Werror): if one fails, the run
+# stops there. Each step prints its time; a summary lists them all. Exits non-zero if any step failed.
+#
+# Rust tests build in the `suite` profile (Cargo.toml: release optimisations without LTO, so no test binary pays
+# for a thin-LTO link of the AWS SDK); the NAR, and the Java tests that load its library, keep the release profile.
+# The workspace, the stand-in and the benchmark source share the root's target/ directory.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -9,60 +19,173 @@ cd "$repo"
 source build/java-home.sh
 [ -f "$HOME/.cargo/env" ] && source "$HOME/.cargo/env"
 export PYTHONDONTWRITEBYTECODE=1
+export KINESIS_SOURCE_TARGET_DIR="$repo/target"
+export KINESIS_SOURCE_PROFILE=suite
+
+mode="${1:-all}"
+case "$mode" in
+  all | fast) [ $# -le 1 ] || { echo "usage: $0 [fast | e2e [PATTERN]]" >&2; exit 2; } ;;
+  e2e) ;;
+  *) echo "usage: $0 [fast | e2e [PATTERN]]" >&2; exit 2 ;;
+esac
 
 failed=()
 summary=()
+t_start=$SECONDS
+record() { # status seconds name
+  summary+=("$(printf '%-5s %5ss  %s' "$1" "$2" "$3")")
+  [ "$1" = ok ] || failed+=("$3")
+}
 step() {
   local name="$1"; shift
   echo
   echo "=== $name: $*"
   local t0=$SECONDS
-  if "$@"; then
-    summary+=("ok    $(printf '%5ss' $((SECONDS - t0)))  $name")
-  else
-    summary+=("FAIL  $(printf '%5ss' $((SECONDS - t0)))  $name")
-    failed+=("$name")
+  if "$@"; then record ok $((SECONDS - t0)) "$name"; else record FAIL $((SECONDS - t0)) "$name"; fi
+}
+finish() {
+  echo
+  echo "=== Summary: tests/run-all.sh $mode ($((SECONDS - t_start)) s)"
+  printf '%s\n' "${summary[@]}"
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED: ${failed[*]}"
+    exit 1
+  fi
+  echo "All tests passed."
+  exit 0
+}
+
+# --- Gates: formatting and lints, first, so they fail in a minute or two -----------------------------------------
+standin_lint_env() { # the stand-in links the official prebuilt libduckdb instead of compiling DuckDB (env.sh)
+  DUCKDB_LIB_DIR="$(tests/snowflake-standin/prebuilt-duckdb.sh)" || return 1
+  export DUCKDB_LIB_DIR DUCKDB_DOWNLOAD_LIB=0
+}
+fmt_gate() {
+  cargo fmt --all --check &&
+    cargo fmt --all --check --manifest-path bench/kinesis-source/Cargo.toml &&
+    cargo fmt --all --check --manifest-path fuzz/Cargo.toml
+}
+clippy_gate() {
+  standin_lint_env || return 1
+  cargo clippy --workspace --exclude snowflake-standin --all-targets -- -D warnings &&
+    cargo clippy -p snowflake-standin --no-default-features --all-targets -- -D warnings &&
+    CARGO_TARGET_DIR="$repo/target" cargo clippy --all-targets --manifest-path bench/kinesis-source/Cargo.toml -- -D warnings
+}
+javac_gate() { ./mvnw -B -q -DskipCargo=true -pl java-shim test-compile; }
+gates() {
+  step "Gate: cargo fmt --check (workspace, bench/kinesis-source, fuzz)" fmt_gate
+  step "Gate: cargo clippy -D warnings (workspace, stand-in, bench/kinesis-source)" clippy_gate
+  step "Gate: javac -Xlint:all -Werror (java-shim, main and tests)" javac_gate
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "A gate failed: nothing else runs (fix it, then run again)."
+    finish
   fi
 }
 
-t_start=$SECONDS
-# The Snowflake stand-in first: its tests and Snowflake's official SDK against it; the binary it
-# builds (DuckDB linked from the official prebuilt library) serves PutSnowflake's tests below.
-step "Snowflake stand-in (Rust tests, official SDK conformance)" tests/snowflake-standin/run-tests.sh
-STANDIN_BIN="$(tests/snowflake-standin/build.sh 2>/dev/null | tail -n 1)"
-export STANDIN_BIN
-# One fan-out test follows a subscription across kinesis-local's 5-minute limit and mostly waits: it runs beside
-# the other Rust tests (same build, its own emulators on free ports) instead of after them.
-LONG_RUST_TEST=subscriptions_are_renewed_across_the_five_minute_limit_without_gaps_or_repeats
-rust_tests() {
-  cargo test --release --workspace --exclude snowflake-standin --no-run || return 1
-  local log rc=0
-  log="$(mktemp)"
-  cargo test --release -p kinesnow-core --test integration -- --exact "consumer_fanout::$LONG_RUST_TEST" >"$log" 2>&1 &
-  local long=$!
-  cargo test --release --workspace --exclude snowflake-standin -- --skip "$LONG_RUST_TEST" || rc=1
-  wait "$long" || rc=1
-  echo "--- $LONG_RUST_TEST (run alongside):"
-  cat "$log"
-  rm -f "$log"
-  return $rc
+# --- Steps ----------------------------------------------------------------------------------------------------------
+# Downloads that only wait on the network (emulators, NiFi's artifacts, the SDK's venv, test tools): started in the
+# background while the first compile runs, so a fresh machine does not wait for them one after the other.
+prefetch() {
+  tests/services/local-services.sh install >/dev/null &&
+    tests/nifi/assemble.sh >/dev/null &&
+    tests/snowflake-standin/conformance/setup-venv.sh >/dev/null &&
+    tests/kcl-legacy/build.sh >/dev/null &&
+    tests/kpl/venv.sh >/dev/null && tests/avro/venv.sh >/dev/null && bash tests/sts/venv.sh >/dev/null
 }
-step "Rust tests (release profile, shared with the NAR build)" rust_tests
-# The benchmark Kinesis source (issue 20): a load generator, not an emulator; its conformance tests (the Rust SDK,
-# CBOR, and KCL 2.7.2 polling and fan-out read every record byte-exact). Its own crate and target dir.
-step "Benchmark Kinesis source (bench/kinesis-source: Rust SDK, CBOR and KCL conformance)" env KINESIS_SOURCE_JOBS=2 bench/kinesis-source/run-tests.sh
-step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
-step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
-step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
-# tests/nifi includes test_cluster.py: a real 3-node NiFi cluster with ConsumeKinesis on every node (about 3 min)
-step "NiFi harness (real NiFi, standalone and a 3-node cluster)" python3 -m pytest -q tests/nifi
-step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
+prefetch_pid=""
+start_prefetch() {
+  prefetch_log="$(mktemp)"
+  prefetch >"$prefetch_log" 2>&1 &
+  prefetch_pid=$!
+}
+join_prefetch() { # the steps after it fetch for themselves what the prefetch did not
+  [ -n "$prefetch_pid" ] || return 0
+  if ! wait "$prefetch_pid"; then
+    echo "(prefetch failed; the steps fetch what they need themselves)"
+    tail -n 20 "$prefetch_log"
+  fi
+  rm -f "$prefetch_log"
+  prefetch_pid=""
+}
 
-echo
-echo "=== Summary ($((SECONDS - t_start)) s)"
-printf '%s\n' "${summary[@]}"
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "FAILED: ${failed[*]}"
-  exit 1
-fi
-echo "All tests passed."
+rust_build() {
+  cargo test --profile suite -p kinesnow-core --no-run &&
+    STANDIN_BIN="$(tests/snowflake-standin/build.sh | tail -n 1)" &&
+    bench/kinesis-source/build.sh >/dev/null
+}
+unit_tests() { cargo test --profile suite -p kinesnow-core --lib; }
+
+# One fan-out test follows a subscription across kinesis-local's 5-minute limit and mostly waits: it runs in the
+# background (same build, its own emulators on free ports) beside the steps after it, and is joined before NiFi.
+LONG_RUST_TEST=subscriptions_are_renewed_across_the_five_minute_limit_without_gaps_or_repeats
+long_pid=""
+start_long_rust_test() {
+  long_log="$(mktemp)"
+  long_t0=$SECONDS
+  cargo test --profile suite -p kinesnow-core --test integration -- --exact "consumer_fanout::$LONG_RUST_TEST" \
+    >"$long_log" 2>&1 &
+  long_pid=$!
+}
+join_long_rust_test() {
+  [ -n "$long_pid" ] || return 0
+  local rc=0
+  wait "$long_pid" || rc=1
+  echo
+  echo "=== Rust: $LONG_RUST_TEST (ran in the background):"
+  cat "$long_log"
+  rm -f "$long_log"
+  if [ $rc = 0 ]; then record ok $((SECONDS - long_t0)) "Rust: fan-out renewal test (background)"
+  else record FAIL $((SECONDS - long_t0)) "Rust: fan-out renewal test (background)"; fi
+  long_pid=""
+}
+rust_tests() { cargo test --profile suite -p kinesnow-core -- --skip "$LONG_RUST_TEST"; }
+
+e2e_needs_nar() {
+  ls nar-packaging/target/kinesnow-nar-*.nar >/dev/null 2>&1 || {
+    echo "no NAR in nar-packaging/target: run ./mvnw -B -q package -DskipTests (or tests/run-all.sh) first" >&2
+    return 1
+  }
+}
+export_standin_bin() {
+  STANDIN_BIN="$(tests/snowflake-standin/build.sh 2>/dev/null | tail -n 1)" && export STANDIN_BIN
+}
+
+case "$mode" in
+  fast)
+    gates
+    step "Rust unit and model tests (suite profile)" unit_tests
+    step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
+    ;;
+  e2e)
+    pattern="${2:-}"
+    e2e_needs_nar || { record FAIL 0 "the NAR is built"; finish; }
+    step "Stand-in binary (suite profile)" export_standin_bin
+    if [ -n "$pattern" ]; then
+      step "End-to-end (pytest -k '$pattern')" python3 -m pytest -q tests/e2e -k "$pattern"
+    else
+      step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
+    fi
+    ;;
+  all)
+    gates
+    start_prefetch
+    step "Rust build (suite profile: engine tests, stand-in, benchmark source)" rust_build
+    step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
+    join_prefetch
+    export_standin_bin
+    start_long_rust_test
+    step "Rust tests (suite profile)" rust_tests
+    # The stand-in's tests and Snowflake's official SDK against it; its binary serves PutSnowflake's tests.
+    step "Snowflake stand-in (Rust tests, official SDK conformance)" tests/snowflake-standin/run-tests.sh
+    # The benchmark Kinesis source (issue 20): a load generator, not an emulator; its conformance tests (the Rust
+    # SDK, CBOR, and KCL 2.7.2 polling and fan-out read every record byte-exact).
+    step "Benchmark Kinesis source (Rust SDK, CBOR and KCL conformance)" env KINESIS_SOURCE_JOBS=2 bench/kinesis-source/run-tests.sh
+    step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
+    step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
+    join_long_rust_test
+    # tests/nifi includes test_cluster.py: a real 3-node NiFi cluster with ConsumeKinesis on every node
+    step "NiFi harness (real NiFi, standalone and a 3-node cluster)" python3 -m pytest -q tests/nifi
+    step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q tests/e2e
+    ;;
+esac
+finish

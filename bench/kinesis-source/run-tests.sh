@@ -11,10 +11,10 @@ cd "$repo"
 export CARGO_TARGET_DIR="${KINESIS_SOURCE_TARGET_DIR:-$HOME/.cache/kinesnow/target-bench-source}"
 export PYTHONDONTWRITEBYTECODE=1
 
-echo "== build (cargo test --no-run, release, target dir $CARGO_TARGET_DIR)"
+echo "== build (cargo test --no-run, profile ${KINESIS_SOURCE_PROFILE:-release}, target dir $CARGO_TARGET_DIR)"
 KINESIS_SOURCE_BIN="$("$here/build.sh" | tail -n 1)"
 export KINESIS_SOURCE_BIN
 echo "== Rust tests"
-nice -n 19 cargo test --release -j "${KINESIS_SOURCE_JOBS:-1}" --manifest-path "$here/Cargo.toml"
+nice -n 19 cargo test --profile "${KINESIS_SOURCE_PROFILE:-release}" -j "${KINESIS_SOURCE_JOBS:-1}" --manifest-path "$here/Cargo.toml"
 echo "== Java SDK v2 (KCL 2.7.2) conformance, CBOR and JSON"
 python3 -m pytest -q "$repo/tests/bench_source"

@@ -20,7 +20,7 @@ BUILD = os.path.join(REPO, "tests", "snowflake-standin", "build.sh")
 
 
 def standin_binary() -> str:
-    """$STANDIN_BIN, else whatever build.sh builds (cached under ~/.cache/kinesnow)."""
+    """$STANDIN_BIN, else whatever build.sh builds (in the repository's target/suite)."""
     if os.environ.get("STANDIN_BIN"):
         return os.environ["STANDIN_BIN"]
     out = subprocess.run(["bash", BUILD], check=True, stdout=subprocess.PIPE, text=True).stdout

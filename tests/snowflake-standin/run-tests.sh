@@ -8,7 +8,7 @@ source "$here/env.sh"
 
 # One cargo invocation builds the binary too (integration tests need it); a separate
 # `cargo build` would resolve features without dev-dependencies and rebuild.
-echo "== cargo test -p snowflake-standin (release, target dir $CARGO_TARGET_DIR)"
+echo "== cargo test -p snowflake-standin (suite profile, target dir $CARGO_TARGET_DIR)"
 cargo test "${STANDIN_CARGO_FLAGS[@]}"
 echo "== conformance: official snowpipe-streaming SDK"
 venv="$("$here/conformance/setup-venv.sh" | tail -n 1)"
