@@ -3,9 +3,7 @@
 //! shards, fencing of a paused node, no lease change under long back-pressure, per-key order across
 //! a split and a merge, and the lease table's write rate.
 
-use crate::support;
-#[path = "support/resharding.rs"]
-mod resharding;
+use crate::{resharding, support};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -12,11 +12,9 @@
 //! port speaks HTTP/1.1 to the SDK (one connection per subscription, whatever the pool); the
 //! client pool is shown over real HTTP/2 through a TLS terminator (`support/h2_tls_proxy.rs`).
 
-use crate::support;
+use crate::{resharding, support};
 #[path = "support/h2_tls_proxy.rs"]
 mod h2_tls_proxy;
-#[path = "support/resharding.rs"]
-mod resharding;
 #[path = "support/tinyproxy.rs"]
 pub(crate) mod tinyproxy;
 
@@ -124,7 +122,7 @@ async fn fan_out_resumes_inside_a_kpl_aggregate() {
     let engine = ConsumerEngine::start(fan_out("agg", "agg-app"), clients(&aws(&e)).await).await.unwrap();
     let first = engine.poll(10 * 120, Duration::from_secs(15)).await.expect("a batch");
     let committed = first.shards[0].records.len();
-    assert!(committed >= 2 && committed < 30, "the batch ends inside the aggregate: {committed}");
+    assert!((2..30).contains(&committed), "the batch ends inside the aggregate: {committed}");
     engine.ack(first.id).await.unwrap();
     engine.stop().await;
 

@@ -18,6 +18,9 @@ use kinesnow_core::kinesis::record::KinesisRecord;
 #[global_allocator]
 static ALLOCATOR: counting_alloc::Counting = counting_alloc::Counting;
 
+/// User records of an aggregate: (partition key, data).
+type UserRecords = Vec<(String, Vec<u8>)>;
+
 const SEQUENCE: &str = "49590338271490256608559692538361571095921575989136588898";
 
 fn parent(data: Vec<u8>) -> KinesisRecord {
@@ -57,7 +60,7 @@ fn a_key_bomb_is_delivered_whole_within_a_bounded_allocation() {
 fn what_an_aggregate_materialises_stays_within_its_planned_cost() {
     let near_bound_key = "k".repeat(200);
     let each = 56 + 200 + 128 + SUB_RECORD_SLOT_BYTES;
-    let cases: Vec<(&str, Vec<(String, Vec<u8>)>)> = vec![
+    let cases: Vec<(&str, UserRecords)> = vec![
         (
             "at the bound: one 200-byte key, empty records",
             vec![(near_bound_key, vec![]); ((MAX_EXPANSION_BYTES - KEY_SLOT_BYTES) / each) as usize],

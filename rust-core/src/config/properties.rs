@@ -179,7 +179,7 @@ pub fn parse_time_period(text: &str) -> Option<Duration> {
         _ => return None,
     };
     let nanos = number * nanos_per_unit;
-    (nanos.is_finite() && nanos >= 0.0 && nanos < 1e20).then(|| Duration::from_nanos(nanos as u64))
+    (nanos.is_finite() && (0.0..1e20).contains(&nanos)).then(|| Duration::from_nanos(nanos as u64))
 }
 
 /// Parses NiFi's data size format, powers of 1024 ("10 MB", "512 KB", "100 B").
@@ -194,7 +194,7 @@ pub fn parse_data_size(text: &str) -> Option<u64> {
         _ => return None,
     };
     let bytes = number * 1024f64.powi(exponent);
-    (bytes.is_finite() && bytes >= 0.0 && bytes < 1e19).then_some(bytes as u64)
+    (bytes.is_finite() && (0.0..1e19).contains(&bytes)).then_some(bytes as u64)
 }
 
 fn split_number(text: &str) -> Option<(f64, &str)> {
@@ -205,7 +205,7 @@ fn split_number(text: &str) -> Option<(f64, &str)> {
 }
 
 pub fn show_duration(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d.as_millis().is_multiple_of(1000) {
         format!("{} sec", d.as_secs())
     } else {
         format!("{} millis", d.as_millis())
@@ -216,7 +216,7 @@ pub fn show_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut value = n;
     let mut unit = 0;
-    while value >= 1024 && value % 1024 == 0 && unit < UNITS.len() - 1 {
+    while value >= 1024 && value.is_multiple_of(1024) && unit < UNITS.len() - 1 {
         value /= 1024;
         unit += 1;
     }

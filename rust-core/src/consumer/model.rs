@@ -579,10 +579,10 @@ impl World {
         }
         for (shard, holder) in self.ledger.held() {
             let row = self.table.get(&shard).cloned().unwrap_or_default();
-            if row.owner.as_deref() != Some(holder.owner.as_str()) || row.counter != holder.counter {
-                if self.ledger.lose(&shard) {
-                    self.lost(&shard);
-                }
+            if (row.owner.as_deref() != Some(holder.owner.as_str()) || row.counter != holder.counter)
+                && self.ledger.lose(&shard)
+            {
+                self.lost(&shard);
             }
         }
         for write in self.ledger.pending_checkpoints() {

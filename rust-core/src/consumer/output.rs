@@ -65,10 +65,7 @@ impl Layout<'_> {
         let mut joined: Option<FlowFileOut> = None;
         let mut before = shard.previous;
         for mut record in shard.records {
-            let previous = std::mem::replace(
-                &mut before,
-                Some(Position::new(record.sequence_number.clone(), record.sub_sequence_number)),
-            );
+            let previous = before.replace(Position::new(record.sequence_number.clone(), record.sub_sequence_number));
             match self.content(&shard.shard_id, &mut record) {
                 Ok(content) => match self.processing {
                     ProcessingStrategy::FlowFile | ProcessingStrategy::Record => {

@@ -71,6 +71,7 @@ impl Progress {
 }
 
 /// Why a subscription ended.
+#[allow(clippy::enum_variant_names)] // ShardEnd is Kinesis's own name (SHARD_END), as in Checkpoint::ShardEnd
 enum End {
     /// Kinesis closed it (the 5-minute limit) or the watchdog fired: resubscribe from the continuation.
     Renew,

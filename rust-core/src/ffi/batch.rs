@@ -303,7 +303,7 @@ pub fn long_partition_key(bytes: usize) -> String {
     let mut key = String::with_capacity(bytes);
     let mut n = 0usize;
     while key.len() < bytes {
-        if bytes - key.len() >= 2 && n % 7 == 0 {
+        if bytes - key.len() >= 2 && n.is_multiple_of(7) {
             key.push('é');
         } else {
             key.push(char::from(b'a' + (n % 26) as u8));
@@ -319,7 +319,7 @@ pub fn synthetic_records(shards: usize, records_per_shard: usize, payload_bytes:
     (0..shards)
         .map(|s| ShardRecords {
             shard_id: format!("shardId-{s:012}"),
-            parent_shard_ids: (s % 2 == 1).then(|| vec![format!("shardId-{:012}", s + 100)]).unwrap_or_default(),
+            parent_shard_ids: if s % 2 == 1 { vec![format!("shardId-{:012}", s + 100)] } else { Vec::new() },
             millis_behind: s as i64 * 10,
             tenure: None,
             previous: None,

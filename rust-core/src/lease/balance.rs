@@ -72,13 +72,8 @@ pub fn plan(
     } else if free.is_empty() && held > floor && counts.values().any(|&c| c < floor) {
         let most = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(n, _)| *n);
         if most == Some(me) {
-            plan.release = mine
-                .iter()
-                .filter(|m| readable.iter().any(|r| &r.shard_id == *m))
-                .next_back()
-                .cloned()
-                .into_iter()
-                .collect();
+            plan.release =
+                mine.iter().rfind(|m| readable.iter().any(|r| &r.shard_id == *m)).cloned().into_iter().collect();
         }
     }
     plan

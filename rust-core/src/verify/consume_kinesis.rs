@@ -321,7 +321,7 @@ async fn probe_lease_table(
         Answer::Ok(items) => Ok(items),
         Answer::NotFound(m) | Answer::Denied(m) | Answer::Failed(m) => Err(m),
     });
-    let kcl_leases = is_kcl.then(|| match scan {
+    let kcl_leases = is_kcl.then_some(match scan {
         Answer::Ok(n) => Ok(n),
         Answer::NotFound(m) | Answer::Denied(m) | Answer::Failed(m) => Err(m),
     });

@@ -8,6 +8,9 @@
 mod standin_support;
 #[path = "../support/mod.rs"]
 mod support;
+// Shared by consumer_cluster and consumer_fanout: loaded once here, not once in each.
+#[path = "../support/resharding.rs"]
+mod resharding;
 
 #[path = "../aws_credentials.rs"]
 mod aws_credentials;

@@ -2,7 +2,8 @@
 //! counting per key, so per-key order can be checked from the data alone), a poll loop that records
 //! every delivery in global order and acks like ConsumeKinesis, SplitShard and MergeShards on
 //! kinesis-local, and the checks (nothing lost, nothing twice, per-key write order). Included with
-//! `#[path]` by test crates that also declare `mod support` (whose `wait_active` it uses).
+//! `#[path]` by test crates that also declare `mod support` (whose `wait_active` it uses), once per
+//! crate (`tests/integration/main.rs`).
 
 #![allow(dead_code)]
 
