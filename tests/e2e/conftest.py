@@ -7,6 +7,9 @@ import pytest
 
 import iam_proxy
 import nifi_cluster
+import nifi_instance
+from services import local_services  # noqa: F401  (session fixture, for shared_nifi)
+from shared_nifi import SharedNiFi
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,3 +29,31 @@ def snowflake_iam_policy_holds(policy_proxies):
     yield
     denials = iam_proxy.new_denials(before, iam_proxy.denials())
     assert not denials, f"calls outside Snowflake's IAM policy: {denials[:20]}"
+
+
+@pytest.fixture(scope="session")
+def shared_nifi_session(policy_proxies, local_services):  # noqa: F811  (the imported fixture)
+    """The NiFi shared by the modules that neither kill, restart nor reconfigure theirs (tests/lib/shared_nifi.py):
+    started when the first of them begins, stopped at the end of the session (before the policy proxies and the
+    emulators it reads through)."""
+    shared = SharedNiFi()
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_nifi(shared_nifi_session, request):
+    """This module's view of the shared NiFi: its log from this module's start on (and NiFi's start-up), and at
+    the module's end every process group, controller service and parameter context the module added stopped,
+    emptied and deleted (tests/lib/shared_nifi.py's ModuleNiFi)."""
+    view = shared_nifi_session.for_module(request.module.__name__)
+    yield view
+    view.clean()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many standalone NiFi starts (NiFiInstance.start, restarts included) the session paid for."""
+    starts = nifi_instance.STARTS
+    if starts:
+        terminalreporter.write_line(f"NiFi starts (NiFiInstance.start, restarts included): {len(starts)}, "
+                                    f"{sum(starts):.0f} s in all")

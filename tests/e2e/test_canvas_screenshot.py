@@ -12,7 +12,6 @@ docs/canvas.png, the image in the README.
 """
 
 import base64
-import glob
 import os
 import re
 import shutil
@@ -24,7 +23,6 @@ import urllib.request
 import pytest
 
 import iam_proxy
-from nifi_instance import NiFiInstance, free_port
 from png_stats import png_stats
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
@@ -57,10 +55,9 @@ def headless(browser: str, profile: str, url: str, *args: str) -> subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def running_flow(local_services, tmp_path_factory):
+def running_flow(local_services, shared_nifi, tmp_path_factory):
+    """The flow in the session's shared NiFi (tests/e2e/conftest.py), which loaded the built NAR."""
     work = str(tmp_path_factory.mktemp("kinesnow-canvas"))
-    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
-    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
     _, public_key = make_key_pair(os.path.join(work, "snowflake"))
     stream = f"canvas-{RUN}"
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=500)
@@ -69,7 +66,7 @@ def running_flow(local_services, tmp_path_factory):
         sf.sql(f"CREATE TABLE {TABLE} (ID NUMBER) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE")
         kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": 2})
         time.sleep(1)
-        nifi = NiFiInstance.start(port=free_port(), extensions=nars[:1])
+        nifi = shared_nifi
         try:
             c = nifi.client
             ids = flow.apply(c, "local", {"KINESNOW_WORK": work, "SNOWFLAKE_URL": sf.url}, "Kinesis to Snowflake")
@@ -91,7 +88,7 @@ def running_flow(local_services, tmp_path_factory):
             assert sf.query(f"SELECT COUNT(*) AS N FROM {TABLE}")[0]["N"] == 500, "records flow into the table"
             yield {"nifi": nifi, "ids": ids, "work": work}
         finally:
-            nifi.stop()
+            nifi.clean()  # the flow stopped and removed before the stand-in, the stream and the table go
     finally:
         sf.stop()
         for call, action, target in ((kinesis_call, "DeleteStream", {"StreamName": stream}),

@@ -24,9 +24,8 @@ import pytest
 
 import consumer_flow
 import iam_proxy
-from consumer_flow import ConsumerFlow, built_nar, consumer_properties, kpl_fixture, put_record, unique
-from nifi_client import read_log_errors
-from nifi_instance import NiFiInstance, free_port
+from consumer_flow import ConsumerFlow, consumer_properties, kpl_fixture, put_record, unique
+from nifi_instance import free_port
 from services import AwsJsonError, kinesis_call, local_services  # noqa: F401  (session fixture)
 
 MIB = 1024 * 1024
@@ -35,10 +34,9 @@ LAST_SUB = "aws.kinesis.last.subsequence.number"
 
 
 @pytest.fixture(scope="module")
-def nifi(local_services):
-    inst = NiFiInstance.start(port=free_port(), extensions=[built_nar()])
-    yield inst
-    inst.stop()
+def nifi(local_services, shared_nifi):
+    """The session's shared NiFi (tests/e2e/conftest.py); its log as this module may judge it."""
+    return shared_nifi
 
 
 _streams: list[str] = []
@@ -54,6 +52,7 @@ def create_stream(name: str, shards: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def group(nifi):
     yield nifi.client.create_process_group("bad input")["id"]
+    nifi.clean()  # every consumer stopped and removed before its stream goes
     for stream in _streams:
         try:
             kinesis_call("DeleteStream", {"StreamName": stream, "EnforceConsumerDeletion": True})
@@ -430,10 +429,10 @@ def test_snowflakes_policy_without_one_action_gives_a_bulletin_naming_it(nifi, g
 
 
 def test_nifi_log_has_no_crash_or_secret(nifi):
-    with open(nifi.log_path, encoding="utf-8", errors="replace") as f:
-        log = f.read()
+    # NiFi's start-up and everything logged since this module began, nothing of another module.
+    log = nifi.log_text()
     for bad in ("UnsatisfiedLinkError", "FatalNativeException", "internal error in the native engine", "panicked",
                 "wrong-secret-do-not-print", "SIGSEGV"):
         assert bad not in log, bad
-    errors = [e["text"] for e in read_log_errors(nifi.log_path, levels=("ERROR",))]
+    errors = [e["text"] for e in nifi.log_errors(levels=("ERROR",))]
     assert not any("OutOfMemoryError" in e for e in errors)

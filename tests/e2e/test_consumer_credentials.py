@@ -13,18 +13,15 @@ import time
 
 import pytest
 
-from consumer_flow import ConsumerFlow, built_nar, consumer_properties, create_stream, put_record, unique
-from nifi_instance import NiFiInstance, free_port
+from consumer_flow import ConsumerFlow, consumer_properties, create_stream, put_record, unique
 from services import dynamodb_endpoint, kinesis_endpoint, local_services  # noqa: F401  (fixture)
 from sts import Recorder, StsEmulator, signed_by_issued_keys
 
 
 @pytest.fixture(scope="module")
-def nifi(local_services):
-    inst = NiFiInstance.start(port=free_port(), extensions=[built_nar()])
-    yield inst
-    if inst.is_running():
-        inst.stop()
+def nifi(local_services, shared_nifi):
+    """The session's shared NiFi (tests/e2e/conftest.py); this module's groups are removed when it ends."""
+    return shared_nifi
 
 
 @pytest.fixture(scope="module")

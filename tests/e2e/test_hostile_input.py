@@ -21,15 +21,15 @@ loading after it.
 
 NiFi's standard processors come from a test-only NAR built from the published nifi-standard-processors
 jar (tests/nifi/standard-nar), because nifi-standard-nar itself is not served by the reachable Maven
-repository. kinesis-local accepts a record of 1 MiB of data whatever its content (it does not look into
-aggregates), so the bomb can be put as AWS would accept it.
+repository; the session's shared NiFi (tests/lib/shared_nifi.py) loads it (the RSS bound is on that NiFi,
+which other modules may have used before this one). kinesis-local accepts a record of 1 MiB of data whatever
+its content (it does not look into aggregates), so the bomb can be put as AWS would accept it.
 """
 
 import base64
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -37,14 +37,12 @@ import time
 import pytest
 
 import iam_proxy
-from nifi_instance import NiFiInstance, free_port
 from services import AwsJsonError, kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
 import apply as flow  # noqa: E402
-from consumer_flow import built_nar  # noqa: E402
 
 RUN = str(int(time.time()))
 TABLE = "KINESNOW.PUBLIC.HOSTILE"
@@ -133,19 +131,17 @@ class RssWatch:
 
 
 @pytest.fixture(scope="module")
-def env(local_services, tmp_path_factory):
+def env(local_services, shared_nifi, tmp_path_factory):
+    """The session's shared NiFi (tests/e2e/conftest.py), which loads the standard processors' NAR next to ours."""
     work = str(tmp_path_factory.mktemp("kinesnow-hostile"))
     _, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=300)
     sf.register_user(ACCOUNT, USER, public_key)
     sf.sql(f"CREATE OR REPLACE TABLE {TABLE} (ID NUMBER, PHASE VARCHAR, KINESISMETADATA VARIANT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE")
-    standard = subprocess.run([os.path.join(REPO, "tests", "nifi", "standard-nar", "build.sh")], check=True,
-                              stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
-    nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar(), standard])
+    nifi = shared_nifi
     state = {"work": work, "sf": sf, "nifi": nifi, "streams": []}
     yield state
-    if nifi.is_running():
-        nifi.stop()
+    nifi.clean()  # the flow stopped and removed before the stand-in and the stream go
     sf.stop()
     for stream in state["streams"]:
         try:

@@ -2,10 +2,9 @@
 parameter-contexts/, validated by the native rules, started and stopped.
 
 Needs the NAR built first (`./mvnw package`, which tests/run-all.sh does); a missing NAR fails
-the test rather than skipping it.
+the test rather than skipping it. Runs in the session's shared NiFi (tests/e2e/conftest.py).
 """
 
-import glob
 import json
 import os
 import subprocess
@@ -14,8 +13,6 @@ import time
 import pytest
 
 import iam_proxy
-from nifi_client import read_log_errors
-from nifi_instance import NiFiInstance, free_port
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,17 +22,10 @@ CONSUMER = "io.kinesnow.nifi.processors.ConsumeKinesis"
 SINK = "io.kinesnow.nifi.processors.PutSnowflake"
 
 
-def built_nar() -> str:
-    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
-    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
-    return nars[0]
-
-
 @pytest.fixture(scope="module")
-def nifi():
-    inst = NiFiInstance.start(port=free_port(), extensions=[built_nar()])
-    yield inst
-    inst.stop()
+def nifi(shared_nifi):
+    """The session's shared NiFi (tests/e2e/conftest.py), which loaded the built NAR (consumer_flow.built_nar)."""
+    return shared_nifi
 
 
 @pytest.fixture(scope="module")
@@ -242,10 +232,10 @@ def test_put_snowflake_stop_start_with_snowflake_unreachable_keeps_every_flow_fi
 
 
 def test_nifi_log_has_no_error_from_our_bundle(nifi, flow):
-    errors = read_log_errors(nifi.log_path, levels=("ERROR",))
+    # NiFi's start-up and everything logged since this module began, nothing of another module.
+    errors = nifi.log_errors(levels=("ERROR",))
     ours = [e for e in errors if "kinesnow" in e["text"].lower()]
     assert [e["text"] for e in ours] == []
-    with open(nifi.log_path, encoding="utf-8", errors="replace") as f:
-        log = f.read()
+    log = nifi.log_text()
     for bad in ("UnsatisfiedLinkError", "FatalNativeException", "internal error in the native engine", "local-secret-key"):
         assert bad not in log, bad

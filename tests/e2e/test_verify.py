@@ -1,9 +1,11 @@
-""""Verify Properties" of both processors through NiFi's REST verification endpoint, in a real NiFi with the NAR
-(one instance for the whole file): POST /nifi-api/processors/{id}/config/verification-requests, poll it until it is
-complete, read its results, delete it. Each step of each processor passes once and fails once.
+""""Verify Properties" of both processors through NiFi's REST verification endpoint, in a real NiFi with the NAR:
+POST /nifi-api/processors/{id}/config/verification-requests, poll it until it is complete, read its results, delete
+it. Each step of each processor passes once and fails once.
 
-NiFi's environment is set so that the AWS default credentials chain finds nothing, quickly and without leaving
-127.0.0.1 (no keys, no profile files, instance metadata disabled): the failing case of "AWS Credentials".
+It runs in the session's shared NiFi (tests/e2e/conftest.py), whose environment is set so that the AWS default
+credentials chain finds nothing, quickly and without leaving 127.0.0.1 (no keys, no profile files, instance metadata
+disabled: tests/lib/shared_nifi.py's NO_AWS_CREDENTIALS and CLEARED, checked here in the NiFi process' environment):
+the failing case of "AWS Credentials".
 The denied permission is played by tests/iam/policy_proxy.py with Snowflake's IAM policy minus kinesis:GetRecords.
 """
 
@@ -14,41 +16,30 @@ import pytest
 
 import consumer_flow
 import iam_proxy
-from consumer_flow import BUNDLE, CONSUMER, built_nar, consumer_properties, unique
-from nifi_instance import NiFiInstance, free_port
+from consumer_flow import BUNDLE, CONSUMER, consumer_properties, unique
 from services import dynamodb_call, kinesis_call, local_services  # noqa: F401
+from shared_nifi import CLEARED, NO_AWS_CREDENTIALS
 from standin import Standin, make_key_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SINK = "io.kinesnow.nifi.processors.PutSnowflake"
 ACCOUNT, USER = "kinesnow-local", "KINESNOW"
-NO_AWS_CREDENTIALS = {"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent/aws-config",
-                      "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials"}
-CLEARED = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
-           "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"]
 
 
 @pytest.fixture(scope="module")
-def env(local_services, tmp_path_factory):
+def env(local_services, shared_nifi, tmp_path_factory):
+    nifi = shared_nifi
+    environment = nifi.environment()
+    assert {k: environment.get(k) for k in NO_AWS_CREDENTIALS} == NO_AWS_CREDENTIALS, \
+        "the shared NiFi runs with no AWS credentials to find and no instance metadata lookup"
+    assert not [k for k in CLEARED if k in environment], [k for k in CLEARED if k in environment]
     work = str(tmp_path_factory.mktemp("kinesnow-verify"))
     private_key, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=200)
     sf.register_user(ACCOUNT, USER, public_key)
-    saved = {k: os.environ.get(k) for k in list(NO_AWS_CREDENTIALS) + CLEARED}
-    os.environ.update(NO_AWS_CREDENTIALS)
-    for k in CLEARED:
-        os.environ.pop(k, None)
-    try:
-        nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar()])
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     group = nifi.client.create_process_group("verify")["id"]
     yield {"nifi": nifi, "sf": sf, "group": group, "key": private_key}
-    nifi.stop()
+    nifi.clean()
     sf.stop()
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "NiFiTimeoutError",
     "load_parameter_context_file",
     "log_position",
+    "parse_log_events",
     "read_log_errors",
 ]
 
@@ -121,25 +122,33 @@ def read_log_errors(log_path: str, logger_prefix: Optional[str] = None, start: i
     Each result: {"time", "level", "thread", "logger", "message", "text"}; "text" includes the
     continuation lines (stack trace) that follow the event's first line.
     """
-    levels = set(levels)
-    events: list[dict] = []
-    current: Optional[dict] = None
     try:
         f = open(log_path, "rb")
     except FileNotFoundError:
         return []
     with f:
         f.seek(start)
-        for raw in f:
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
-            m = _LOG_LINE.match(line)
-            if m:
-                current = None
-                if m["level"] in levels and (logger_prefix is None or m["logger"].startswith(logger_prefix)):
-                    current = {**m.groupdict(), "text": line}
-                    events.append(current)
-            elif current is not None:
-                current["text"] += "\n" + line
+        return parse_log_events(f.read().decode("utf-8", errors="replace"), logger_prefix, levels)
+
+
+def parse_log_events(text: str, logger_prefix: Optional[str] = None,
+                     levels: Iterable[str] = ("ERROR",)) -> list[dict]:
+    """The events of a piece of NiFi's log (as read_log_errors describes them)."""
+    levels = set(levels)
+    events: list[dict] = []
+    current: Optional[dict] = None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        m = _LOG_LINE.match(line)
+        if m:
+            current = None
+            if m["level"] in levels and (logger_prefix is None or m["logger"].startswith(logger_prefix)):
+                current = {**m.groupdict(), "text": line}
+                events.append(current)
+        elif current is not None:
+            current["text"] += "\n" + line
     return events
 
 
@@ -412,6 +421,7 @@ class NiFiClient:
             self.set_process_group_state(group_id, "STOPPED")
             self._wait_no_active_threads(group_id)
             self.set_process_group_controller_services_state(group_id, "DISABLED")
+            self._wait_controller_services_disabled(group_id)
         if empty_queues:
             self.empty_process_group_queues(group_id)
         rev = self._revision(f"process-groups/{group_id}")
@@ -425,6 +435,25 @@ class NiFiClient:
                 return
             if time.monotonic() > deadline:
                 raise NiFiTimeoutError(f"process group {group_id} still has active threads after {timeout}s")
+            time.sleep(0.25)
+
+    def process_group_controller_services(self, group_id: str) -> list[dict]:
+        """Controller service entities of a group and of the groups inside it (not of its ancestors)."""
+        return self.get(f"flow/process-groups/{group_id}/controller-services",
+                        params={"includeAncestorGroups": "false", "includeDescendantGroups": "true"}
+                        )["controllerServices"]
+
+    def _wait_controller_services_disabled(self, group_id: str, timeout: float = 60.0) -> None:
+        """NiFi disables services asynchronously, and refuses to delete a group while one is still DISABLING."""
+        deadline = time.monotonic() + timeout
+        while True:
+            busy = [(s["component"]["name"], s["component"]["state"])
+                    for s in self.process_group_controller_services(group_id)
+                    if s["component"]["state"] != "DISABLED"]
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                raise NiFiTimeoutError(f"controller services of group {group_id} not DISABLED after {timeout}s: {busy}")
             time.sleep(0.25)
 
     def empty_process_group_queues(self, group_id: str, timeout: float = 60.0) -> dict:

@@ -25,6 +25,10 @@ from typing import Iterable, Optional
 
 from nifi_client import NiFiClient
 
+# Seconds each successful NiFiInstance.start of this process took (fresh starts and `keep` restarts alike): the
+# e2e conftest prints how many NiFi starts a test session paid for.
+STARTS: list = []
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NIFI_SH = os.path.join(REPO, "tests", "nifi", "nifi.sh")
 NIFI_VERSION_FILE = os.path.join(REPO, "tests", "nifi", "nifi-version")
@@ -95,11 +99,12 @@ class NiFiInstance:
               extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g",
               keep: bool = False, scheduling_timeout: Optional[str] = None,
               environment: Optional[dict] = None, prefix: Iterable[str] = (),
-              api_port: Optional[int] = None) -> "NiFiInstance":
+              api_port: Optional[int] = None, unset_environment: Iterable[str] = ()) -> "NiFiInstance":
         """Run `nifi.sh start` (fresh instance directory, or with `keep` the existing one as it is:
         flow, repositories, NARs) and wait until the API answers. `scheduling_timeout` (such as
         "5 secs") sets how long NiFi lets an @OnScheduled method run before interrupting it.
-        `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST). `prefix` runs
+        `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST), `unset_environment` names
+        variables of this process' environment that NiFi does not inherit. `prefix` runs
         nifi.sh under a command (such as nsenter into a network namespace); the API is then reached
         at 127.0.0.1:`api_port` (a bridge out of the namespace) instead of `port`."""
         port = port or free_port()
@@ -115,11 +120,14 @@ class NiFiInstance:
         elif extensions:
             cmd += ["--extensions", *extensions]
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 600,
-                              env={**os.environ, **(environment or {})})
+        unset = set(unset_environment)
+        env = {k: v for k, v in os.environ.items() if k not in unset}
+        env.update(environment or {})
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 600, env=env)
         elapsed = time.monotonic() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"nifi.sh start failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        STARTS.append(elapsed)
         env = _read_env(os.path.join(instance_dir, "instance.env"))
         client = NiFiClient(f"http://127.0.0.1:{api_port or port}/nifi-api")
         return cls(port=port, instance_dir=instance_dir, pid=int(env["PID"]), start_seconds=elapsed, client=client,
