@@ -249,13 +249,79 @@ def wait_until(condition, timeout: float, interval: float = 0.02, what: str = ""
         time.sleep(interval)
 
 
-def restart(nifi, flow: ConsumerFlow) -> None:
+def restart(nifi, flow: ConsumerFlow) -> float:
     """Starts the killed NiFi again; the processor resumes RUNNING if NiFi had saved that state before the
-    kill (its flow is saved a moment after a change), else it is started, as a user would."""
+    kill (its flow is saved a moment after a change), else it is started, as a user would. Returns the
+    seconds NiFi took to answer again."""
     restarted = NiFiInstance.start(port=nifi.port, instance_dir=nifi.instance_dir, keep=True)
     nifi.pid = restarted.pid
     if nifi.client.processor_state(flow.processor_id) != "RUNNING":
         flow.start()
+    return restarted.start_seconds
+
+
+def lock_owner(app: str):
+    """The node holding the migration lock in <app>_migration (None: free, released, or no copy table)."""
+    try:
+        item = dynamodb("GetItem", {"TableName": f"{app}_migration", "ConsistentRead": True, "Key": {
+            "streamName": {"S": "__migration__"}, "shardId": {"S": "__lock__"}}}).get("Item")
+    except Exception as e:  # noqa: BLE001 - absent table
+        if "ResourceNotFound" in str(e):
+            return None
+        raise
+    return None if not item or "removedAt" in item else item["owner"]["S"]
+
+
+def migration_phase(app: str, dead_owner) -> str:
+    """Which step of the migration the tables show (cheap reads only: no scan of the copy)."""
+    copy = f"{app}_migration"
+    main, copy_keys = table_keys(app), table_keys(copy)
+    if copy_keys is None:
+        return "complete (the copy table is gone)" if main == [("streamName", "HASH"), ("shardId", "RANGE")] \
+            else f"no copy table ({app}: {main})"
+    owner = lock_owner(app)
+    if owner is None:
+        return "the lock is free: the restarted processor has not begun its migration"
+    if owner == dead_owner:
+        return "the killed node still holds the lock (taken over after 30 s of silence)"
+    if main == [("leaseKey", "HASH")]:
+        marked = "Item" in dynamodb("GetItem", {"TableName": copy, "ConsistentRead": True, "Key": {
+            "streamName": {"S": "__migration__"}, "shardId": {"S": "__copied__"}}})
+        return "copied out; deleting the KCL table" if marked else "copying the KCL rows into the copy table"
+    if main is None:
+        return "the KCL table is deleted; creating the lease table"
+    return "copying the rows into the recreated table"
+
+
+def rows(table: str) -> int:
+    try:
+        return dynamodb("Scan", {"TableName": table, "Select": "COUNT", "ConsistentRead": True}).get("Count", 0)
+    except Exception as e:  # noqa: BLE001 - absent table
+        return 0 if "ResourceNotFound" in str(e) else -1
+
+
+def wait_for_phase(app: str, condition, timeout: float, what: str, dead_owner=None,
+                   interval: float = 0.02) -> list[tuple[float, str]]:
+    """wait_until, noting every phase of the migration it passes and when (seconds since the call, read at
+    most once a second); a timeout names the phase it was stuck in and since when. Returns the phases and
+    when the condition held."""
+    started = time.monotonic()
+    phases, sampled = [], -1.0
+    while not condition():
+        now = time.monotonic() - started
+        if now - sampled >= 1:
+            sampled = now
+            phase = migration_phase(app, dead_owner)
+            if not phases or phases[-1][1] != phase:
+                phases.append((round(now, 1), phase))
+        if now >= timeout:
+            seen = "; ".join(f"{t:.0f} s: {phase}" for t, phase in phases)
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}, stuck at: {phases[-1][1]} (since "
+                f"{phases[-1][0]:.0f} s; phases seen: {seen}); rows: {app} {rows(app)}, {app}_migration "
+                f"{rows(app + '_migration')} (of {FAKE_LEASES + 1} and the marker)")
+        time.sleep(interval)
+    return phases + [(round(time.monotonic() - started, 1), f"reached {what}")]
 
 
 def test_kill_9_during_the_migration_loses_no_checkpoint(nifi):
@@ -276,19 +342,31 @@ def test_kill_9_during_the_migration_loses_no_checkpoint(nifi):
     flow = start_consumer(nifi, stream, app, saved_first=True, **{"Initial Stream Position": "TRIM_HORIZON"})
     wait_until(lambda: table_keys(f"{app}_migration") is not None, 60, what="the migration to start")
     nifi.kill()
+    dead = lock_owner(app)  # None if NiFi was killed before it took the lock
     first = a_complete_copy_exists(app, expected)
-    restart(nifi, flow)
+    took = restart(nifi, flow)
 
+    # The limits count from NiFi answering again (its restart, 26-44 s on a loaded 2-core machine, is not in
+    # them). The restarted node then starts the processor (about 1 s); waits out the killed node's lock if that
+    # node held it: 30 s from its own first read of the lock (the lock's timeout; no clocks are compared across
+    # nodes, so nothing shortens it); copies 3,001 rows to <app>_migration, one PutItem each through the policy
+    # proxy (1-2 ms a row: 5 s measured at load 4-6 on this machine); deletes the KCL table and creates ours
+    # (about 1 s each in dynalite). At most about 40 s: 120 s leaves three times that for a slower or busier
+    # machine. (Until tests/iam/policy_proxy.py set TCP_NODELAY, every call through it stalled 40 ms on a
+    # delayed ACK: the copy took 77 s, 30 + 77 + 2 s came within 11 s of the limit, and a fresh machine timed out.)
     ours = [("streamName", "HASH"), ("shardId", "RANGE")]
-    wait_until(lambda: table_keys(app) == ours and table_keys(f"{app}_migration") is not None, 120,
-               what="the rows being copied into the recreated table")
+    phases_1 = wait_for_phase(app, lambda: table_keys(app) == ours and table_keys(f"{app}_migration") is not None,
+                              120, "the rows being copied into the recreated table", dead)
     nifi.kill()
+    dead = lock_owner(app)
     second = a_complete_copy_exists(app, expected)
     assert second.startswith(f"{app}_migration"), second
-    restart(nifi, flow)
+    took_2 = restart(nifi, flow)
 
-    wait_until(lambda: table_keys(app) == ours and table_keys(f"{app}_migration") is None, 180, interval=0.5,
-               what="the migration to complete")
+    # As above, with the killed node's lock always held now (30 s), then 3,001 conditional PutItems into <app>
+    # and the copy's deletion: about 40 s.
+    phases_2 = wait_for_phase(app, lambda: table_keys(app) == ours and table_keys(f"{app}_migration") is None,
+                              180, "the migration to complete", dead, interval=0.5)
     positions = our_positions(scan(app))
     assert set(positions) == set(expected), "a row for every KCL lease"
     # The shards that left the stream are never read, so their migrated checkpoints must be exactly KCL's. The
@@ -304,3 +382,5 @@ def test_kill_9_during_the_migration_loses_no_checkpoint(nifi):
     flow.stop()
     assert got == expected_records
     print(f"\nkilled while a complete copy was in {first}, then in {second}; {len(expected)} checkpoints intact")
+    for n, (seconds, phases) in enumerate(((took, phases_1), (took_2, phases_2)), 1):
+        print(f"restart {n}: NiFi answered after {seconds:.0f} s, then " + "; ".join(f"{t:.0f} s: {p}" for t, p in phases))
