@@ -10,6 +10,7 @@
 #          state dir, and waits until each answers a real API call (ListStreams / ListTables).
 # stop:    TERM to exactly the recorded PIDs (after checking they are these servers), KILL after 10 s.
 # status:  exit 0 = both up, 1 = only partly up, 3 = none running.
+# start exits 4 when an emulator could not bind its port (taken after the caller picked it): retry on others.
 # lock:    regenerates package-lock.json from package.json without "resolved" URLs (so no registry
 #          host is written into the repository); npm reinstalls by name, version and integrity hash.
 #
@@ -137,6 +138,15 @@ do_start() {
         [ "$k" = 1 ] || { kinesis_up && k=1; } || true
         [ "$d" = 1 ] || { dynamodb_up && d=1; } || true
         [ "$k$d" = 11 ] && break
+        # A port taken between the caller's choice and the bind (another process's ephemeral port, say):
+        # kinesis-local may log it and hang, so look for it rather than wait for the timeout. Exit 4 lets a
+        # caller that picked the ports retry on others.
+        if grep -qs -e EADDRINUSE -e 'Address already in use' "$state/kinesis.log" "$state/dynalite.log"; then
+            grep -hs -m 3 -e EADDRINUSE -e 'Address already in use' "$state/kinesis.log" "$state/dynalite.log" >&2
+            do_stop
+            say "a port is in use (kinesis $KINESIS_PORT, TLS $KINESIS_TLS_PORT, dynamodb $DYNAMODB_PORT): pick others"
+            exit 4
+        fi
         if [ "$k" = 0 ] && ! live_pid kinesis kinesis-local/main.js >/dev/null; then
             tail -n 20 "$state/kinesis.log" >&2; die "kinesis-local exited during startup"
         fi

@@ -156,3 +156,31 @@ def test_ensure_services_starts_and_then_stops_what_it_started(emulators):
         svc.stop_if_started()
     assert not services.services_running()
     assert not _open(emulators["KINESIS_PORT"]) and not _open(emulators["DYNAMODB_PORT"])
+
+
+@pytest.mark.parametrize("taken", ["KINESIS_PORT", "DYNAMODB_PORT"])
+def test_a_port_taken_after_the_check_fails_the_start_at_once_with_its_own_exit_code(tmp_path, taken):
+    """Callers pick free ports and the script checks them, but another process can take one in between (an
+    outgoing connection's ephemeral port, another test's emulator): seen in the Rust integration tests with four
+    test threads, where kinesis-local logged EADDRINUSE and hung until the 60-second start timeout. A socket bound
+    but not listening passes the script's check (nothing answers) and makes the emulator's bind fail, as that race
+    does. The start must fail within seconds with exit code 4, so a caller can retry on other ports, and leave no
+    emulator behind."""
+    holder = socket.socket()
+    holder.bind(("0.0.0.0", 0))  # bound, not listening: port_open() sees it free, the emulator cannot bind it
+    ports = {"KINESIS_PORT": _free_port(), "KINESIS_TLS_PORT": _free_port(), "DYNAMODB_PORT": _free_port()}
+    ports[taken] = holder.getsockname()[1]
+    env = {**os.environ, **{k: str(v) for k, v in ports.items()}, "SERVICES_STATE_DIR": str(tmp_path),
+           "SERVICES_START_TIMEOUT": "60"}
+    try:
+        t0 = time.monotonic()
+        proc = subprocess.run([SCRIPT, "start"], capture_output=True, text=True, timeout=120, env=env)
+        elapsed = time.monotonic() - t0
+    finally:
+        subprocess.run([SCRIPT, "stop"], capture_output=True, text=True, timeout=60, env=env)
+        holder.close()
+    assert proc.returncode == 4, (proc.returncode, proc.stderr)
+    assert str(ports[taken]) in proc.stderr and "in use" in proc.stderr, proc.stderr
+    assert elapsed < 30, f"took {elapsed:.1f} s: the start waited for its timeout instead of seeing the bind fail"
+    assert not os.path.exists(os.path.join(tmp_path, "kinesis.pid")), "an emulator was left behind"
+    assert not os.path.exists(os.path.join(tmp_path, "dynalite.pid")), "an emulator was left behind"

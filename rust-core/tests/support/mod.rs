@@ -31,21 +31,36 @@ fn script() -> PathBuf {
 }
 
 impl Emulators {
+    /// Starts both emulators on free ports. A port can be taken between `free_port` and the emulator's bind
+    /// (another test's emulator, an outgoing connection's ephemeral port); the script then exits with 4 and
+    /// the start is tried again on other ports.
     pub fn start(name: &str) -> Self {
+        const ATTEMPTS: usize = 5;
+        const PORT_IN_USE: i32 = 4; // local-services.sh's exit code for a port taken before the bind
         let state_dir = std::env::temp_dir().join(format!("kinesnow-{name}-{}", std::process::id()));
-        let env = vec![
-            ("KINESIS_PORT".to_owned(), free_port().to_string()),
-            ("KINESIS_TLS_PORT".to_owned(), free_port().to_string()),
-            ("DYNAMODB_PORT".to_owned(), free_port().to_string()),
-            ("SERVICES_STATE_DIR".to_owned(), state_dir.display().to_string()),
-        ];
-        let status = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .envs(env.iter().cloned())
-            .status()
-            .expect("run local-services.sh");
-        assert!(status.success(), "the emulators did not start");
+        let mut attempt = 0;
+        let env = loop {
+            attempt += 1;
+            let env = vec![
+                ("KINESIS_PORT".to_owned(), free_port().to_string()),
+                ("KINESIS_TLS_PORT".to_owned(), free_port().to_string()),
+                ("DYNAMODB_PORT".to_owned(), free_port().to_string()),
+                ("SERVICES_STATE_DIR".to_owned(), state_dir.display().to_string()),
+            ];
+            let status = Command::new("bash")
+                .arg(script())
+                .arg("start")
+                .envs(env.iter().cloned())
+                .status()
+                .expect("run local-services.sh");
+            if status.success() {
+                break env;
+            }
+            assert!(
+                status.code() == Some(PORT_IN_USE) && attempt < ATTEMPTS,
+                "the emulators did not start (attempt {attempt}, {status})"
+            );
+        };
         let port = |k: &str| env.iter().find(|(n, _)| n == k).unwrap().1.clone();
         Self {
             kinesis: format!("http://127.0.0.1:{}", port("KINESIS_PORT")),
