@@ -31,21 +31,26 @@ def snowflake_iam_policy_holds(policy_proxies):
     assert not denials, f"calls outside Snowflake's IAM policy: {denials[:20]}"
 
 
+_SHARED: list = []  # the session's SharedNiFi, for the summary
+
+
 @pytest.fixture(scope="session")
 def shared_nifi_session(policy_proxies, local_services):  # noqa: F811  (the imported fixture)
-    """The NiFi shared by the modules that neither kill, restart nor reconfigure theirs (tests/lib/shared_nifi.py):
-    started when the first of them begins, stopped at the end of the session (before the policy proxies and the
-    emulators it reads through)."""
+    """The NiFi shared by the modules that run in its environment, NAR set and settings (tests/lib/shared_nifi.py),
+    whether or not they kill and restart it: started when the first of them begins, stopped at the end of the
+    session (before the policy proxies and the emulators it reads through)."""
     shared = SharedNiFi()
+    _SHARED.append(shared)
     yield shared
     shared.stop()
 
 
 @pytest.fixture(scope="module")
 def shared_nifi(shared_nifi_session, request):
-    """This module's view of the shared NiFi: its log from this module's start on (and NiFi's start-up), and at
-    the module's end every process group, controller service and parameter context the module added stopped,
-    emptied and deleted (tests/lib/shared_nifi.py's ModuleNiFi)."""
+    """This module's view of the shared NiFi: its log from this module's start on (and NiFi's start-up), kill()
+    and restart(), and at the module's end every process group, controller service and parameter context the
+    module added stopped, emptied and deleted, with NiFi checked to be running and as the module found it
+    (tests/lib/shared_nifi.py's ModuleNiFi)."""
     view = shared_nifi_session.for_module(request.module.__name__)
     yield view
     view.clean()
@@ -55,5 +60,6 @@ def pytest_terminal_summary(terminalreporter):
     """How many standalone NiFi starts (NiFiInstance.start, restarts included) the session paid for."""
     starts = nifi_instance.STARTS
     if starts:
+        shared = "".join(f"; the shared NiFi: {s.starts} fresh start(s), {s.restarts} restart(s)" for s in _SHARED)
         terminalreporter.write_line(f"NiFi starts (NiFiInstance.start, restarts included): {len(starts)}, "
-                                    f"{sum(starts):.0f} s in all")
+                                    f"{sum(starts):.0f} s in all{shared}")

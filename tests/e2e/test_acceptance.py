@@ -31,6 +31,9 @@ What the emulators cannot show: kinesis-local closes a split parent with an Endi
 SplitShard returns; it refuses new shards beyond 50 open ones over all its streams (SHARD_LIMIT), so
 this module deletes its streams and lease tables at the end. The stand-in is a stand-in: Snowflake's
 own order of commits is not observed, and its reopen race is worked around (settle()).
+
+The NiFi is the session's shared one (tests/e2e/conftest.py), killed and restarted here as this module's own would
+be (tests/lib/shared_nifi.py's ModuleNiFi.kill and restart).
 """
 
 import base64
@@ -47,7 +50,6 @@ import pytest
 
 import iam_proxy
 from kpl import aggregate
-from nifi_instance import NiFiInstance, free_port
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401
 from standin import Standin, make_key_pair
 
@@ -78,6 +80,8 @@ AGGREGATE_SIZE = 6  # user records per KPL aggregate
 
 
 def nar() -> str:
+    """The built kinesnow-nar (test_cluster_exactly_once.py and bench/cluster_failover.py import it; this module
+    runs in the shared NiFi, which loads it)."""
     nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
     assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
     return nars[0]
@@ -230,19 +234,20 @@ def channels_of(sf: Standin, table: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def env(local_services, tmp_path_factory):
+def env(local_services, shared_nifi, tmp_path_factory):
+    """The stand-in, and the session's shared NiFi (which loaded the built NAR)."""
     work = str(tmp_path_factory.mktemp("kinesnow-acceptance"))
     _, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=500)
-    state = {"work": work, "sf": sf, "streams": [], "apps": []}
+    state = {"work": work, "sf": sf, "streams": [], "apps": [], "nifi": shared_nifi}
     try:
         sf.register_user(ACCOUNT, USER, public_key)
-        state["nifi"] = NiFiInstance.start(port=free_port(), extensions=[nar()])
         yield state
     finally:
-        if "nifi" in state and state["nifi"].is_running():
-            state["nifi"].stop()
-        sf.stop()
+        try:
+            shared_nifi.clean()  # the flows stopped and removed before the stand-in, the streams and the tables go
+        finally:
+            sf.stop()
     # kinesis-local limits the open shards of all its streams together, and the emulators are shared
     for call, action, key, names in ((kinesis_call, "DeleteStream", "StreamName", state["streams"]),
                                      (dynamodb_call, "DeleteTable", "TableName", state["apps"])):
@@ -410,9 +415,7 @@ def test_every_record_once_in_key_order_across_split_restarts_and_kill_9(env):
     loaded_at_kill, put_at_kill = distinct_ids(sf, table), producer.count()
     events["kill -9"] = (loaded_at_kill, put_at_kill)
     env["nifi"].kill()  # with records in flight: queued, in PutSnowflake's sessions, appended but not committed
-    restarted = NiFiInstance.start(port=env["nifi"].port, instance_dir=env["nifi"].instance_dir, keep=True)
-    env["nifi"].pid = restarted.pid
-    c = restarted.client
+    c = env["nifi"].restart().client  # the same instance directory, as it was left
     for pid in (ids["consumer"], ids["sink"]):
         assert c.processor_state(pid) == "RUNNING", "NiFi resumed the processors after the crash"
     background.join()

@@ -1,29 +1,22 @@
 """ConsumeKinesis in a real NiFi that is killed with SIGKILL mid-stream and restarted: every record
 arrives, in shard order; repeats are possible only for records whose NiFi commit had not happened
-(NiFi's own repositories keep what was committed; the checkpoints never run ahead of them)."""
+(NiFi's own repositories keep what was committed; the checkpoints never run ahead of them).
+
+The NiFi is the session's shared one (tests/e2e/conftest.py), killed and restarted here as this module's own
+would be (tests/lib/shared_nifi.py's ModuleNiFi.kill and restart)."""
 
 import base64
-import glob
 import json
-import os
 import time
 
 import pytest
 
 import iam_proxy
-from nifi_instance import NiFiInstance, free_port
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUNDLE = {"group": "io.kinesnow", "artifact": "kinesnow-nar", "version": "0.1.0"}
 STREAM = "crash-test"
 RECORDS = 3000
-
-
-def nar() -> str:
-    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
-    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
-    return nars[0]
 
 
 def put(first: int, count: int) -> None:
@@ -49,11 +42,9 @@ def queued_contents(c, queue_id: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def nifi(local_services):
-    inst = NiFiInstance.start(port=free_port(), extensions=[nar()])
-    yield inst
-    if inst.is_running():
-        inst.stop()
+def nifi(local_services, shared_nifi):
+    """The session's shared NiFi (which loaded the built NAR); this module's group is removed when it ends."""
+    return shared_nifi
 
 
 def test_kill_9_mid_stream_loses_nothing_and_keeps_shard_order(nifi):
@@ -79,8 +70,7 @@ def test_kill_9_mid_stream_loses_nothing_and_keeps_shard_order(nifi):
     queued_at_kill = c.connection_queue_count(queue["id"])
     nifi.kill()  # mid-stream: some batches committed, others not
 
-    restarted = NiFiInstance.start(port=nifi.port, instance_dir=nifi.instance_dir, keep=True)
-    nifi.pid = restarted.pid
+    nifi.restart()  # the same instance directory, as it was left
     # The dead node's leases are taken over only after the Failover Timeout (7 s): nothing new yet.
     queued_after_restart = c.connection_queue_count(queue["id"])
     deadline = time.monotonic() + 120

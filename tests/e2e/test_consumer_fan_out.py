@@ -7,7 +7,10 @@ split and a merge under load deliver every record once, per key in write order.
 kinesis-local never ends a fan-out subscription at a shard's end (no ChildShards event; see
 rust-core/tests/consumer_fanout.rs), so there the shard ends are found by the engine's second
 signal: the listing shows the shard closed, its subscription is quiet, GetRecords confirms the end.
-The ChildShards event AWS sends is covered by the engine's unit tests on synthetic events."""
+The ChildShards event AWS sends is covered by the engine's unit tests on synthetic events.
+
+The NiFi is the session's shared one (tests/e2e/conftest.py), killed and restarted here as this module's own
+would be (tests/lib/shared_nifi.py's ModuleNiFi.kill and restart)."""
 
 import base64
 import json
@@ -16,9 +19,7 @@ import time
 
 import pytest
 
-from consumer_flow import (ConsumerFlow, built_nar, consumer_properties, create_stream, flowfile_content, list_queue,
-                           unique)
-from nifi_instance import NiFiInstance, free_port
+from consumer_flow import ConsumerFlow, consumer_properties, create_stream, flowfile_content, list_queue, unique
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 
 SHARDS = 2
@@ -63,11 +64,9 @@ def wait_all(flow: ConsumerFlow, total: int, timeout: float):
 
 
 @pytest.fixture(scope="module")
-def nifi(local_services):
-    inst = NiFiInstance.start(port=free_port(), extensions=[built_nar()])
-    yield inst
-    if inst.is_running():
-        inst.stop()
+def nifi(local_services, shared_nifi):
+    """The session's shared NiFi (which loaded the built NAR); what this module leaves is removed when it ends."""
+    return shared_nifi
 
 
 def test_fan_out_in_nifi_across_stop_start_and_kill_9_then_removal_deregisters(nifi):
@@ -87,8 +86,7 @@ def test_fan_out_in_nifi_across_stop_start_and_kill_9_then_removal_deregisters(n
     flow.start()
     time.sleep(2)
     nifi.kill()  # mid-stream, with the second 600 being read
-    restarted = NiFiInstance.start(port=nifi.port, instance_dir=nifi.instance_dir, keep=True)
-    nifi.pid = restarted.pid
+    nifi.restart()  # the same instance directory, as it was left
     put(stream, 1200, 300)
     got = wait_all(flow, 1500, 120)
 

@@ -14,7 +14,10 @@ tests are in rust-core/tests/component_consumer.rs and rust-core/src/component/s
 
 Long keys: Kinesis limits a partition key to 256 characters, but a KPL aggregate's key table can hold any key;
 a 70 KB key (beyond the 64 KiB the batch layout once allowed, which froze the shard) must reach NiFi whole, as
-the FlowFile's attribute, and the shard must keep flowing."""
+the FlowFile's attribute, and the shard must keep flowing.
+
+The NiFi is the session's shared one (tests/e2e/conftest.py), which runs with this 5 s scheduling timeout
+(tests/lib/shared_nifi.py's SCHEDULING_TIMEOUT; the first test checks it in that NiFi's nifi.properties)."""
 
 import hashlib
 import json
@@ -24,9 +27,7 @@ import time
 
 import pytest
 
-from consumer_flow import ConsumerFlow, built_nar, consumer_properties, create_stream, put_record, unique
-from nifi_client import log_position
-from nifi_instance import NiFiInstance, free_port
+from consumer_flow import ConsumerFlow, consumer_properties, create_stream, put_record, unique
 from services import aws_json_call, dynamodb_endpoint, local_services  # noqa: F401  (fixture)
 
 SCHEDULING_TIMEOUT_S = 5
@@ -34,12 +35,10 @@ LOCK = {"streamName": {"S": "__migration__"}, "shardId": {"S": "__lock__"}}
 
 
 @pytest.fixture(scope="module")
-def nifi(local_services):
-    inst = NiFiInstance.start(port=free_port(), extensions=[built_nar()],
-                              scheduling_timeout=f"{SCHEDULING_TIMEOUT_S} secs")
-    yield inst
-    if inst.is_running():
-        inst.stop()
+def nifi(local_services, shared_nifi):
+    """The session's shared NiFi (which loaded the built NAR), scheduling timeout 5 s; this module's groups are
+    removed when it ends."""
+    return shared_nifi
 
 
 def dynamodb(action: str, payload: dict) -> dict:
@@ -120,7 +119,7 @@ def test_a_start_waiting_for_another_nodes_migration_yields_stops_cleanly_and_re
     for i in range(3):
         put_record(stream, json.dumps({"id": i}).encode(), f"k{i}")
     other = OtherNode(app)
-    log_start = log_position(nifi.log_path)
+    log_start = nifi.log_mark()
 
     group = nifi.client.create_process_group(unique("slow-start"))["id"]
     flow = ConsumerFlow.add(nifi.client, group, consumer_properties(stream, app))
@@ -139,9 +138,7 @@ def test_a_start_waiting_for_another_nodes_migration_yields_stops_cleanly_and_re
     warnings = [b for b in nifi.client.bulletins(source_id=flow.processor_id)
                 if b.get("level") in ("WARN", "WARNING") and "Not reading yet" in (b.get("message") or "")]
     assert warnings, f"a warning once the start takes long: {messages(flow)}"
-    with open(nifi.log_path, "rb") as f:
-        f.seek(log_start)
-        log = f.read().decode("utf-8", errors="replace")
+    log = nifi.log_since(log_start)
     assert "Timed out while waiting for OnScheduled" not in log
     assert flow.counts() == (0, 0)
 

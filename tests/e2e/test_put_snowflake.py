@@ -1,7 +1,11 @@
 """Kinesis -> ConsumeKinesis -> PutSnowflake -> Snowflake stand-in, in a real NiFi, applied by
 parameter-contexts/apply.py from the local parameter contexts. Every record lands exactly once in
 the table across a PutSnowflake stop/start mid-stream and a kill -9 of NiFi; a wrong key sends
-FlowFiles to failure with a bulletin; no key, token or secret shows up in NiFi's logs."""
+FlowFiles to failure with a bulletin; no key, token or secret shows up in NiFi's logs.
+
+The NiFi is the session's shared one (tests/e2e/conftest.py), killed and restarted here as this module's own
+would be (tests/lib/shared_nifi.py's ModuleNiFi.kill and restart); its logs are judged as far as they are this
+module's (ModuleNiFi.logs)."""
 
 import base64
 import glob
@@ -14,7 +18,6 @@ import time
 import pytest
 
 import iam_proxy
-from nifi_instance import NiFiInstance, free_port
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
 
@@ -42,6 +45,8 @@ RUN = str(int(time.time()))  # the emulators may outlive a run: fresh stream and
 
 
 def nar() -> str:
+    """The built kinesnow-nar (test_put_snowflake_managed.py imports it; this module runs in the shared NiFi,
+    which loads it)."""
     nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
     assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
     return nars[0]
@@ -74,17 +79,19 @@ def wait_for_rows(sf: Standin, at_least: int, timeout: float) -> tuple[int, int]
 
 
 @pytest.fixture(scope="module")
-def env(local_services, tmp_path_factory):
+def env(local_services, shared_nifi, tmp_path_factory):
+    """The stand-in, and the session's shared NiFi (which loaded the built NAR)."""
     work = str(tmp_path_factory.mktemp("kinesnow-sf"))
     _, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=500)
     sf.register_user(ACCOUNT, USER, public_key)
     sf.sql(f"CREATE OR REPLACE TABLE {TABLE} (ID NUMBER) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE")
-    nifi = NiFiInstance.start(port=free_port(), extensions=[nar()])
+    nifi = shared_nifi
     yield {"work": work, "sf": sf, "nifi": nifi}
-    if nifi.is_running():
-        nifi.stop()
-    sf.stop()
+    try:
+        nifi.clean()  # the flows stopped and removed before the stand-in they write to goes
+    finally:
+        sf.stop()
 
 
 def applied(env, name: str, stream: str) -> dict:
@@ -118,9 +125,7 @@ def test_every_record_lands_once_across_stop_start_and_kill_9(env):
     time.sleep(2)  # NiFi saves the flow (with the processors' run state) shortly after a change
     wait_for_rows(sf, 350, 120)
     env["nifi"].kill()  # kill -9 mid-stream
-    restarted = NiFiInstance.start(port=env["nifi"].port, instance_dir=env["nifi"].instance_dir, keep=True)
-    env["nifi"].pid = restarted.pid
-    c = restarted.client
+    c = env["nifi"].restart().client  # the same instance directory, as it was left
     for pid in (ids["consumer"], ids["sink"]):
         assert c.processor_state(pid) == "RUNNING", "NiFi resumed the processors"
     put(stream, 600, 300)
@@ -232,16 +237,17 @@ def test_the_versioned_flow_definition_imports_and_delivers(env):
 
 
 def test_no_secret_reaches_the_logs(env):
-    """Runs last in this module: the whole module's NiFi logs, after every call above."""
+    """Runs last in this module: the whole module's NiFi logs, after every call above. Each log file (nifi-app.log,
+    rolled or not, and the JVM's nifi-stdout.log) as far as it is this module's: NiFi's start-up and everything
+    since the module began, across its kill -9 and restart (tests/lib/shared_nifi.py's ModuleNiFi.logs)."""
     secrets = []
     for path in glob.glob(os.path.join(env["work"], "**", "rsa_key.p8"), recursive=True):
         lines = [line for line in open(path).read().splitlines() if line and not line.startswith("-----")]
         secrets += lines[1:3]  # pieces of each private key's body
     secrets += ["local-secret-key"]  # the AWS secret of the local source context
-    logs = glob.glob(os.path.join(env["nifi"].instance_dir, "logs", "*.log"))
-    assert logs, "NiFi wrote logs"
-    for path in logs:
-        text = open(path, errors="replace").read()
+    logs = env["nifi"].logs()
+    assert logs["nifi-app.log"], "NiFi wrote logs"
+    for name, text in logs.items():
         for secret in secrets:
-            assert secret not in text, f"a secret appears in {os.path.basename(path)}"
-        assert "Bearer ey" not in text and "BEGIN PRIVATE KEY" not in text, f"a token or key in {os.path.basename(path)}"
+            assert secret not in text, f"a secret appears in {name}"
+        assert "Bearer ey" not in text and "BEGIN PRIVATE KEY" not in text, f"a token or key in {name}"

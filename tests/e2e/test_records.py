@@ -13,12 +13,15 @@ CSVReader):
 - DEMARCATOR with a multi-byte demarcator, and records that contain it;
 - PutSnowflake's Record Reader on Avro and CSV FlowFiles that did not come from ConsumeKinesis: rows load, and a
   CSV record that does not fit the schema goes to invalid while the others load.
+
+The NiFi is the session's shared one (tests/e2e/conftest.py), which loads the test-only NAR of NiFi's standard
+processors next to ours (GetFile, GenerateFlowFile); it is killed and restarted here as this module's own would be
+(tests/lib/shared_nifi.py's ModuleNiFi.kill and restart).
 """
 
 import base64
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,8 +31,7 @@ import pytest
 import avro
 import iam_proxy
 import kpl
-from consumer_flow import ConsumerFlow, built_nar, consumer_properties, flowfile_content, list_queue
-from nifi_instance import NiFiInstance, free_port
+from consumer_flow import ConsumerFlow, consumer_properties, flowfile_content, list_queue
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
 
@@ -76,18 +78,18 @@ def order(i: int) -> dict:
 # ---- the NiFi, the stand-in and the flows -----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def env(local_services, tmp_path_factory):
+def env(local_services, shared_nifi, tmp_path_factory):
+    """The stand-in, and the session's shared NiFi (our NAR and the standard processors' test-only NAR)."""
     work = str(tmp_path_factory.mktemp("kinesnow-records"))
     _, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=300)
     sf.register_user(ACCOUNT, USER, public_key)
-    standard = subprocess.run([os.path.join(REPO, "tests", "nifi", "standard-nar", "build.sh")], check=True,
-                              stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
-    nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar(), standard])
+    nifi = shared_nifi
     yield {"work": work, "sf": sf, "nifi": nifi}
-    if nifi.is_running():
-        nifi.stop()
-    sf.stop()
+    try:
+        nifi.clean()  # the flows stopped and removed before the stand-in they write to goes
+    finally:
+        sf.stop()
 
 
 def service(c, group: str, type_name: str, properties: dict) -> str:
@@ -235,9 +237,7 @@ def test_avro_plain_and_aggregated_loads_exact_values_across_stop_start_and_kill
     put_records(stream, datums[400:500])
     wait_rows(sf, "ORDERS", 300, 150)
     env["nifi"].kill()  # kill -9 mid-stream
-    restarted = NiFiInstance.start(port=env["nifi"].port, instance_dir=env["nifi"].instance_dir, keep=True)
-    env["nifi"].pid = restarted.pid
-    c = restarted.client
+    c = env["nifi"].restart().client  # the same instance directory, as it was left
     put_records(stream, datums[500:600])
 
     count, distinct = wait_rows(sf, "ORDERS", 600, 240)

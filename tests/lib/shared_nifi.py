@@ -1,22 +1,35 @@
-"""One NiFi shared by the end-to-end modules that neither kill, restart nor reconfigure their NiFi
+"""One NiFi shared by the end-to-end modules that need no environment, NAR set or NiFi setting of their own
 (tests/e2e/conftest.py's `shared_nifi` fixture): started on first use, stopped at the end of the session.
+A module may kill it (kill -9) and restart it, as it would its own NiFi.
 
 Every module gets a ModuleNiFi, its view of the shared instance:
 
-- `client`, `port`, `pid` and `is_running()` as NiFiInstance has them;
+- `client`, `port`, `pid`, `instance_dir` and `is_running()` as NiFiInstance has them;
+- `kill()` and `restart()`: SIGKILL the NiFi as a crash would (NiFiInstance.kill), then start the same instance
+  directory again (flow, repositories, NARs, nifi.properties as they are: `nifi.sh start --keep`) in the shared
+  environment. The shared instance follows (its pid, its client), so later modules and the session's teardown
+  get the running NiFi;
 - `log_text()` and `log_errors()`: NiFi's log as this module may judge it, that is what NiFi wrote while it
-  started (before any module ran) and what it wrote since this module began, never another module's lines;
+  first started (before any module ran) and what it wrote since this module began (after a restart by this
+  module that includes the restart's start-up: NiFi appends to its log), never another module's lines.
+  `logs()` gives the same view of each log file (nifi-app.log and the JVM's nifi-stdout.log, which nifi.sh
+  truncates at every start: what the killed JVM wrote for this module is kept across a restart);
+  `log_mark()`/`log_since()` a part of nifi-app.log from a point in a test on;
 - `clean()`, called when the module ends (and earlier by a module that wants its flow gone before it tears
   down what the flow reads): stops and deletes the process groups, controller services and parameter contexts
-  the module added, dropping their queued FlowFiles, then checks that the NiFi is as the module found it.
-  A NiFi that could not be cleaned is replaced by a fresh one for the next module.
+  the module added, dropping their queued FlowFiles, then checks that the NiFi is running and as the module
+  found it. A NiFi that could not be cleaned (or restarted) is replaced by a fresh one for the next module.
 
 The shared NiFi loads kinesnow-nar and the test-only NAR of NiFi's standard processors
 (tests/nifi/standard-nar; test_hostile_input.py uses SplitJson and GenerateFlowFile), and no AWS NAR:
 test_consumer_credentials_service.py, which needs kinesnow-aws-nar and its parent, keeps its own NiFi.
 Its environment has nothing the AWS default credentials chain could use, and no instance metadata
 lookup (test_verify.py's failing "AWS Credentials" step needs that; it also keeps every NiFi call on
-127.0.0.1): NO_AWS_CREDENTIALS set, CLEARED removed from what it inherits.
+127.0.0.1): NO_AWS_CREDENTIALS set, CLEARED removed from what it inherits. Its scheduling timeout
+(nifi.processor.scheduling.timeout) is 5 s, what test_consumer_startup_and_keys.py needs (SCHEDULING_TIMEOUT):
+NiFi 2.3.0 reads that property only in StandardProcessScheduler, for how long a processor's @OnScheduled may
+run before NiFi interrupts it, and every @OnScheduled of the modules here does local work only
+(ConsumeKinesis' returns at once by design, PutSnowflake's reads its key and builds its clients, no network).
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ NO_AWS_CREDENTIALS = {"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/
                       "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials"}
 CLEARED = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
            "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"]
+SCHEDULING_TIMEOUT = "5 secs"
+APP_LOG, STDOUT_LOG = "nifi-app.log", "nifi-stdout.log"
 
 
 def standard_nar() -> str:
@@ -129,21 +144,41 @@ def _snapshot(c: NiFiClient) -> _Snapshot:
 class SharedNiFi:
     """The session's shared NiFi; started by the first module that asks for it."""
 
-    def __init__(self, extensions: Optional[Iterable[str]] = None, heap: str = "1g"):
+    def __init__(self, extensions: Optional[Iterable[str]] = None, heap: str = "1g",
+                 scheduling_timeout: Optional[str] = SCHEDULING_TIMEOUT):
         self._extensions = list(extensions) if extensions is not None else None
         self._heap = heap
+        self._scheduling_timeout = scheduling_timeout
         self.instance: Optional[NiFiInstance] = None
         self.startup_end: Optional[LogMark] = None
+        self.startup_stdout = b""  # the JVM's stdout/stderr while it first started (nifi.sh truncates it at a restart)
         self.starts = 0
+        self.restarts = 0
         self.dirty = False
 
     def _start(self) -> None:
         extensions = self._extensions if self._extensions is not None else [built_nar(), standard_nar()]
         self.instance = NiFiInstance.start(port=free_port(), extensions=extensions, heap=self._heap,
+                                           scheduling_timeout=self._scheduling_timeout,
                                            environment=NO_AWS_CREDENTIALS, unset_environment=CLEARED)
         self.startup_end = log_mark(self.instance.log_path)
+        self.startup_stdout = _read(_stdout_path(self.instance))
         self.starts += 1
         self.dirty = False
+
+    def restart(self) -> NiFiInstance:
+        """Starts the stopped or killed instance again: same directory (flow, repositories, NARs, nifi.properties
+        with its scheduling timeout), same port, heap and environment. A failed restart leaves it dirty."""
+        old = self.instance
+        assert old is not None and not old.is_running(), "restart() is for a killed or stopped shared NiFi"
+        try:
+            self.instance = NiFiInstance.start(port=old.port, instance_dir=old.instance_dir, keep=True, heap=self._heap,
+                                               environment=NO_AWS_CREDENTIALS, unset_environment=CLEARED)
+        except Exception:
+            self.dirty = True
+            raise
+        self.restarts += 1
+        return self.instance
 
     def for_module(self, name: str) -> "ModuleNiFi":
         if self.instance is not None and (self.dirty or not self.instance.is_running()):
@@ -158,6 +193,19 @@ class SharedNiFi:
         self.instance = None
 
 
+def _stdout_path(instance: NiFiInstance) -> str:
+    return os.path.join(instance.instance_dir, "logs", STDOUT_LOG)
+
+
+def _read(path: str, offset: int = 0) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
 class ModuleNiFi:
     """One module's use of the shared NiFi (see the module docstring)."""
 
@@ -167,7 +215,10 @@ class ModuleNiFi:
         self.name = name
         self.client = self._instance.client
         self.startup_end = shared.startup_end
+        self.startup_stdout = shared.startup_stdout
         self.log_start = log_mark(self._instance.log_path)
+        self._stdout_earlier = b""  # what killed JVMs wrote to stdout/stderr since this module began
+        self._stdout_start = len(_read(_stdout_path(self._instance)))
         self._baseline = _snapshot(self.client)
         self._cleaned = False
 
@@ -179,6 +230,10 @@ class ModuleNiFi:
     def pid(self) -> int:
         return self._instance.pid
 
+    @property
+    def instance_dir(self) -> str:
+        return self._instance.instance_dir
+
     def is_running(self) -> bool:
         return self._instance.is_running()
 
@@ -187,6 +242,22 @@ class ModuleNiFi:
         with open(f"/proc/{self.pid}/environ", "rb") as f:
             entries = f.read().split(b"\0")
         return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+    # ---- a crash and a restart, as a module's own NiFi would have them ----
+
+    def kill(self) -> None:
+        """SIGKILL the shared NiFi's JVM, as a crash would, and wait until it and its port are gone."""
+        self._instance.kill()
+
+    def restart(self) -> "ModuleNiFi":
+        """Starts the killed NiFi again (`nifi.sh start --keep` of the same instance directory, as a module's own
+        NiFi was restarted), in the shared NiFi's environment; waits until its API answers. The shared instance
+        (pid, client) is the restarted one from here on, for this module, later ones and the session's teardown.
+        The client keeps its base URL, so a `client` taken before the kill keeps working."""
+        self._stdout_earlier += _read(_stdout_path(self._instance), self._stdout_start)
+        self._instance = self._shared.restart()
+        self._stdout_start = 0  # nifi.sh truncated it: all of it is the restarted JVM's, during this module
+        return self
 
     # ---- the log, as far as it is this module's ----
 
@@ -197,12 +268,30 @@ class ModuleNiFi:
         return [part.decode("utf-8", errors="replace") for part in (startup, since)]
 
     def log_text(self) -> str:
-        """NiFi's start-up log and everything it logged since this module began."""
+        """NiFi's start-up log and everything it logged since this module began (a restart's start-up included)."""
         return "".join(self._log_parts())
 
     def log_errors(self, levels: Iterable[str] = ("ERROR",), logger_prefix: Optional[str] = None) -> list[dict]:
         """The events of log_text() at these levels (nifi_client.read_log_errors' format)."""
         return [e for part in self._log_parts() for e in parse_log_events(part, logger_prefix, levels)]
+
+    def stdout_text(self) -> str:
+        """The JVM's stdout and stderr (nifi-stdout.log: what does not go through logback, such as a native
+        panic's message) while NiFi first started and since this module began, across this module's restarts."""
+        since = self._stdout_earlier + _read(_stdout_path(self._instance), self._stdout_start)
+        return (self.startup_stdout + since).decode("utf-8", errors="replace")
+
+    def logs(self) -> dict:
+        """Each of NiFi's log files, as this module may judge it: {file name: text}."""
+        return {APP_LOG: self.log_text(), STDOUT_LOG: self.stdout_text()}
+
+    def log_mark(self) -> LogMark:
+        """The end of nifi-app.log now, for log_since()."""
+        return log_mark(self._instance.log_path)
+
+    def log_since(self, mark: LogMark) -> str:
+        """What NiFi logged since `mark` (a log_mark() of this module), across size rolls."""
+        return log_bytes(self._instance.log_path, mark).decode("utf-8", errors="replace")
 
     # ---- leaving the NiFi as the module found it ----
 
