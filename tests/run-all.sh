@@ -180,8 +180,9 @@ case "$mode" in
     gates
     start_prefetch
     step "Rust build (suite profile: engine tests, stand-in, benchmark source)" rust_build
-    step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
+    # The prefetch builds KCL's legacy jar with Maven: joined first, so two Mavens never share ~/.m2 at once.
     join_prefetch
+    step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
     export_standin_bin
     start_long_rust_test
     step "Rust tests (suite profile)" rust_tests
