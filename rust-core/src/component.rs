@@ -186,9 +186,7 @@ impl Component {
             output: config.output_strategy,
         };
         let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
-        if let Some(key) = engine.link() {
-            note_parse_failures(key, &shards);
-        }
+        note_parse_failures(&config.stream_name, engine.link(), &shards);
         let link = engine.link().map_or(String::new(), |k| k.stream.clone());
         Ok(Some(OutgoingBatch::new(id, link, shards, move |id| engine.nack(id))))
     }
@@ -197,8 +195,8 @@ impl Component {
     /// (the `ffi::skips` layout), before it commits the batch, so PutSnowflake's chain of their
     /// lease passes over them; nothing to do without Failover Position `SNOWFLAKE_COMMIT`.
     pub fn note_skipped(&self, skips: &[u8]) -> Result<(), ComponentError> {
-        let (engine, _) = self.consumer()?;
-        note_skipped_records(engine.link(), skips)
+        let (engine, config) = self.consumer()?;
+        note_skipped_records(&config.stream_name, engine.link(), skips)
     }
 
     pub fn ack(&self, batch_id: i64) -> Result<(), ComponentError> {
@@ -275,36 +273,39 @@ fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> S
     )
 }
 
-/// Records of a tracked lease routed to `parse.failure` never reach PutSnowflake: its chain passes
-/// over them (see `feedback`).
-fn note_parse_failures(key: &LinkKey, shards: &[ShardFlowFiles]) {
+/// Records routed to `parse.failure` never reach PutSnowflake: the order its channels keep passes
+/// over them (`feedback::parse_failures`), and so does a tracked lease's chain (see `feedback`).
+fn note_parse_failures(stream: &str, key: Option<&LinkKey>, shards: &[ShardFlowFiles]) {
     use crate::consumer::output::Route;
     use crate::kinesis::position::Position;
-    let failures = shards.iter().filter_map(|s| s.tenure.map(|t| (s, t))).flat_map(|(s, tenure)| {
+    let failures = shards.iter().flat_map(|s| {
         s.flow_files.iter().filter(|f| f.route == Route::ParseFailure).map(move |f| Skip {
             shard: s.shard_id.clone(),
-            tenure,
+            tenure: s.tenure,
             previous: f.previous.clone(),
             last: Position::new(f.last_sequence.clone(), f.last_sub),
         })
     });
-    note_skips(key, failures);
+    note_skips(stream, key, failures);
 }
 
 /// Processing Strategy RECORD: the Kinesis records of a batch the shim's Record Reader sent to
 /// `parse.failure` (the `ffi::skips` layout), as [`note_parse_failures`] notes the engine's own.
-/// Nothing to do without a link (a consumer that does not track what Snowflake has).
-fn note_skipped_records(key: Option<&LinkKey>, skips: &[u8]) -> Result<(), ComponentError> {
-    let Some(key) = key else { return Ok(()) };
-    note_skips(key, skips::decode(skips)?);
+fn note_skipped_records(stream: &str, key: Option<&LinkKey>, skips: &[u8]) -> Result<(), ComponentError> {
+    note_skips(stream, key, skips::decode(skips)?);
     Ok(())
 }
 
-/// Tells the board of skipped records, locking it only when there is one.
-fn note_skips(key: &LinkKey, skips: impl IntoIterator<Item = Skip>) {
+/// Tells PutSnowflake's order and, for tracked leases, the board of skipped records, locking each
+/// only when there is one.
+fn note_skips(stream: &str, key: Option<&LinkKey>, skips: impl IntoIterator<Item = Skip>) {
     let mut board = None;
+    let mut noted = None;
     for Skip { shard, tenure, previous, last } in skips {
-        board.get_or_insert_with(crate::feedback::board).skipped(key, &shard, tenure, previous, last);
+        noted.get_or_insert_with(crate::feedback::parse_failures::noted).note(stream, &shard, previous.clone(), &last);
+        if let (Some(key), Some(tenure)) = (key, tenure) {
+            board.get_or_insert_with(crate::feedback::board).skipped(key, &shard, tenure, previous, last);
+        }
     }
 }
 
@@ -327,12 +328,16 @@ mod tests {
             ("shard-1", 7, Some(at("12")), at("13")),
             ("shard-1", -1, Some(at("13")), at("14")),
         ]);
-        note_skipped_records(None, &skips).unwrap();
-        assert_eq!(chain("12"), Chain::Broken, "no link: nothing to note");
-        note_skipped_records(Some(&key), &skips).unwrap();
+        note_skipped_records("record-gap", None, &skips).unwrap();
+        assert_eq!(chain("12"), Chain::Broken, "no link: nothing to note on the board");
+        let noted = |previous: &str| {
+            crate::feedback::parse_failures::noted().before_failures("record-gap", "shard-1", at(previous))
+        };
+        assert_eq!(noted("14"), Some(at("11")), "PutSnowflake's order passes over all three, link or not");
+        note_skipped_records("record-gap", Some(&key), &skips).unwrap();
         assert_eq!(chain("13"), Chain::Linked, "12 and 13 went to parse.failure: the next FlowFile follows on");
         assert_eq!(chain("14"), Chain::Broken, "14's skip names no lease");
-        assert!(matches!(note_skipped_records(Some(&key), &skips[..9]), Err(ComponentError::Skips(_))));
+        assert!(matches!(note_skipped_records("record-gap", Some(&key), &skips[..9]), Err(ComponentError::Skips(_))));
     }
 
     #[test]

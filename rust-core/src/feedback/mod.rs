@@ -132,12 +132,13 @@ struct ChainState {
     passed: Vec<Span>,
 }
 
-/// Records of lease `tenure` of `shard` routed to `parse.failure`: those after `previous` (`None`:
-/// from the lease's start) through `last`. See [`Board::skipped`].
+/// Records of `shard` routed to `parse.failure`: those after `previous` (`None`: from the lease's
+/// start) through `last`, read by lease `tenure` when it tracks what Snowflake has. See
+/// [`Board::skipped`] and [`parse_failures`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skip {
     pub shard: String,
-    pub tenure: u64,
+    pub tenure: Option<u64>,
     pub previous: Option<Position>,
     pub last: Position,
 }
@@ -413,6 +414,8 @@ static BOARD: LazyLock<Mutex<Board>> = LazyLock::new(Mutex::default);
 pub fn board() -> MutexGuard<'static, Board> {
     BOARD.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+pub mod parse_failures;
 
 #[cfg(test)]
 mod model;

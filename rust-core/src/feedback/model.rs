@@ -27,7 +27,7 @@ use super::{Board, LinkKey, Loaded, ShardTenure};
 use crate::consumer::resume::{on_take, resume, FailoverPosition};
 use crate::kinesis::position::Position;
 use crate::lease::{Checkpoint, LoadedOnTake};
-use crate::snowflake::book::{ChannelBook, Done, Route, Work};
+use crate::snowflake::book::{ChannelBook, Done, Follows, Route, Work};
 use crate::snowflake::link::{self, Decision, Tracked};
 use crate::snowflake::offset::OffsetToken;
 use crate::snowflake::rows::{Delivery, Row};
@@ -543,7 +543,9 @@ impl Model {
                     let rows =
                         f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
                     self.nodes[n].taken.insert(f.id, f.clone());
-                    let done = self.nodes[n].book.accept(Work { flow_file_id: f.id, rows, bytes: 1 }, self.now);
+                    let done = self.nodes[n]
+                        .book
+                        .accept(Work { flow_file_id: f.id, rows, bytes: 1, follows: Follows::Unknown }, self.now);
                     self.settle(n, done);
                 }
                 Decision::Superseded { .. } => {}

@@ -502,7 +502,10 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_describeS
         };
         let lines: Vec<String> = skips
             .iter()
-            .map(|s| format!("{} {} {} {}", s.shard, s.tenure, position(s.previous.as_ref()), position(Some(&s.last))))
+            .map(|s| {
+                let tenure = s.tenure.map_or("-1".to_owned(), |t| t.to_string());
+                format!("{} {tenure} {} {}", s.shard, position(s.previous.as_ref()), position(Some(&s.last)))
+            })
             .collect();
         java::string_array(env, &lines)
     })

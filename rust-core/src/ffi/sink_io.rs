@@ -5,7 +5,7 @@
 //! flowFiles := magic:i32 ("KSF1") count:i32 flowFile*
 //! flowFile  := id:i64 attributeCount:i32 (name:str32 value:str32)* contentLength:i32 content
 //! outcomes  := magic:i32 ("KSO1") count:i32 outcome*
-//! outcome   := id:i64 route:u8 (0 success, 1 invalid, 2 failure, 3 empty) rowsSent:i32 rowsSkipped:i32
+//! outcome   := id:i64 route:u8 (0 success, 1 invalid, 2 failure, 3 empty, 4 reload, 5 retry) rowsSent:i32 rowsSkipped:i32
 //!              channel:str32 offsetToken:str32 message:str32
 //! str32     := length:i32 utf8
 //! ```

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! skips := magic:i32 ("KNS1") count:i32 skip*
-//! skip  := shardId:str16 tenure:i64 (the lease counter; -1: no tracking lease, the skip is ignored)
+//! skip  := shardId:str16 tenure:i64 (the lease counter; -1: no tracking lease)
 //!          previousSequence:str16 previousSub:i64   (the record read before it in the lease;
 //!                                                    empty when none)
 //!          lastSequence:str16 lastSub:i64           (the record itself; sub -1 = not aggregated)
@@ -39,7 +39,7 @@ impl From<WireError> for SkipsError {
     }
 }
 
-/// The skips of tracking leases (those without a lease counter are left out).
+/// The skips (a tenure only for tracking leases).
 pub fn decode(bytes: &[u8]) -> Result<Vec<Skip>, SkipsError> {
     let mut r = Reader::new(bytes);
     if r.i32()? != MAGIC {
@@ -52,8 +52,8 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Skip>, SkipsError> {
         let tenure = r.i64()?;
         let previous = position(&mut r)?;
         let last = position(&mut r)?;
-        if let (Ok(tenure), Some(last)) = (u64::try_from(tenure), last) {
-            skips.push(Skip { shard, tenure, previous, last });
+        if let Some(last) = last {
+            skips.push(Skip { shard, tenure: u64::try_from(tenure).ok(), previous, last });
         }
     }
     match r.remaining() {
@@ -97,7 +97,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn skips_round_trip_and_those_of_no_tracking_lease_are_left_out() {
+    fn skips_round_trip_with_or_without_a_tracking_lease() {
         let at = |seq: &str, sub| Position::new(seq, sub);
         let bytes = encode(&[
             ("shard-1", 7, Some(at("11", None)), at("12", None)),
@@ -107,8 +107,9 @@ mod tests {
         assert_eq!(
             decode(&bytes).unwrap(),
             vec![
-                Skip { shard: "shard-1".into(), tenure: 7, previous: Some(at("11", None)), last: at("12", None) },
-                Skip { shard: "shard-1".into(), tenure: 7, previous: None, last: at("5", Some(2)) },
+                Skip { shard: "shard-1".into(), tenure: Some(7), previous: Some(at("11", None)), last: at("12", None) },
+                Skip { shard: "shard-1".into(), tenure: Some(7), previous: None, last: at("5", Some(2)) },
+                Skip { shard: "shard-2".into(), tenure: None, previous: Some(at("1", None)), last: at("2", None) },
             ]
         );
         assert!(matches!(decode(&bytes[..bytes.len() - 1]), Err(SkipsError::Truncated(_))));

@@ -4,27 +4,35 @@
 //! can drive it with every order of events.
 //!
 //! The rules:
-//! - Rows go out in queue order, and a row is sent only if its token is above every token
-//!   committed, queued or sent on the channel before it. A re-delivery that arrives while the
-//!   original still waits sends nothing and completes with it; tokens sent only grow, so an
-//!   append's token (its highest row's) never goes below an earlier one's.
+//! - **Order is restored, not assumed.** NiFi hands FlowFiles over in any order (no prioritizer,
+//!   several ConsumeKinesis tasks, rollbacks, penalties, `failure` sent back). A FlowFile with exact
+//!   tokens names the shard's record read just before its first row ([`Follows`]); it *waits*
+//!   until the line reaches that record (every token up to it is committed, queued or sent since
+//!   the last open), and is then *lined up*: rows at or below the line's end are records the line
+//!   holds already and are not sent again, the rest go out after it. So rows go out in shard order
+//!   and the committed token never passes a record that has not arrived. A FlowFile that names no
+//!   record before it (`Follows::Nothing`, `Follows::Unknown`) is lined up as it comes.
+//! - **A gap nobody fills.** When FlowFiles have waited [`ORDER_WAIT`] with nothing lined up (the
+//!   records before them went elsewhere: another node, a FlowFile the user dropped), the lowest
+//!   one is lined up anyway and the gap is remembered; a FlowFile that brings records of a
+//!   remembered gap later goes back to NiFi for the at-least-once channels ([`Route::Reload`]): its
+//!   rows cannot go below the channel's token, and are never skipped either.
+//! - Tokens sent only grow, so an append's token (its highest row's) never goes below an earlier one's.
 //! - A FlowFile is done once the committed token reaches its highest token: tokens sent only grow,
 //!   so every row at or below a committed token went out in a committed append.
 //! - Opening (and every reopen) forgets what was sent since the last open, because Snowflake
-//!   discards what it did not commit, and lines the queue up again from the committed token, in
-//!   the order of the FlowFiles' first tokens. A committed token lower than one already seen is a
-//!   stale answer and changes nothing.
-//! - This is exact as long as each FlowFile of a shard holds a contiguous run of the shard's
-//!   records (what ConsumeKinesis writes, or a split of it), whatever their order of arrival while
-//!   they wait. A FlowFile whose rows fall between two rows of another FlowFile (records of one
-//!   shard partitioned or filtered into several FlowFiles) cannot be told from a replay once the
-//!   higher row is queued or committed, and is skipped: keep such processors away from the
-//!   exact tokens (see PutSnowflake's additionalDetails).
+//!   discards what it did not commit, and lines every FlowFile up again from the committed token.
+//!   A committed token lower than one already seen is a stale answer and changes nothing.
+//! - The committed token found at the first open is taken as it is: rows at or below it are skipped
+//!   (a replay of what this channel committed before a restart).
 //! - On an at-least-once channel the book gives each row a fresh token above every token it knows
 //!   of once the channel is open, so such rows are never skipped.
 //! - A FlowFile without rows is done at once (`empty`): it has no token to wait for.
+//! - Waiting FlowFiles count against PutSnowflake's in-flight budget: when the budget is full, the
+//!   writer gives them back to NiFi's queue, penalized ([`Route::Retry`]), so the FlowFile they wait
+//!   for can come in.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -35,6 +43,18 @@ use super::rows::{Delivery, Row};
 /// Snowflake REST allows ten append requests a second per channel.
 pub const MIN_APPEND_SPACING: Duration = Duration::from_millis(100);
 
+/// How long FlowFiles wait for the records before them with nothing lined up, before the line
+/// passes over the gap. Longer than NiFi's default penalty (30 s), so a FlowFile routed to
+/// `failure` and sent back, or given back while the budget was full, comes back in time.
+pub const ORDER_WAIT: Duration = Duration::from_secs(60);
+
+/// Gaps a channel remembers (the oldest is forgotten first; a FlowFile of a forgotten gap would
+/// be skipped, see PutSnowflake's additionalDetails).
+pub const MAX_GAPS: usize = 256;
+
+/// A writer that passed over a gap stays (and remembers it) at least this long after.
+pub const GAP_MEMORY: Duration = Duration::from_secs(3600);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     Success = 0,
@@ -42,6 +62,34 @@ pub enum Route {
     Failure = 2,
     /// No rows in the content: nothing was sent.
     Empty = 3,
+    /// Back to the queue, marked for the at-least-once channels: its records fall in a gap the
+    /// channel passed over, below its token.
+    Reload = 4,
+    /// Back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget
+    /// was full.
+    Retry = 5,
+}
+
+/// The shard's record read just before a FlowFile's first row, as its offset token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Follows {
+    /// Not said (not ConsumeKinesis' FlowFile, or the channel is a shard's shared channel whose
+    /// FlowFiles `link` puts in order): lined up as it comes.
+    Unknown,
+    /// No record before it in its lease (read from the shard's start, or the first read from
+    /// LATEST or a timestamp): lined up as it comes.
+    Nothing,
+    After(OffsetToken),
+}
+
+impl Follows {
+    /// The waiting list's order: what must be lined up before the FlowFile may follow.
+    fn key(&self) -> Option<OffsetToken> {
+        match self {
+            Follows::After(token) => Some(token.clone()),
+            Follows::Unknown | Follows::Nothing => None,
+        }
+    }
 }
 
 /// What happened to a FlowFile, for Java to route.
@@ -62,6 +110,7 @@ pub struct Work {
     pub flow_file_id: i64,
     pub rows: Vec<Row>,
     pub bytes: u64,
+    pub follows: Follows,
 }
 
 /// A FlowFile's outcome and the in-flight bytes it gives back.
@@ -75,6 +124,7 @@ struct Pending {
     id: i64,
     rows: Vec<Row>,
     bytes: u64,
+    follows: Follows,
     /// Rows before this index were sent since the last open, or need not be sent.
     next_row: usize,
     /// Rows before `next_row` that need not be sent (committed, or queued by an earlier FlowFile).
@@ -86,9 +136,27 @@ struct Pending {
 }
 
 impl Pending {
+    fn new(work: Work, delivery: Delivery, now: Instant) -> Self {
+        Self {
+            id: work.flow_file_id,
+            rows: work.rows,
+            bytes: work.bytes,
+            follows: work.follows,
+            next_row: 0,
+            skipped: 0,
+            received: now,
+            row_error: None,
+            tokens_assigned: delivery == Delivery::ExactlyOnce,
+        }
+    }
+
     /// Tokens grow within a FlowFile, so its last row's is its highest.
     fn highest(&self) -> &OffsetToken {
         &self.rows.last().expect("the book keeps only FlowFiles with rows").token
+    }
+
+    fn lowest(&self) -> &OffsetToken {
+        &self.rows[0].token
     }
 
     fn unsent(&self) -> &[Row] {
@@ -106,6 +174,20 @@ struct Append {
     flow_files: Vec<i64>,
 }
 
+/// Records the line passed over: every token above `after` (`None`: from the start) and below
+/// `before`.
+struct Gap {
+    after: Option<OffsetToken>,
+    before: OffsetToken,
+    at: Instant,
+}
+
+impl Gap {
+    fn holds_any_of(&self, p: &Pending) -> bool {
+        *p.lowest() < self.before && self.after.as_ref().is_none_or(|a| p.highest() > a)
+    }
+}
+
 /// One channel's state.
 pub struct ChannelBook {
     name: String,
@@ -113,11 +195,20 @@ pub struct ChannelBook {
     open: bool,
     /// The highest committed token Snowflake reported.
     committed: Option<OffsetToken>,
-    /// The highest token committed, queued or sent since the last open.
+    /// The line's end: the highest token committed, queued or sent since the last open.
     high: Option<OffsetToken>,
     /// The highest token this book assigned (at-least-once channels), over its whole life.
     assigned: Option<OffsetToken>,
-    pending: VecDeque<Pending>,
+    /// FlowFiles lined up, in line order (at-least-once ones also while they wait for tokens).
+    line: VecDeque<Pending>,
+    /// Exactly-once FlowFiles waiting for the line to reach the record before them, by that record
+    /// (none first), then by first token (a re-delivery whose original failed must line up before
+    /// newer rows, not find its rows covered by them), then by arrival.
+    waiting: BTreeMap<(Option<OffsetToken>, OffsetToken, u64), Pending>,
+    arrivals: u64,
+    /// Since when FlowFiles wait with nothing lined up (`None`: nothing waits, or the line just moved).
+    stuck_since: Option<Instant>,
+    gaps: VecDeque<Gap>,
     appends: VecDeque<Append>,
     last_append: Option<Instant>,
     errors_seen: u64,
@@ -132,7 +223,11 @@ impl ChannelBook {
             committed: None,
             high: None,
             assigned: None,
-            pending: VecDeque::new(),
+            line: VecDeque::new(),
+            waiting: BTreeMap::new(),
+            arrivals: 0,
+            stuck_since: None,
+            gaps: VecDeque::new(),
             appends: VecDeque::new(),
             last_append: None,
             errors_seen: 0,
@@ -149,12 +244,22 @@ impl ChannelBook {
 
     /// Nothing queued: the channel's writer may retire.
     pub fn is_idle(&self) -> bool {
-        self.pending.is_empty()
+        self.line.is_empty() && self.waiting.is_empty()
+    }
+
+    /// The book remembers a gap it passed over recently: its writer should not retire yet.
+    pub fn remembers_gaps(&self, now: Instant) -> bool {
+        self.gaps.back().is_some_and(|g| now.saturating_duration_since(g.at) < GAP_MEMORY)
     }
 
     /// FlowFiles queued and without an outcome.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.line.len() + self.waiting.len()
+    }
+
+    /// FlowFiles waiting for an earlier one, and their bytes.
+    pub fn waiting(&self) -> (usize, u64) {
+        (self.waiting.len(), self.waiting.values().map(|p| p.bytes).sum())
     }
 
     pub fn committed(&self) -> Option<&OffsetToken> {
@@ -166,31 +271,32 @@ impl ChannelBook {
         !self.appends.is_empty()
     }
 
-    /// Queues a FlowFile's rows; returns what is done already (an empty FlowFile, or rows that
-    /// were all committed before).
+    /// Queues a FlowFile's rows; returns what is done already (an empty FlowFile, rows that were
+    /// all committed before, or a FlowFile of a gap passed over).
     pub fn accept(&mut self, work: Work, now: Instant) -> Vec<Done> {
         if work.rows.is_empty() {
             return vec![self.done_without_rows(work)];
         }
-        let mut p = Pending {
-            id: work.flow_file_id,
-            rows: work.rows,
-            bytes: work.bytes,
-            next_row: 0,
-            skipped: 0,
-            received: now,
-            row_error: None,
-            tokens_assigned: self.delivery == Delivery::ExactlyOnce,
-        };
-        if self.open {
-            line_up(&mut p, &mut self.high, &mut self.assigned);
+        let mut p = Pending::new(work, self.delivery, now);
+        let mut done = Vec::new();
+        match self.delivery {
+            Delivery::ExactlyOnce => {
+                self.wait(p);
+                if self.open {
+                    done = self.line_up_waiting();
+                }
+            }
+            Delivery::AtLeastOnce => {
+                if self.open {
+                    line_up(&mut p, &mut self.high, &mut self.assigned);
+                }
+                self.line.push_back(p);
+            }
         }
-        self.pending.push_back(p);
         if self.open {
-            self.complete()
-        } else {
-            Vec::new()
+            done.extend(self.complete());
         }
+        done
     }
 
     /// The channel was opened and Snowflake reported `reported` as its committed token.
@@ -202,17 +308,28 @@ impl ChannelBook {
         self.errors_seen = errors_seen;
         self.appends.clear();
         self.high = self.committed.clone();
-        if self.delivery == Delivery::ExactlyOnce {
-            // Line up by first token: a re-delivery queued behind newer rows (its original failed
-            // meanwhile) must send its rows, not find them covered by the newer ones.
-            self.pending.make_contiguous().sort_by(|a, b| a.rows[0].token.cmp(&b.rows[0].token));
+        let mut done = Vec::new();
+        match self.delivery {
+            Delivery::ExactlyOnce => {
+                // Everything lines up again from the committed token: a FlowFile whose rows were
+                // queued but not committed may follow one that went to failure meanwhile.
+                for mut p in std::mem::take(&mut self.line) {
+                    p.next_row = 0;
+                    p.skipped = 0;
+                    self.wait(p);
+                }
+                done = self.line_up_waiting();
+            }
+            Delivery::AtLeastOnce => {
+                for p in &mut self.line {
+                    p.next_row = 0;
+                    p.skipped = 0;
+                    line_up(p, &mut self.high, &mut self.assigned);
+                }
+            }
         }
-        for p in &mut self.pending {
-            p.next_row = 0;
-            p.skipped = 0;
-            line_up(p, &mut self.high, &mut self.assigned);
-        }
-        self.complete()
+        done.extend(self.complete());
+        done
     }
 
     /// The channel must be opened again before anything more is sent (stale continuation token,
@@ -222,14 +339,72 @@ impl ChannelBook {
         self.appends.clear();
     }
 
+    /// FlowFiles have waited [`ORDER_WAIT`] (`order_wait`) with nothing lined up: the line passes
+    /// over the gap before the lowest of them, and remembers it. Returns what is done by that, and
+    /// the gap passed over, described.
+    pub fn pass_stuck(&mut self, now: Instant, order_wait: Duration) -> (Vec<Done>, Option<String>) {
+        if !self.open || self.waiting.is_empty() {
+            self.stuck_since = None;
+            return (Vec::new(), None);
+        }
+        let since = *self.stuck_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < order_wait {
+            return (Vec::new(), None);
+        }
+        let Some((_, p)) = self.waiting.pop_first() else { return (Vec::new(), None) };
+        let mut passed = None;
+        if self.high.as_ref().is_none_or(|h| p.lowest() > h) {
+            if self.gaps.len() >= MAX_GAPS {
+                self.gaps.pop_front();
+            }
+            let after = self.high.as_ref().map(|t| t.to_string()).unwrap_or_else(|| "none".into());
+            passed = Some(format!(
+                "no FlowFile brought the records after offset token {after} and before {} within {} s; the channel goes \
+                 on without them",
+                p.lowest(),
+                order_wait.as_secs()
+            ));
+            self.gaps.push_back(Gap { after: self.high.clone(), before: p.lowest().clone(), at: now });
+        }
+        let mut done: Vec<Done> = self.line_up_one(p).into_iter().collect();
+        done.extend(self.line_up_waiting());
+        done.extend(self.complete());
+        self.stuck_since = None;
+        (done, passed)
+    }
+
+    /// The FlowFiles waiting for an earlier one that have waited at least `min_wait`, given back
+    /// to NiFi's queue (the in-flight budget is full: the one they wait for may not get in).
+    pub fn give_back_waiting(&mut self, now: Instant, min_wait: Duration) -> Vec<Done> {
+        let keys: Vec<_> = self
+            .waiting
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.received) >= min_wait)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let given: Vec<Pending> = keys.into_iter().filter_map(|k| self.waiting.remove(&k)).collect();
+        given
+            .into_iter()
+            .map(|p| {
+                let message = format!(
+                    "given back to the queue: it waits for the records before offset token {} of channel {}, and \
+                     PutSnowflake's in-flight budget is full",
+                    p.follows.key().map(|t| t.to_string()).unwrap_or_default(),
+                    self.name
+                );
+                self.outcome(p, Route::Retry, message)
+            })
+            .collect()
+    }
+
     /// How long until the next append is due; `None` when nothing waits to be sent.
     pub fn next_append_in(&self, now: Instant, max_latency: Duration, max_batch_bytes: usize) -> Option<Duration> {
         if !self.open {
             return None;
         }
-        let first = self.pending.iter().find(|p| !p.unsent().is_empty())?;
+        let first = self.line.iter().find(|p| !p.unsent().is_empty())?;
         let waiting_bytes: usize =
-            self.pending.iter().map(|p| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>()).sum();
+            self.line.iter().map(|p| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>()).sum();
         let linger_until = if waiting_bytes >= max_batch_bytes { now } else { first.received + max_latency };
         let spacing_until = self.last_append.map_or(now, |t| t + MIN_APPEND_SPACING);
         Some(linger_until.max(spacing_until).saturating_duration_since(now))
@@ -239,7 +414,7 @@ impl ChannelBook {
     pub fn rows_fitting(&self, limit: usize) -> usize {
         let mut bytes = 0;
         let mut n = 0;
-        for row in self.pending.iter().flat_map(|p| p.unsent()) {
+        for row in self.line.iter().flat_map(|p| p.unsent()) {
             if n > 0 && bytes + row.json.len() + 1 > limit {
                 return n;
             }
@@ -253,7 +428,7 @@ impl ChannelBook {
     pub fn body(&self, take: usize) -> Option<(Vec<u8>, OffsetToken)> {
         let mut body = Vec::new();
         let mut end: Option<&OffsetToken> = None;
-        for row in self.pending.iter().flat_map(|p| p.unsent()).take(take) {
+        for row in self.line.iter().flat_map(|p| p.unsent()).take(take) {
             body.extend_from_slice(&row.json);
             body.push(b'\n');
             if end.is_none_or(|e| row.token > *e) {
@@ -272,7 +447,7 @@ impl ChannelBook {
     pub fn appended(&mut self, take: usize, end: OffsetToken, now: Instant) {
         let mut left = take;
         let mut flow_files = Vec::new();
-        for p in &mut self.pending {
+        for p in &mut self.line {
             if left == 0 {
                 break;
             }
@@ -317,7 +492,7 @@ impl ChannelBook {
             "Snowflake rejected {new_errors} row(s) sent with this FlowFile's rows (offset token {}): {reason}; rejected rows are in the table's error table when ERROR_LOGGING is on, the others were loaded",
             upper.map(|u| u.to_string()).unwrap_or_else(|| "unknown".into())
         );
-        for p in self.pending.iter_mut().filter(|p| suspects.contains(&p.id)) {
+        for p in self.line.iter_mut().filter(|p| suspects.contains(&p.id)) {
             p.row_error = Some(message.clone());
         }
         Some(message)
@@ -329,68 +504,122 @@ impl ChannelBook {
     }
 
     /// Snowflake refused the channel for good (4xx, credentials): FlowFiles with rows not yet sent
-    /// (all of them, when the channel is not open) go to failure. Rows already appended may still
-    /// commit, so fully sent FlowFiles stay; the channel must be reopened.
+    /// (all of them, when the channel is not open) go to failure, and so do those waiting. Rows
+    /// already appended may still commit, so fully sent FlowFiles stay; the channel must be reopened.
     pub fn fail_unsent(&mut self, message: &str) -> Vec<Done> {
         let open = self.open;
-        let mut done = Vec::new();
+        let mut failed = Vec::new();
         let mut kept = VecDeque::new();
-        for p in self.pending.drain(..) {
+        for p in std::mem::take(&mut self.line) {
             if !open || !p.tokens_assigned || p.next_row < p.rows.len() {
-                let token = if p.tokens_assigned { p.highest().to_string() } else { String::new() };
-                done.push(Done {
-                    outcome: Outcome {
-                        flow_file_id: p.id,
-                        route: Route::Failure,
-                        channel: self.name.clone(),
-                        offset_token: token,
-                        message: message.to_owned(),
-                        rows_sent: 0,
-                        rows_skipped: p.skipped,
-                    },
-                    bytes: p.bytes,
-                });
+                failed.push(p);
             } else {
                 kept.push_back(p);
             }
         }
-        self.pending = kept;
+        self.line = kept;
+        failed.extend(std::mem::take(&mut self.waiting).into_values());
         self.close();
+        failed
+            .into_iter()
+            .map(|p| {
+                let mut d = self.outcome(p, Route::Failure, message.to_owned());
+                d.outcome.rows_sent = 0;
+                d
+            })
+            .collect()
+    }
+
+    fn wait(&mut self, p: Pending) {
+        self.arrivals += 1;
+        self.waiting.insert((p.follows.key(), p.lowest().clone(), self.arrivals), p);
+    }
+
+    /// Lines up every waiting FlowFile whose record before is in the line, lowest first, until
+    /// none follows on.
+    fn line_up_waiting(&mut self) -> Vec<Done> {
+        let mut done = Vec::new();
+        loop {
+            let follows = match self.waiting.first_key_value() {
+                None => break,
+                Some(((None, _, _), _)) => true,
+                Some(((Some(before), _, _), _)) => self.high.as_ref().is_some_and(|h| before <= h),
+            };
+            if !follows {
+                break;
+            }
+            let (_, p) = self.waiting.pop_first().expect("a first entry");
+            self.stuck_since = None;
+            done.extend(self.line_up_one(p));
+        }
         done
+    }
+
+    /// Lines up one exactly-once FlowFile, unless it brings records of a gap passed over.
+    fn line_up_one(&mut self, mut p: Pending) -> Option<Done> {
+        if let Some(gap) = self.gaps.iter().find(|g| g.holds_any_of(&p)) {
+            let message = format!(
+                "its records (offset tokens {} to {}) came after channel {} had waited for them and gone on without \
+                 them (tokens after {} and before {}); it goes back to the queue to be loaded at least once through the \
+                 at-least-once channels",
+                p.lowest(),
+                p.highest(),
+                self.name,
+                gap.after.as_ref().map(|t| t.to_string()).unwrap_or_else(|| "none".into()),
+                gap.before
+            );
+            return Some(self.outcome(p, Route::Reload, message));
+        }
+        line_up(&mut p, &mut self.high, &mut self.assigned);
+        self.line.push_back(p);
+        None
     }
 
     /// The outcome of every FlowFile whose highest token is committed.
     fn complete(&mut self) -> Vec<Done> {
         let Some(committed) = self.committed.clone() else { return Vec::new() };
-        let mut done = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.pending.len());
-        for p in self.pending.drain(..) {
+        let mut finished = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.line.len());
+        for p in std::mem::take(&mut self.line) {
             if p.tokens_assigned && *p.highest() <= committed {
-                let (route, message) = match &p.row_error {
-                    Some(m) => (Route::Invalid, m.clone()),
-                    None => (Route::Success, String::new()),
-                };
-                // Rows never lined up (the channel committed past them meanwhile) count as skipped.
-                let skipped = p.skipped + (p.rows.len() - p.next_row) as u32;
-                done.push(Done {
-                    outcome: Outcome {
-                        flow_file_id: p.id,
-                        route,
-                        channel: self.name.clone(),
-                        offset_token: p.highest().to_string(),
-                        message,
-                        rows_sent: p.rows.len() as u32 - skipped,
-                        rows_skipped: skipped,
-                    },
-                    bytes: p.bytes,
-                });
+                finished.push(p);
             } else {
                 kept.push_back(p);
             }
         }
-        self.pending = kept;
+        self.line = kept;
         self.appends.retain(|a| a.end > committed);
-        done
+        finished
+            .into_iter()
+            .map(|p| {
+                let (route, message) = match &p.row_error {
+                    Some(m) => (Route::Invalid, m.clone()),
+                    None => (Route::Success, String::new()),
+                };
+                self.outcome(p, route, message)
+            })
+            .collect()
+    }
+
+    /// A FlowFile's outcome; rows never lined up (the channel committed past them meanwhile)
+    /// count as skipped.
+    fn outcome(&self, p: Pending, route: Route, message: String) -> Done {
+        let lined_up = route == Route::Success || route == Route::Invalid;
+        let skipped = if lined_up { p.skipped + (p.rows.len() - p.next_row) as u32 } else { 0 };
+        let rows_sent = if lined_up { p.rows.len() as u32 - skipped } else { 0 };
+        let offset_token = if p.tokens_assigned { p.highest().to_string() } else { String::new() };
+        Done {
+            outcome: Outcome {
+                flow_file_id: p.id,
+                route,
+                channel: self.name.clone(),
+                offset_token,
+                message,
+                rows_sent,
+                rows_skipped: if route == Route::Failure { p.skipped } else { skipped },
+            },
+            bytes: p.bytes,
+        }
     }
 
     fn done_without_rows(&self, work: Work) -> Done {

@@ -38,7 +38,14 @@ pub struct ChannelSettings {
     pub commit_timeout: Duration,
     /// A writer with nothing queued for this long retires (a new one starts with the next FlowFile).
     pub idle_retire: Duration,
+    /// How long FlowFiles wait for the records before them before the line passes over the gap
+    /// (`book::ORDER_WAIT`).
+    pub order_wait: Duration,
 }
+
+/// FlowFiles waiting for an earlier one are given back when the in-flight budget has been full
+/// for them this long.
+const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
 
 pub struct ChannelWriter {
     book: ChannelBook,
@@ -102,6 +109,7 @@ impl ChannelWriter {
                 None => self.wait(Duration::from_secs(1)).await,
             }
             self.check_commit_timeout();
+            self.keep_order();
             self.status.set_awaiting(self.book.awaiting_commit());
         }
     }
@@ -116,6 +124,7 @@ impl ChannelWriter {
                     return true;
                 }
                 Ok(None) => return false,
+                Err(_) if self.book.remembers_gaps(Instant::now()) => continue,
                 Err(_) => match self.flights.try_retire(&mut self.work) {
                     Retire::Now => {
                         info!(
@@ -252,6 +261,27 @@ impl ChannelWriter {
         let done =
             self.book.commit_reported(status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse));
         self.deliver(done);
+    }
+
+    /// FlowFiles that wait for earlier ones: the line passes over a gap nobody filled within the
+    /// order wait, and while the in-flight budget is full they go back to the queue so the FlowFiles
+    /// they wait for can come in.
+    fn keep_order(&mut self) {
+        let now = Instant::now();
+        let (done, passed) = self.book.pass_stuck(now, self.settings.order_wait);
+        if let Some(gap) = passed {
+            warn!(
+                component = self.settings.component,
+                "channel {}: {gap}; FlowFiles that bring those records later are loaded at least once, through the \
+                 at-least-once channels",
+                self.name()
+            );
+        }
+        self.deliver(done);
+        if self.flights.budget_full() {
+            let done = self.book.give_back_waiting(now, GIVE_BACK_AFTER);
+            self.deliver(done);
+        }
     }
 
     /// Rows appended long ago and still not committed: Snowflake lost or withholds them; reopen

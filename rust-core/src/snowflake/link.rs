@@ -40,10 +40,7 @@ pub const ATTR_STREAM_ARN: &str = "kinesnow.stream.arn";
 pub const ATTR_APPLICATION: &str = "kinesnow.application.name";
 pub const ATTR_NODE: &str = "kinesnow.node";
 pub const ATTR_LEASE_COUNTER: &str = "kinesnow.lease.counter";
-/// The shard's record read just before the FlowFile's first one by the same lease (absent when the
-/// lease read nothing before it from the shard's start).
-pub const ATTR_PREVIOUS_SEQUENCE: &str = "kinesnow.previous.sequence.number";
-pub const ATTR_PREVIOUS_SUB: &str = "kinesnow.previous.subsequence.number";
+pub use super::rows::{ATTR_PREVIOUS_SEQUENCE, ATTR_PREVIOUS_SUB};
 /// The prefix of the attributes above, which Java passes across JNI.
 pub const ATTRIBUTE_PREFIX: &str = "kinesnow.";
 

@@ -52,6 +52,15 @@ pub const ATTR_RECORD_COUNT: &str = "record.count";
 pub const ATTR_RECORDS_UNREADABLE: &str = "kinesnow.records.unreadable";
 /// The shard's parents (comma-separated) when it was created by a split or merge.
 pub const ATTR_PARENT_SHARDS: &str = "aws.kinesis.parent.shard.ids";
+/// The shard's record ConsumeKinesis read just before the FlowFile's first one in the same lease:
+/// empty when there is none (read from the shard's start, or the lease's first read from LATEST or a
+/// timestamp); absent when the FlowFile does not say (see `book::Follows`).
+pub const ATTR_PREVIOUS_SEQUENCE: &str = "kinesnow.previous.sequence.number";
+pub const ATTR_PREVIOUS_SUB: &str = "kinesnow.previous.subsequence.number";
+/// Set by PutSnowflake on a FlowFile it sends back to its own queue for the at-least-once channels
+/// (`book::Route::Reload`), with the value [`AT_LEAST_ONCE`].
+pub const ATTR_DELIVERY: &str = "kinesnow.delivery";
+pub const AT_LEAST_ONCE: &str = "at-least-once";
 /// What NiFi's split processors set on each piece (`fragment.identifier`, `.index`, `.count`).
 pub const FRAGMENT_PREFIX: &str = "fragment.";
 
@@ -142,13 +151,23 @@ impl Mapping {
             return Prepared::Invalid("the content is not UTF-8 text, so it is not JSON".into());
         }
         let source = source_of(&flow_file.attributes);
-        if let (false, Source::Shard { stream, shard_id, .. }) = (self.iceberg, &source) {
+        let prepared = match (self.iceberg, &source) {
             // Rows that already carry this shard's metadata pass through as they came (row_probe).
-            if let Some(rows) = super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
-                return Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows };
+            (false, Source::Shard { stream, shard_id, .. }) => {
+                match super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
+                    Some(rows) => Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows },
+                    None => self.prepare_general(flow_file, source),
+                }
             }
+            _ => self.prepare_general(flow_file, source),
+        };
+        match prepared {
+            Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows } if marked_at_least_once(flow_file) => {
+                let rows = rows.into_iter().map(|r| Row { token: OffsetToken::from_counter(0), ..r }).collect();
+                Prepared::Rows { source, delivery: Delivery::AtLeastOnce, rows }
+            }
+            other => other,
         }
-        self.prepare_general(flow_file, source)
     }
 
     /// Every FlowFile the general way: each row parsed into a JSON tree, completed and written out
@@ -249,6 +268,28 @@ fn tokens(source: &Source, attrs: &HashMap<String, String>, objects: &[Parsed<'_
         }
     }
     (Delivery::AtLeastOnce, vec![OffsetToken::from_counter(0); objects.len()])
+}
+
+/// PutSnowflake sent the FlowFile back for the at-least-once channels.
+fn marked_at_least_once(flow_file: &FlowFileIn) -> bool {
+    flow_file.attributes.get(ATTR_DELIVERY).is_some_and(|v| v.trim() == AT_LEAST_ONCE)
+}
+
+/// What the FlowFile says of the record ConsumeKinesis read before its first one: `None` when it
+/// does not say, `Some(None)` when there was none, and `None` too when the attribute is malformed.
+pub fn previous_record(attrs: &HashMap<String, String>) -> Option<Option<crate::kinesis::position::Position>> {
+    let sequence = attrs.get(ATTR_PREVIOUS_SEQUENCE)?.trim();
+    if sequence.is_empty() {
+        return Some(None);
+    }
+    if !sequence.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let sub = match attrs.get(ATTR_PREVIOUS_SUB).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        Some(sub) => Some(sub.parse::<u64>().ok()?),
+        None => None,
+    };
+    Some(Some(crate::kinesis::position::Position::new(sequence, sub)))
 }
 
 /// The token of the one record a FlowFile holds, when its attributes show it whole as

@@ -21,7 +21,7 @@ use tracing::{error, warn};
 
 use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
-use super::book::{Outcome, Route, Work};
+use super::book::{Follows, Outcome, Route, Work};
 use super::channel::{ChannelSettings, ChannelWriter};
 use super::destinations::{
     DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS,
@@ -29,6 +29,7 @@ use super::destinations::{
 use super::lineage::LineageGate;
 use super::link::{self, Decision};
 use super::naming::ChannelNames;
+use super::offset::OffsetToken;
 use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
@@ -75,6 +76,7 @@ impl SinkSettings {
                 max_latency: config.max_latency,
                 commit_timeout: config.commit_timeout,
                 idle_retire: Duration::from_secs(300),
+                order_wait: super::book::ORDER_WAIT,
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
@@ -213,7 +215,11 @@ impl SinkEngine {
             .map_err(ApiError::from)?;
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
         let in_flight_bytes = Arc::new(AtomicU64::new(0));
-        let sink = OutcomeSink { outcomes: outcomes_tx.clone(), in_flight_bytes: in_flight_bytes.clone() };
+        let sink = OutcomeSink {
+            outcomes: outcomes_tx.clone(),
+            in_flight_bytes: in_flight_bytes.clone(),
+            max_in_flight_bytes: settings.max_in_flight_bytes,
+        };
         let opener = {
             let (control, settings, commit_timeout, proxy) =
                 (control_url(config), settings.clone(), config.commit_timeout, config.proxy.clone());
@@ -317,7 +323,9 @@ impl SinkEngine {
                         self.names.lineage_key(&source),
                     ),
                 };
-                let work = Work { flow_file_id: flow_file.id, rows, bytes };
+                // A shard's shared channel gets its FlowFiles in order from `link`'s chains.
+                let follows = if shared.is_some() { Follows::Unknown } else { follows(&flow_file, &source, delivery) };
+                let work = Work { flow_file_id: flow_file.id, rows, bytes, follows };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
                 let admitted =
                     self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
@@ -655,6 +663,26 @@ impl Drop for SinkEngine {
 }
 
 /// The parents named in `aws.kinesis.parent.shard.ids`.
+/// What a per-node channel's book waits for before it lines the FlowFile up: the record
+/// ConsumeKinesis read before its first one, or before the records it routed to `parse.failure`
+/// right before it (see `book`).
+fn follows(flow_file: &FlowFileIn, source: &Source, delivery: Delivery) -> Follows {
+    let (Delivery::ExactlyOnce, Source::Shard { stream, shard_id, .. }) = (delivery, source) else {
+        return Follows::Unknown;
+    };
+    match super::rows::previous_record(&flow_file.attributes) {
+        None => Follows::Unknown,
+        Some(None) => Follows::Nothing,
+        Some(Some(previous)) => {
+            match crate::feedback::parse_failures::noted().before_failures(stream, shard_id, previous) {
+                None => Follows::Nothing,
+                Some(p) => OffsetToken::sharded(&p.sequence_number, p.sub_sequence_number.unwrap_or(0))
+                    .map_or(Follows::Unknown, Follows::After),
+            }
+        }
+    }
+}
+
 fn parent_ids(flow_file: &FlowFileIn) -> impl Iterator<Item = &str> {
     flow_file
         .attributes

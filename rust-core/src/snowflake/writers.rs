@@ -32,6 +32,8 @@ pub type WriterFactory =
 pub struct OutcomeSink {
     pub outcomes: mpsc::UnboundedSender<Outcome>,
     pub in_flight_bytes: Arc<AtomicU64>,
+    /// Max In-Flight Size: Java hands nothing more over once `in_flight_bytes` reaches it.
+    pub max_in_flight_bytes: u64,
 }
 
 impl OutcomeSink {
@@ -117,6 +119,11 @@ impl Flights {
             });
         }
         lost.len()
+    }
+
+    /// The engine's in-flight budget is used up: Java hands no FlowFile over until some are done.
+    pub fn budget_full(&self) -> bool {
+        self.sink.in_flight_bytes.load(Ordering::Acquire) >= self.sink.max_in_flight_bytes
     }
 
     pub fn in_flight(&self) -> usize {
@@ -262,7 +269,7 @@ mod tests {
         let rows = (0..rows)
             .map(|i| Row { json: b"{}".to_vec(), token: OffsetToken::from_counter(id as u64 * 100 + i as u64) })
             .collect();
-        Work { flow_file_id: id, rows, bytes: 10 }
+        Work { flow_file_id: id, rows, bytes: 10, follows: crate::snowflake::book::Follows::Unknown }
     }
 
     /// A writer that succeeds every FlowFile, panics on one with 3 rows, and retires when idle.
@@ -302,7 +309,11 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let bytes = Arc::new(AtomicU64::new(0));
         (
-            Writers::new(1, fake_factory(started), OutcomeSink { outcomes: tx, in_flight_bytes: bytes.clone() }),
+            Writers::new(
+                1,
+                fake_factory(started),
+                OutcomeSink { outcomes: tx, in_flight_bytes: bytes.clone(), max_in_flight_bytes: u64::MAX },
+            ),
             rx,
             bytes,
         )

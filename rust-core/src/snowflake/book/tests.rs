@@ -10,7 +10,7 @@ fn t(n: u64) -> OffsetToken {
 
 fn work(id: i64, tokens: &[u64]) -> Work {
     let rows = tokens.iter().map(|&n| Row { json: format!("{{\"n\":{n}}}").into_bytes(), token: t(n) }).collect();
-    Work { flow_file_id: id, rows, bytes: 10 * tokens.len() as u64 }
+    Work { flow_file_id: id, rows, bytes: 10 * tokens.len() as u64, follows: Follows::Unknown }
 }
 
 fn ids(done: &[Done]) -> Vec<i64> {
@@ -165,4 +165,86 @@ fn overdue_commits_are_found_by_time() {
     send_all(&mut book, now);
     assert!(book.commit_overdue(now + Duration::from_secs(1), Duration::from_secs(2)).is_none());
     assert_eq!(book.commit_overdue(now + Duration::from_secs(3), Duration::from_secs(2)), Some(&t(1)));
+}
+
+fn after(id: i64, previous: Option<u64>, tokens: &[u64]) -> Work {
+    Work { follows: previous.map_or(Follows::Nothing, |p| Follows::After(t(p))), ..work(id, tokens) }
+}
+
+/// Issue 34, item 1: FlowFiles of a shard taken out of order (no prioritizer, several ConsumeKinesis
+/// tasks). The old book lined the later one up and skipped the earlier one's rows as a replay.
+#[test]
+fn a_flow_file_that_comes_before_the_one_it_follows_waits_and_rows_go_out_in_shard_order() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(2)), 0);
+    assert!(book.accept(after(2, Some(5), &[6, 7]), now).is_empty());
+    assert_eq!(book.rows_fitting(usize::MAX), 0, "6 and 7 wait for the records up to 5");
+    assert_eq!(book.waiting(), (1, 20));
+    book.accept(after(1, Some(2), &[3, 5]), now);
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!(end, t(7));
+    assert_eq!(body, "{\"n\":3}\n{\"n\":5}\n{\"n\":6}\n{\"n\":7}\n", "in shard order");
+    let done = book.commit_reported(Some(t(7)));
+    assert_eq!(ids(&done), vec![1, 2]);
+    assert!(done.iter().all(|d| d.outcome.rows_skipped == 0 && d.outcome.route == Route::Success));
+}
+
+#[test]
+fn a_flow_file_whose_records_went_to_failure_and_came_back_loads_and_the_next_waits_for_it() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(after(1, None, &[1, 2]), now);
+    book.accept(after(2, Some(2), &[3, 4]), now);
+    let failed = book.fail_unsent("rejected");
+    assert_eq!(ids(&failed), vec![1, 2]);
+    book.opened(None, 0);
+    book.accept(after(4, Some(2), &[3, 4]), now);
+    assert_eq!(book.rows_fitting(usize::MAX), 0, "the second waits for the first, sent back later");
+    book.accept(after(3, None, &[1, 2]), now);
+    assert_eq!(send_all(&mut book, now).unwrap().1.lines().count(), 4);
+}
+
+#[test]
+fn a_gap_nobody_fills_is_passed_over_after_the_order_wait_and_a_late_flow_file_of_it_is_reloaded() {
+    let start = Instant::now();
+    let wait = Duration::from_secs(60);
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(2)), 0);
+    book.accept(after(2, Some(5), &[6, 7]), start);
+    assert_eq!(book.pass_stuck(start, wait), (vec![], None), "the clock starts");
+    assert_eq!(book.pass_stuck(start + Duration::from_secs(59), wait), (vec![], None));
+    let (done, passed) = book.pass_stuck(start + Duration::from_secs(61), wait);
+    assert!(done.is_empty());
+    assert!(passed.unwrap().contains("after offset token 2 and before 6"));
+    assert_eq!(send_all(&mut book, start).unwrap().0, t(7));
+    assert!(book.remembers_gaps(start + Duration::from_secs(61)));
+    let late = book.accept(after(1, Some(2), &[3, 5]), start);
+    assert_eq!(late.len(), 1);
+    assert_eq!(late[0].outcome.route, Route::Reload, "never skipped: its records are not in the channel");
+    assert_eq!((late[0].outcome.rows_sent, late[0].outcome.rows_skipped), (0, 0));
+    let replay = book.accept(after(5, Some(0), &[1, 2]), start);
+    assert_eq!(replay.len(), 1);
+    assert_eq!(
+        (replay[0].outcome.route, replay[0].outcome.rows_skipped),
+        (Route::Success, 2),
+        "a replay of what was committed before the gap is no gap record"
+    );
+    assert!(!book.remembers_gaps(start + GAP_MEMORY + Duration::from_secs(62)));
+}
+
+#[test]
+fn waiting_flow_files_are_given_back_when_the_budget_is_full() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(2)), 0);
+    book.accept(after(2, Some(5), &[6, 7]), now);
+    book.accept(after(3, None, &[3]), now);
+    assert!(book.give_back_waiting(now, Duration::from_secs(1)).is_empty(), "too recent");
+    let given = book.give_back_waiting(now + Duration::from_secs(1), Duration::from_secs(1));
+    assert_eq!(ids(&given), vec![2]);
+    assert_eq!(given[0].outcome.route, Route::Retry);
+    assert_eq!(given[0].bytes, 20, "its bytes leave the budget");
+    assert_eq!(book.pending(), 1, "the lined-up one stays");
 }

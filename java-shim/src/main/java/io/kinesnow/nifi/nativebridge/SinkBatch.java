@@ -22,6 +22,10 @@ public final class SinkBatch {
     public static final int ROUTE_INVALID = 1;
     public static final int ROUTE_FAILURE = 2;
     public static final int ROUTE_EMPTY = 3;
+    /** Back to the queue for the at-least-once channels (rust-core's {@code book::Route::Reload}). */
+    public static final int ROUTE_RELOAD = 4;
+    /** Back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget was full. */
+    public static final int ROUTE_RETRY = 5;
 
     private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     private final DataOutputStream out = new DataOutputStream(bytes);

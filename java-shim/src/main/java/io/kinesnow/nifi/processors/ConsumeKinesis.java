@@ -461,9 +461,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             if (records != null) {
                 final List<RecordBatch.FlowFileData> unread =
                         records.writeShard(session, shard, data -> attributes(stream, region, shard, data, false), emitter);
-                if (!link.isEmpty() && shard.tenure() >= 0) {
-                    unread.forEach(kinesisRecord -> skipped.add(shard, kinesisRecord));
-                }
+                unread.forEach(kinesisRecord -> skipped.add(shard, kinesisRecord));
                 continue;
             }
             for (final RecordBatch.FlowFileData data : shard.flowFiles()) {
@@ -479,19 +477,20 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         }
     }
 
-    /** The attributes that tie a FlowFile to the lease that read it (Failover Position SNOWFLAKE_COMMIT), else none. */
+    /**
+     * The record read before the FlowFile's first one (empty: none), by which PutSnowflake restores the shard's order;
+     * and the attributes that tie a FlowFile to the lease that read it (Failover Position SNOWFLAKE_COMMIT).
+     */
     private static Map<String, String> linkAttributes(final Map<String, String> link, final RecordBatch.Shard shard,
                                                       final RecordBatch.FlowFileData data) {
-        if (link.isEmpty() || shard.tenure() < 0) {
-            return Map.of();
+        final Map<String, String> attributes = new HashMap<>();
+        attributes.put("kinesnow.previous.sequence.number", data.previousSequence());
+        if (!data.previousSequence().isEmpty() && data.previousSubSequence() >= 0) {
+            attributes.put("kinesnow.previous.subsequence.number", Long.toString(data.previousSubSequence()));
         }
-        final Map<String, String> attributes = new HashMap<>(link);
-        attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
-        if (!data.previousSequence().isEmpty()) {
-            attributes.put("kinesnow.previous.sequence.number", data.previousSequence());
-            if (data.previousSubSequence() >= 0) {
-                attributes.put("kinesnow.previous.subsequence.number", Long.toString(data.previousSubSequence()));
-            }
+        if (!link.isEmpty() && shard.tenure() >= 0) {
+            attributes.putAll(link);
+            attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
         }
         return attributes;
     }

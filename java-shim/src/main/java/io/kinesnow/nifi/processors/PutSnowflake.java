@@ -238,6 +238,10 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** Why no record of the FlowFile could be read with the Record Reader (read by rust-core's rows, which routes it to invalid). */
     static final String ATTR_RECORDS_UNREADABLE = "kinesnow.records.unreadable";
 
+    /** Set on a FlowFile sent back to the queue for the at-least-once channels (rust-core's {@code rows::ATTR_DELIVERY}). */
+    static final String ATTR_DELIVERY = "kinesnow.delivery";
+    static final String AT_LEAST_ONCE = "at-least-once";
+
     /** The local-state key of this processor's own id. */
     static final String INSTANCE_STATE_KEY = "instance.id";
 
@@ -570,6 +574,14 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                     session.transfer(flowFile, REL_INVALID);
                 }
                 case SinkBatch.ROUTE_EMPTY -> session.transfer(flowFile, REL_EMPTY);
+                case SinkBatch.ROUTE_RELOAD -> {
+                    getLogger().warn("{} goes back to the queue to be loaded at least once: {}", flowFile, outcome.message());
+                    session.transfer(session.putAttribute(flowFile, ATTR_DELIVERY, AT_LEAST_ONCE));
+                }
+                case SinkBatch.ROUTE_RETRY -> {
+                    getLogger().debug("{} goes back to the queue: {}", flowFile, outcome.message());
+                    session.transfer(session.penalize(flowFile));
+                }
                 default -> session.transfer(flowFile, REL_FAILURE);
             }
             if (h.waiting.isEmpty()) {

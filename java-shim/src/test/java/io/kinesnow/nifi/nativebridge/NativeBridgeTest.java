@@ -125,7 +125,7 @@ class NativeBridgeTest {
     }
 
     @Test
-    void skippedRecordsReachTheCoreAsJavaWroteThemAndThoseOfNoTrackingLeaseAreLeftOut() {
+    void skippedRecordsReachTheCoreAsJavaWroteThemWithOrWithoutATrackingLease() {
         final SkippedRecords skipped = new SkippedRecords();
         final RecordBatch.Shard tracked = new RecordBatch.Shard("shardId-000000000001", "", 0, 7, List.of());
         final RecordBatch.Shard untracked = new RecordBatch.Shard("shardId-000000000002", "", 0, -1, List.of());
@@ -135,7 +135,8 @@ class NativeBridgeTest {
         assertEquals(3, skipped.count());
         assertArrayEquals(new String[] {
             "shardId-000000000001 7 - 49630000000000000000000000000000000000000000000000000011/-",
-            "shardId-000000000001 7 12/1 12/2"
+            "shardId-000000000001 7 12/1 12/2",
+            "shardId-000000000002 -1 12/- 13/-"
         }, NativeBridge.describeSkippedForTest(skipped.encode()));
         final byte[] cut = java.util.Arrays.copyOf(skipped.encode(), 20);
         assertThrows(FatalNativeException.class, () -> NativeBridge.describeSkippedForTest(cut));
