@@ -193,6 +193,33 @@ impl ChainState {
         self.end = self.committed.clone();
         self.skips.append(&mut self.passed);
     }
+
+    /// A FlowFile put in after `previous` did not load: the chain ends before it again, or at what
+    /// Snowflake committed when that is later; spans passed beyond the new end count again.
+    fn unput(&mut self, previous: Option<&Position>) {
+        let mut target = previous.cloned();
+        if later(self.committed.as_ref(), target.as_ref()) {
+            target = self.committed.clone();
+        }
+        if !later(self.end.as_ref(), target.as_ref()) {
+            return;
+        }
+        self.end = target;
+        let end = self.end.clone();
+        let (back, kept): (Vec<Span>, Vec<Span>) =
+            self.passed.drain(..).partition(|(_, last)| later(Some(last), end.as_ref()));
+        self.passed = kept;
+        self.skips.extend(back);
+    }
+}
+
+/// Whether `a` is after `b`, where `None` is before every record.
+fn later(a: Option<&Position>, b: Option<&Position>) -> bool {
+    match (a, b) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(a), Some(b)) => crate::consumer::ledger::is_after(a, b),
+    }
 }
 
 #[derive(Default)]
@@ -357,6 +384,16 @@ impl Board {
     pub fn committed_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
         if let Some(chain) = self.chain_of(key, shard, tenure) {
             chain.commit(last);
+        }
+    }
+
+    /// A FlowFile of lease `tenure` whose first record follows `previous` was put into the shard's
+    /// shared channel but did not load (routed to `failure`, or back to the queue): the FlowFiles
+    /// after it no longer follow on until it comes again (issue 34: else they commit past it, and
+    /// its rows are skipped when the user sends it back).
+    pub fn unput_from_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<&Position>) {
+        if let Some(chain) = self.chain_of(key, shard, tenure) {
+            chain.unput(previous);
         }
     }
 
@@ -535,6 +572,37 @@ mod tests {
         b.rewind_chain(&k, "s", 2);
         b.committed_in_channel(&k, "s", 2, &at("99", None));
         assert_eq!(b.chain(&k, "s", 2, None), Chain::Unknown, "another lease: nothing to rewind");
+    }
+
+    /// Issue 34, item 3: a FlowFile of the shared channel went to failure; the chain stayed
+    /// extended past it, so the FlowFiles after it went in and committed past its records, and when
+    /// it was sent back its rows were skipped.
+    #[test]
+    fn a_flow_file_that_did_not_load_takes_the_chain_back_to_before_it() {
+        let mut b = Board::default();
+        let k = key();
+        b.took_here(&k, "engine", "s", 1, Some(at("10", None)));
+        b.put_in_channel(&k, "s", 1, &at("12", None));
+        b.committed_in_channel(&k, "s", 1, &at("12", None));
+        b.put_in_channel(&k, "s", 1, &at("14", None)); // records 13 and 14
+        b.skipped(&k, "s", 1, Some(at("14", None)), at("15", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("15", None))), Chain::Linked);
+        b.put_in_channel(&k, "s", 1, &at("17", None)); // records 16 and 17
+        b.unput_from_channel(&k, "s", 1, Some(&at("12", None)));
+        assert_eq!(
+            b.chain(&k, "s", 1, Some(&at("15", None))),
+            Chain::Broken,
+            "13 and 14 went to failure: what follows them waits until they come again"
+        );
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("12", None))), Chain::Linked, "they come again");
+        b.put_in_channel(&k, "s", 1, &at("14", None));
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("15", None))), Chain::Linked, "15's skip counts again");
+        b.unput_from_channel(&k, "s", 1, Some(&at("5", None)));
+        assert_eq!(
+            b.chain(&k, "s", 1, Some(&at("12", None))),
+            Chain::Linked,
+            "never back past what Snowflake committed"
+        );
     }
 
     #[test]

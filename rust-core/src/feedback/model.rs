@@ -114,6 +114,13 @@ enum Step {
         node: u8,
         n: u8,
     },
+    /// Two FlowFiles of the node's queue swap places (no prioritizer, several ConsumeKinesis tasks,
+    /// other flows writing content).
+    Reorder {
+        node: u8,
+        a: u16,
+        b: u16,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -135,7 +142,8 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (0u8..3).prop_map(|appends| Step::Commit { appends }),
         3 => node.clone().prop_map(|node| Step::Report { node }),
         1 => node.clone().prop_map(|node| Step::ParkExpires { node }),
-        1 => (node, 1u8..3).prop_map(|(node, n)| Step::Balance { node, n }),
+        1 => (node.clone(), 1u8..3).prop_map(|(node, n)| Step::Balance { node, n }),
+        2 => (node, any::<u16>(), any::<u16>()).prop_map(|(node, a, b)| Step::Reorder { node, a, b }),
     ]
 }
 
@@ -204,8 +212,9 @@ struct Node {
     /// The open this node's book belongs to.
     handle: Option<u64>,
     taken: BTreeMap<i64, FlowFile>,
-    /// FlowFiles PutSnowflake parked, with the board's scan count when each was first parked.
-    parked: Vec<(FlowFile, u64)>,
+    /// FlowFiles PutSnowflake parked, with the board's scan count when each was first parked, and
+    /// whether it waits for an earlier FlowFile of its lease (`Decision::AwaitChain`).
+    parked: Vec<(FlowFile, u64, bool)>,
     /// The leases (counters) whose FlowFiles this node's PutSnowflake put into the shared channel.
     put_in: std::collections::BTreeSet<u64>,
 }
@@ -247,12 +256,14 @@ struct Coverage {
     shared: u64,
     superseded: u64,
     parked: u64,
+    awaited: u64,
     per_node: u64,
     takes_over_a_dead_or_paused_holder: u64,
     resumes_behind_the_checkpoint: u64,
     offloads_with_flow_files: u64,
     stale_appends: u64,
     balanced: u64,
+    reordered: u64,
 }
 
 impl Coverage {
@@ -260,12 +271,14 @@ impl Coverage {
         self.shared += o.shared;
         self.superseded += o.superseded;
         self.parked += o.parked;
+        self.awaited += o.awaited;
         self.per_node += o.per_node;
         self.takes_over_a_dead_or_paused_holder += o.takes_over_a_dead_or_paused_holder;
         self.resumes_behind_the_checkpoint += o.resumes_behind_the_checkpoint;
         self.offloads_with_flow_files += o.offloads_with_flow_files;
         self.stale_appends += o.stale_appends;
         self.balanced += o.balanced;
+        self.reordered += o.reordered;
     }
 }
 
@@ -310,6 +323,15 @@ impl Model {
                 }
             }
             Step::Balance { node, n } => self.balance(node as usize, usize::from(n)),
+            Step::Reorder { node, a, b } => {
+                // NiFi's queue keeps no order without a prioritizer (issue 34).
+                let queue = &mut self.nodes[node as usize].queue;
+                if !queue.is_empty() {
+                    let len = queue.len();
+                    queue.swap(a as usize % len, b as usize % len);
+                    self.coverage.reordered += 1;
+                }
+            }
         }
     }
 
@@ -447,7 +469,7 @@ impl Model {
     fn stop_put_snowflake(&mut self, n: usize) {
         let node = &mut self.nodes[n];
         let mut taken: Vec<FlowFile> = std::mem::take(&mut node.taken).into_values().collect();
-        taken.extend(std::mem::take(&mut node.parked).into_iter().map(|(f, _)| f));
+        taken.extend(std::mem::take(&mut node.parked).into_iter().map(|(f, _, _)| f));
         taken.sort_by_key(|f| f.id);
         for f in taken.into_iter().rev() {
             node.queue.push_front(f);
@@ -493,7 +515,7 @@ impl Model {
     /// replaced.
     fn unpark(&mut self, n: usize, expire: bool) {
         let parked = std::mem::take(&mut self.nodes[n].parked);
-        for (f, at_scan) in parked {
+        for (f, at_scan, _) in parked {
             self.decide(n, f, Some(at_scan), expire);
         }
     }
@@ -520,7 +542,8 @@ impl Model {
                 fresh: parked_at.is_some_and(|at| scans > at),
                 chain,
             };
-            let behind_parked = !self.nodes[n].parked.is_empty();
+            // As the sink: a FlowFile waiting for an earlier one of its lease holds nothing up.
+            let behind_parked = self.nodes[n].parked.iter().any(|(_, _, awaits)| !awaits);
             // A parked FlowFile's wait for a holder to be replaced runs out only while that holder is
             // alive (`ParkExpires`): a dead or paused holder is replaced within the wait.
             let wait_over =
@@ -534,6 +557,7 @@ impl Model {
                 Decision::Shared => self.coverage.shared += 1,
                 Decision::Superseded { .. } => self.coverage.superseded += 1,
                 Decision::Park => self.coverage.parked += 1,
+                Decision::AwaitChain { .. } => self.coverage.awaited += 1,
                 Decision::PerNode { .. } => self.coverage.per_node += 1,
             }
             match decision {
@@ -550,10 +574,14 @@ impl Model {
                 }
                 Decision::Superseded { .. } => {}
                 // The wait limit is not modelled: a parked FlowFile waits for its decision.
-                Decision::Park => self.nodes[n].parked.push((f, parked_at.unwrap_or(scans))),
+                Decision::Park => self.nodes[n].parked.push((f, parked_at.unwrap_or(scans), false)),
+                // It waits for the earlier FlowFile of its lease until the order wait runs out.
+                Decision::AwaitChain { .. } if !expire => {
+                    self.nodes[n].parked.push((f, parked_at.unwrap_or(scans), true))
+                }
                 // At least once through the node's own channel: loaded as it comes, and its records
                 // may load once more later (the documented limit of a load-balanced connection).
-                Decision::PerNode { .. } => {
+                Decision::PerNode { .. } | Decision::AwaitChain { .. } => {
                     self.channel.table.extend(&f.records);
                     self.at_least_once.extend(&f.records);
                 }
@@ -724,11 +752,13 @@ fn model_failover_covers_every_decision() {
         ("shared channel", c.shared),
         ("superseded", c.superseded),
         ("parked", c.parked),
+        ("waits for an earlier FlowFile of its lease", c.awaited),
         ("takes over a dead or paused holder", c.takes_over_a_dead_or_paused_holder),
         ("resumes behind the checkpoint", c.resumes_behind_the_checkpoint),
         ("offloads with FlowFiles", c.offloads_with_flow_files),
         ("appends on a channel another node reopened", c.stale_appends),
         ("FlowFiles moved by a load-balanced connection", c.balanced),
+        ("FlowFiles reordered in a queue", c.reordered),
         ("per-node channels", c.per_node),
     ] {
         assert!(n > 0, "the model never exercised: {name} ({c:?})");

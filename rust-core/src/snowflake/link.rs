@@ -11,9 +11,12 @@
 //!   what Snowflake had when it began, so whichever node commits a record first loads it and the
 //!   others skip it. Each node's FlowFiles of a lease go in as one unbroken run, so no gap is ever
 //!   skipped;
-//! - the per-node channels with a warning when one of its lease's FlowFiles read before it never
-//!   came (a load-balanced connection sent it to another node): at least once, and no position
-//!   is reported past the gap, so a node taking the shard over re-reads from before it;
+//! - waiting (parked in the engine) while one of its lease's FlowFiles read before it has not come
+//!   yet: NiFi's queue keeps no order (no prioritizer, several ConsumeKinesis tasks, a rollback,
+//!   `failure` sent back), so the earlier one usually comes soon and the chain goes on;
+//! - the per-node channels with a warning when that FlowFile did not come within the order wait
+//!   (a load-balanced connection sent it to another node, a flow dropped it): at least once, and no
+//!   position is reported past the gap, so a node taking the shard over re-reads from before it;
 //! - nowhere (success, `superseded`) when it came from another node and the shard's lease has
 //!   moved on to a tracking tenure since (NiFi's offload or a load-balanced connection sent it
 //!   here): that tenure re-read its records from what Snowflake had, so they load once anyway,
@@ -61,9 +64,18 @@ pub struct Tracked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Shared,
-    Superseded { current: u64 },
+    Superseded {
+        current: u64,
+    },
     Park,
-    PerNode { reason: String },
+    /// One of its lease's FlowFiles read before it has not come yet (NiFi's queue keeps no order):
+    /// it waits for it, up to the order wait, then takes the per-node channels for `reason`.
+    AwaitChain {
+        reason: String,
+    },
+    PerNode {
+        reason: String,
+    },
 }
 
 /// The FlowFile's tracking, if its attributes carry all of it (any missing or malformed part
@@ -176,7 +188,7 @@ fn by_chain(tracked: &Tracked, chain: Chain) -> Decision {
     match chain {
         Chain::Linked => Decision::Shared,
         Chain::Unknown => Decision::Park,
-        Chain::Broken => Decision::PerNode {
+        Chain::Broken => Decision::AwaitChain {
             reason: format!(
                 "a FlowFile that lease {} of shard {} read before this one never reached this PutSnowflake (is the connection \
                  from ConsumeKinesis load-balanced, or are FlowFiles filtered out on the way?); the rest of that lease's \
@@ -288,8 +300,11 @@ mod tests {
         let mine = View { held_here: Some(4), known: true, tenure: None, fresh: false, chain: Chain::Linked };
         assert_eq!(decide(&t, "n1", mine, false, false), Decision::Shared, "its own engine's lease");
         assert!(
-            matches!(decide(&t, "n1", View { chain: Chain::Broken, ..mine }, false, false), Decision::PerNode { .. }),
-            "one of its lease's FlowFiles before it went elsewhere"
+            matches!(
+                decide(&t, "n1", View { chain: Chain::Broken, ..mine }, false, false),
+                Decision::AwaitChain { .. }
+            ),
+            "one of its lease's FlowFiles before it has not come yet (or went elsewhere): it waits, then per-node"
         );
         let stale = View {
             held_here: Some(5),

@@ -164,13 +164,22 @@ pub struct SinkEngine {
     started: Instant,
 }
 
-/// What a tracked FlowFile's success reports to `feedback`.
+/// What a tracked FlowFile's success reports to `feedback`, and where its lease's chain goes back
+/// to when it fails instead.
 struct Report {
     key: LinkKey,
     destination: String,
     shard_id: String,
     tenure: u64,
     last: Position,
+    previous: Option<Position>,
+}
+
+struct Parked {
+    flow_file: FlowFileIn,
+    key: LinkKey,
+    shard_id: String,
+    awaits_chain: bool,
 }
 
 #[derive(Default)]
@@ -179,9 +188,10 @@ struct Links {
     /// The leases (key, shard, counter) whose FlowFiles this engine put into a shared channel:
     /// their chains rewind to what Snowflake committed when it stops.
     put_in: HashSet<(LinkKey, String, u64)>,
-    /// FlowFiles waiting for a decision (their bytes count as in flight), and when and at which
-    /// scan of their consumer each was first parked (an entry goes once its FlowFile is decided).
-    parked: Vec<(FlowFileIn, LinkKey, String)>,
+    /// FlowFiles waiting for a decision (their bytes count as in flight), whether each waits for an
+    /// earlier FlowFile of its lease (`Decision::AwaitChain`), and when and at which scan of their
+    /// consumer each was first parked (an entry goes once its FlowFile is decided).
+    parked: Vec<Parked>,
     parked_since: HashMap<i64, (Instant, u64)>,
     /// When the parked FlowFiles were last decided again, and their consumers' table reads then.
     last_unpark: Option<(Instant, u64)>,
@@ -270,7 +280,7 @@ impl SinkEngine {
     pub fn submit(&self, flow_files: Vec<FlowFileIn>) {
         for flow_file in flow_files {
             let id = flow_file.id;
-            if self.lock_gate().contains(id) || self.lock_links().parked.iter().any(|(p, _, _)| p.id == id) {
+            if self.lock_gate().contains(id) || self.lock_links().parked.iter().any(|p| p.flow_file.id == id) {
                 // Submitted again (a session rolled back) while its first submission is under way.
                 continue;
             }
@@ -373,9 +383,10 @@ impl SinkEngine {
         let id = flow_file.id;
         let mut links = self.lock_links();
         let seen = links.parked_since.get(&id).copied();
-        // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too.
+        // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too (but not
+        // behind one that waits for an earlier FlowFile of its lease: that one may be this one).
         let behind_parked =
-            links.parked.iter().any(|(_, key, shard)| key == &tracked.key && shard == &tracked.shard_id);
+            links.parked.iter().any(|p| !p.awaits_chain && p.key == tracked.key && p.shard_id == tracked.shard_id);
         let view = link::View {
             held_here,
             known: scans > 0,
@@ -405,6 +416,7 @@ impl SinkEngine {
                     shard_id: tracked.shard_id.clone(),
                     tenure: tracked.tenure,
                     last: tracked.last.clone(),
+                    previous: tracked.previous.clone(),
                 };
                 links.reports.insert(id, report);
                 Ok(Some(tracked))
@@ -431,8 +443,7 @@ impl SinkEngine {
             Decision::Park => {
                 let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));
                 if first.elapsed() < self.settings.retry_limit || behind_parked {
-                    links.parked.push((flow_file.clone(), tracked.key.clone(), tracked.shard_id.clone()));
-                    self.in_flight_bytes.fetch_add(flow_file.content.len() as u64, Ordering::AcqRel);
+                    self.park(&mut links, flow_file, &tracked, false);
                     return Err(());
                 }
                 links.parked_since.remove(&id);
@@ -445,12 +456,32 @@ impl SinkEngine {
                 Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
                 Ok(None)
             }
+            Decision::AwaitChain { reason } => {
+                let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));
+                if first.elapsed() < self.settings.channel.order_wait {
+                    self.park(&mut links, flow_file, &tracked, true);
+                    return Err(());
+                }
+                links.parked_since.remove(&id);
+                Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
+                Ok(None)
+            }
             Decision::PerNode { reason } => {
                 links.parked_since.remove(&id);
                 Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
                 Ok(None)
             }
         }
+    }
+
+    fn park(&self, links: &mut Links, flow_file: &FlowFileIn, tracked: &link::Tracked, awaits_chain: bool) {
+        links.parked.push(Parked {
+            flow_file: flow_file.clone(),
+            key: tracked.key.clone(),
+            shard_id: tracked.shard_id.clone(),
+            awaits_chain,
+        });
+        self.in_flight_bytes.fetch_add(flow_file.content.len() as u64, Ordering::AcqRel);
     }
 
     /// Decides the parked FlowFiles again (the consumer of their key has read the table since,
@@ -463,7 +494,7 @@ impl SinkEngine {
             }
             let scans = {
                 let board = crate::feedback::board();
-                let keys: std::collections::BTreeSet<&LinkKey> = links.parked.iter().map(|(_, key, _)| key).collect();
+                let keys: std::collections::BTreeSet<&LinkKey> = links.parked.iter().map(|p| &p.key).collect();
                 keys.into_iter().map(|key| board.scans(key)).sum::<u64>()
             };
             let now = Instant::now();
@@ -476,7 +507,7 @@ impl SinkEngine {
             links.last_unpark = Some((now, scans));
             std::mem::take(&mut links.parked)
         };
-        for (flow_file, _, _) in parked {
+        for Parked { flow_file, .. } in parked {
             self.in_flight_bytes.fetch_sub(flow_file.content.len() as u64, Ordering::AcqRel);
             self.submit(vec![flow_file]);
         }
@@ -503,19 +534,30 @@ impl SinkEngine {
         self.links.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Tells `feedback` what the tracked FlowFiles among `outcomes` have in Snowflake.
+    /// Tells `feedback` what the tracked FlowFiles among `outcomes` have in Snowflake; a shared
+    /// channel's FlowFile that did not load (`failure`, or back to the queue) takes its lease's chain
+    /// back to before it, so the FlowFiles after it wait for it when it is sent back.
     fn report_loaded(&self, outcomes: &[Outcome]) {
-        let reports: Vec<Report> = {
+        let mut reports = Vec::new();
+        let mut unloaded = Vec::new();
+        {
             let mut links = self.lock_links();
-            outcomes
-                .iter()
-                .filter_map(|o| links.reports.remove(&o.flow_file_id).filter(|_| o.route == Route::Success))
-                .collect()
-        };
-        if reports.is_empty() {
+            for o in outcomes {
+                match (links.reports.remove(&o.flow_file_id), o.route) {
+                    (Some(r), Route::Success) => reports.push(r),
+                    // Its rows are committed; some were rejected into the error table.
+                    (Some(_), Route::Invalid) | (None, _) => {}
+                    (Some(r), _) => unloaded.push(r),
+                }
+            }
+        }
+        if reports.is_empty() && unloaded.is_empty() {
             return;
         }
         let mut board = crate::feedback::board();
+        for r in unloaded {
+            board.unput_from_channel(&r.key, &r.shard_id, r.tenure, r.previous.as_ref());
+        }
         for r in reports {
             board.committed_in_channel(&r.key, &r.shard_id, r.tenure, &r.last);
             if let Reported::Conflicted { first, newly: true } =
@@ -662,7 +704,6 @@ impl Drop for SinkEngine {
     }
 }
 
-/// The parents named in `aws.kinesis.parent.shard.ids`.
 /// What a per-node channel's book waits for before it lines the FlowFile up: the record
 /// ConsumeKinesis read before its first one, or before the records it routed to `parse.failure`
 /// right before it (see `book`).
@@ -683,6 +724,7 @@ fn follows(flow_file: &FlowFileIn, source: &Source, delivery: Delivery) -> Follo
     }
 }
 
+/// The parents named in `aws.kinesis.parent.shard.ids`.
 fn parent_ids(flow_file: &FlowFileIn) -> impl Iterator<Item = &str> {
     flow_file
         .attributes
