@@ -82,6 +82,35 @@ async fn unacknowledged_and_nacked_batches_are_delivered_again() {
     engine.stop().await;
 }
 
+/// Issue 34, item 4: with LATEST and no checkpoint yet, NiFi rolled the first batches back and the
+/// reader started again at LATEST: the records read since the first LATEST never came again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_latest_a_rollback_before_the_first_checkpoint_reads_the_same_records_again() {
+    log();
+    let emulators = Emulators::start("latest-nack");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "taps", 1).await;
+    let mut s = settings("taps", "taps-app");
+    s.initial_position = kinesnow_core::config::consume_kinesis::InitialPosition::Latest;
+    let engine = ConsumerEngine::start(s, clients(&aws(&emulators)).await).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await; // the LATEST iterator is taken
+    let first = put(&c, "taps", 0, 20).await;
+    let (got, batches) = drain(&engine, 20, false).await;
+    assert_eq!(got, by_shard(&first));
+    for id in &batches {
+        engine.nack(*id).unwrap(); // NiFi's commit failed before any checkpoint
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await; // a reader restarting at LATEST would have its iterator now
+    let second = put(&c, "taps", 20, 5).await;
+    let (again, _) = drain(&engine, 25, true).await;
+    let mut expected = by_shard(&first);
+    for (shard, records) in by_shard(&second) {
+        expected.entry(shard).or_default().extend(records);
+    }
+    assert_eq!(again, expected, "the rolled-back records come again, then the new ones");
+    engine.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kpl_aggregates_resume_exactly_at_the_committed_sub_record() {
     log();

@@ -426,7 +426,7 @@ impl Shared {
 
     /// For the reader of `generation`: the shard's generation and where to resume; `None` once the
     /// shard is finished, lost or handed back, or the reader is of an earlier lease of it.
-    pub(super) fn reader_generation(&self, shard_id: &str, generation: u64) -> Option<(u64, Option<Position>)> {
+    pub(super) fn reader_generation(&self, shard_id: &str, generation: u64) -> Option<(u64, super::ledger::ReadFrom)> {
         self.lock_ledger().reader_position(shard_id, generation)
     }
 

@@ -27,6 +27,28 @@ use crate::kinesis::position::{compare_sequence_numbers, Position};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 use crate::lease::{Holder, Lease};
 
+/// Where a (re)started reader of a shard begins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// The lease's initial position: nothing read yet.
+    Initial,
+    /// The checkpoint or the acknowledged front: its record comes again, and what it covers is dropped.
+    Committed(Position),
+    /// Nothing acknowledged since the lease began at its initial position: the first record it read
+    /// and everything after it come again (issue 34: a new LATEST would skip them).
+    FirstRead(Position),
+}
+
+impl ReadFrom {
+    /// The position whose records a reader drops as already committed.
+    pub fn committed(&self) -> Option<&Position> {
+        match self {
+            ReadFrom::Committed(p) => Some(p),
+            ReadFrom::Initial | ReadFrom::FirstRead(_) => None,
+        }
+    }
+}
+
 /// Records handed to NiFi in one call; settle it with `ack` or `nack`.
 #[derive(Debug)]
 pub struct Batch {
@@ -163,11 +185,17 @@ impl Ledger {
     /// For a reader of `generation`: the shard's current generation and where to resume (after
     /// everything acknowledged). `None` when the reader must end: the shard is finished, lost,
     /// handed back, or this reader belongs to an earlier lease of it.
-    pub fn reader_position(&self, shard_id: &str, generation: u64) -> Option<(u64, Option<Position>)> {
-        self.shards
-            .get(shard_id)
-            .filter(|s| !s.finished && s.handing_back.is_none() && generation >= s.tenure)
-            .map(|s| (s.generation, s.acked.clone()))
+    pub fn reader_position(&self, shard_id: &str, generation: u64) -> Option<(u64, ReadFrom)> {
+        self.shards.get(shard_id).filter(|s| !s.finished && s.handing_back.is_none() && generation >= s.tenure).map(
+            |s| {
+                let from = match (&s.acked, &s.first_read) {
+                    (Some(acked), _) => ReadFrom::Committed(acked.clone()),
+                    (None, Some(first)) => ReadFrom::FirstRead(first.clone()),
+                    (None, None) => ReadFrom::Initial,
+                };
+                (s.generation, from)
+            },
+        )
     }
 
     pub fn initial_position(&self, shard_id: &str) -> Option<InitialPosition> {
@@ -188,6 +216,10 @@ impl Ledger {
             return false;
         };
         state.millis_behind = millis_behind;
+        if state.acked.is_none() && state.first_read.is_none() {
+            state.first_read =
+                records.first().map(|b| Position::new(b.record.sequence_number.clone(), b.record.sub_sequence_number));
+        }
         for b in records {
             state.buffered_bytes += b.reservation.bytes();
             state.buffer.push_back(b);
@@ -647,7 +679,11 @@ mod tests {
         let rewound = l.nack(batch.id).unwrap();
         let restart = rewound[0].restart.clone().expect("the reader had returned: a new one starts");
         assert!(restart.generation > start.generation);
-        assert_eq!(l.reader_position("s", restart.generation), Some((restart.generation, None)));
+        assert_eq!(
+            l.reader_position("s", restart.generation),
+            Some((restart.generation, ReadFrom::FirstRead(at(1)))),
+            "nothing acknowledged: from the first record read, not from a new initial position"
+        );
         assert!(!l.push("s", start.generation, records(1, 2), 0, None), "the old generation's records are refused");
     }
 
@@ -661,7 +697,7 @@ mod tests {
         let (generation, resume) =
             l.reader_position("s", start.generation).expect("the running reader follows the rewind");
         assert!(generation > start.generation);
-        assert_eq!(resume, None);
+        assert_eq!(resume, ReadFrom::FirstRead(at(1)));
     }
 
     #[test]

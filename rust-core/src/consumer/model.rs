@@ -23,7 +23,7 @@ use proptest::prelude::*;
 use tokio::time::Instant;
 
 use super::budget::MemoryBudget;
-use super::ledger::{is_after, Batch, CheckpointWrite, FinishShard, Ledger, Next, ReaderStart, WriteOutcome};
+use super::ledger::{is_after, Batch, CheckpointWrite, FinishShard, Ledger, Next, ReadFrom, ReaderStart, WriteOutcome};
 use super::reader::record_cost;
 use super::state::Buffered;
 use crate::kinesis::position::Position;
@@ -362,7 +362,14 @@ impl World {
         let reader = &mut self.readers[i];
         if current != reader.generation || reader.next.is_none() {
             reader.generation = current;
-            reader.next = Some(first_uncovered(&shard.entries, resume.as_ref()));
+            reader.next = Some(match &resume {
+                ReadFrom::Initial => 0,
+                ReadFrom::Committed(p) => first_uncovered(&shard.entries, Some(p)),
+                // AT_SEQUENCE_NUMBER: the whole record (an aggregate's every sub-record) again.
+                ReadFrom::FirstRead(p) => {
+                    shard.entries.iter().position(|e| e.seq.to_string() == p.sequence_number).unwrap_or(0)
+                }
+            });
         }
         let start = reader.next.expect("set above");
         // GetRecords returns whole Kinesis records: an aggregate's sub-records come together.

@@ -15,6 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::engine::Shared;
 use super::intake::{self, Fetched};
+use super::ledger::ReadFrom;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
@@ -29,6 +30,18 @@ enum Start {
     Committed(Position),
     /// After an expired iterator: continue after the last record handed to the buffer.
     After(String),
+    /// At the first record the lease read, which nothing acknowledged yet.
+    At(String),
+}
+
+impl From<ReadFrom> for Start {
+    fn from(from: ReadFrom) -> Self {
+        match from {
+            ReadFrom::Initial => Start::Initial,
+            ReadFrom::Committed(p) => Start::Committed(p),
+            ReadFrom::FirstRead(p) => Start::At(p.sequence_number),
+        }
+    }
 }
 
 /// Wait after an empty read of a shard that is caught up: one GetRecords per second, KCL's default
@@ -44,8 +57,8 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
     let mut stopping = shared.stopping.subscribe();
     let mut limiter = ShardLimiter::default();
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
-    let Some((mut generation, committed)) = shared.reader_generation(&shard_id, generation) else { return };
-    let mut start = committed.map_or(Start::Initial, Start::Committed);
+    let Some((mut generation, from)) = shared.reader_generation(&shard_id, generation) else { return };
+    let mut start = Start::from(from);
     let mut iterator: Option<String> = None;
     let mut lag_warned: Option<tokio::time::Instant> = None;
     loop {
@@ -54,9 +67,9 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         }
         match shared.reader_generation(&shard_id, generation) {
             None => return, // lease lost or shard dropped
-            Some((g, committed)) if g != generation => {
+            Some((g, from)) if g != generation => {
                 generation = g;
-                start = committed.map_or(Start::Initial, Start::Committed);
+                start = Start::from(from);
                 iterator = None;
             }
             Some(_) => {}
@@ -195,6 +208,9 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
         Start::After(seq) => {
             request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq)
         }
+        Start::At(seq) => {
+            request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(seq)
+        }
         Start::Initial => match shared.initial_position(shard_id) {
             InitialPosition::TrimHorizon => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
             InitialPosition::Latest => request.shard_iterator_type(ShardIteratorType::Latest),
@@ -217,7 +233,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
             );
             match (&error, start) {
                 // The checkpoint lies before the stream's retention: the records in between are gone.
-                (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_)) => {
+                (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_) | Start::At(_)) => {
                     warn!(
                         component = shared.settings.component,
                         "the position of shard {shard_id} is no longer in stream '{}' (trimmed by retention): records were \

@@ -47,6 +47,10 @@ pub struct ShardState {
     /// Everything up to here is committed in NiFi (the acknowledged front of the batches); a
     /// rewound reader resumes after it.
     pub acked: Option<Position>,
+    /// The first record this lease read while nothing was acknowledged (the lease began at its
+    /// initial position: LATEST, a timestamp): a reader rewound before any acknowledgement starts
+    /// there again, not at a new LATEST.
+    pub first_read: Option<Position>,
     /// The last position written to the lease table (at most `acked`).
     pub committed: Option<Position>,
     /// A checkpoint write in flight: at most one per shard, so writes land in order.
@@ -82,6 +86,7 @@ impl ShardState {
             tenure: generation,
             generation,
             acked: committed.clone(),
+            first_read: None,
             committed,
             writing: None,
             reader_finished: false,

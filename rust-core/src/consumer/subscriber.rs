@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use super::end_probe::{self, EndCheck, ProbeStart};
 use super::engine::Shared;
 use super::intake::{self, fetched_cost, Fetched};
+use super::ledger::ReadFrom;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
@@ -41,6 +42,8 @@ enum Start {
     Committed(Position),
     /// After the last continuation sequence number of the previous subscription.
     After(String),
+    /// At the first record the lease read, which nothing acknowledged yet.
+    At(String),
 }
 
 /// How far the current generation has read: where the next subscription starts, the last record
@@ -54,9 +57,13 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(committed: Option<Position>) -> Self {
+    fn new(from: ReadFrom) -> Self {
         Self {
-            start: committed.map_or(Start::Initial, Start::Committed),
+            start: match from {
+                ReadFrom::Initial => Start::Initial,
+                ReadFrom::Committed(p) => Start::Committed(p),
+                ReadFrom::FirstRead(p) => Start::At(p.sequence_number),
+            },
             last_record: None,
             last_records_at: tokio::time::Instant::now(),
         }
@@ -93,8 +100,9 @@ pub async fn run(
 ) {
     let mut stopping = shared.stopping.subscribe();
     let mut backoff = Backoff::new(RESUBSCRIBE_FLOOR, Duration::from_secs(10));
-    let Some((mut generation, mut committed)) = shared.reader_generation(&shard_id, generation) else { return };
-    let mut progress = Progress::new(committed.clone());
+    let Some((mut generation, from)) = shared.reader_generation(&shard_id, generation) else { return };
+    let mut committed = from.committed().cloned();
+    let mut progress = Progress::new(from);
     let mut last_subscribe: Option<tokio::time::Instant> = None;
     let mut probe = false;
     loop {
@@ -103,10 +111,10 @@ pub async fn run(
         }
         match shared.reader_generation(&shard_id, generation) {
             None => return,
-            Some((g, now_committed)) if g != generation => {
+            Some((g, from)) if g != generation => {
                 generation = g;
-                committed = now_committed;
-                progress = Progress::new(committed.clone());
+                committed = from.committed().cloned();
+                progress = Progress::new(from);
                 probe = false;
             }
             Some(_) => {}
@@ -176,6 +184,7 @@ async fn subscribe(
         Start::After(seq) => {
             StartingPosition::builder().r#type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq)
         }
+        Start::At(seq) => StartingPosition::builder().r#type(ShardIteratorType::AtSequenceNumber).sequence_number(seq),
         Start::Initial => match shared.initial_position(shard_id) {
             InitialPosition::TrimHorizon => StartingPosition::builder().r#type(ShardIteratorType::TrimHorizon),
             InitialPosition::Latest => StartingPosition::builder().r#type(ShardIteratorType::Latest),
