@@ -445,3 +445,38 @@ async fn a_caught_up_consumer_polls_each_shard_about_once_a_second() {
     assert!(calls <= 4 * 7, "a caught-up shard is polled about once a second: {calls} calls in 6 s over 4 shards");
     engine.stop().await;
 }
+
+/// Issue 34, item 5: a lease table deleted and made again while NiFi runs (a reset) is told apart
+/// by its creation time, which the engine gives the feedback board at its start (so the old
+/// table's higher lease counters supersede nothing of the new table's leases).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_table_made_anew_is_told_apart_by_its_creation_time() {
+    log();
+    let emulators = Emulators::start("table-epoch");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "epoch", 1).await;
+    let tracked = EngineSettings {
+        failover_position: kinesnow_core::consumer::resume::FailoverPosition::SnowflakeCommit,
+        ..settings("epoch", "epoch-app")
+    };
+    let engine = ConsumerEngine::start(tracked.clone(), clients(&aws(&emulators)).await).await.unwrap();
+    let key = engine.link().cloned().expect("SNOWFLAKE_COMMIT links the engine to the board");
+    engine.stop().await;
+    let first = kinesnow_core::lease::table::created_at(&c.dynamodb, "epoch-app").await.unwrap().expect("a time");
+    assert!(
+        !kinesnow_core::feedback::board().table_created(&key, first),
+        "the engine gave the board this table's time"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1100)).await; // creation times are whole seconds in dynalite
+    c.dynamodb.delete_table().table_name("epoch-app").send().await.unwrap();
+    wait_until("the table is gone", Duration::from_secs(20), || async {
+        c.dynamodb.describe_table().table_name("epoch-app").send().await.is_err()
+    })
+    .await;
+    let engine = ConsumerEngine::start(tracked, clients(&aws(&emulators)).await).await.unwrap();
+    engine.stop().await;
+    let second = kinesnow_core::lease::table::created_at(&c.dynamodb, "epoch-app").await.unwrap().expect("a time");
+    assert!(second > first, "a new table, a new time: {first} then {second}");
+    assert!(!kinesnow_core::feedback::board().table_created(&key, second), "the engine gave the board the new time");
+}

@@ -178,6 +178,20 @@ impl Prepared {
         let store = LeaseStore::new(clients.dynamodb.clone(), &settings.application, &settings.stream);
         let link = (settings.failover_position == FailoverPosition::SnowflakeCommit)
             .then(|| LinkKey { stream: stream_arn, application: settings.application.clone() });
+        if let Some(key) = &link {
+            // A lease table deleted and made again (a reset) starts its lease counters anew: what
+            // this JVM knew of the old table's leases must not supersede the new ones' FlowFiles.
+            let created = crate::lease::table::created_at(&clients.dynamodb, &settings.application).await?;
+            if let Some(created) = created {
+                if crate::feedback::board().table_created(key, created) {
+                    info!(
+                        component = settings.component,
+                        "lease table '{}' was made anew since this NiFi last read it: the leases known before are forgotten",
+                        settings.application
+                    );
+                }
+            }
+        }
         let (stopping, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             fan_out,

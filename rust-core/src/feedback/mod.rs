@@ -33,7 +33,8 @@
 //!
 //! Memory: keys are the consumers of this JVM; shards per key are capped ([`MAX_SHARDS_PER_KEY`]);
 //! beyond the cap a report is dropped, which only leaves a lease row's position behind. A chain
-//! keeps at most [`MAX_SKIPS`] parse-failure spans not yet committed; beyond that one is dropped,
+//! key keeps at most [`MAX_SKIPS`] parse-failure spans not yet committed, over all its shards and
+//! chains (about 100 bytes each); beyond that one is dropped,
 //! which can only break the chain (the per-node channels, at least once), never extend it.
 
 use std::collections::HashMap;
@@ -42,8 +43,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use crate::kinesis::position::Position;
 
 pub const MAX_SHARDS_PER_KEY: usize = 100_000;
-/// Parse-failure spans a chain keeps until its committed position passes them.
-pub const MAX_SKIPS: usize = 10_000;
+/// Parse-failure spans a key (all its shards' chains) keeps until their committed positions pass them.
+pub const MAX_SKIPS: usize = 65_536;
 /// Leases of a shard whose chains the board keeps (the latest ones; FlowFiles of older leases are
 /// superseded by the time they come).
 pub const CHAINS_PER_SHARD: usize = 4;
@@ -179,14 +180,22 @@ impl ChainState {
     }
 
     /// Snowflake committed the lease's records up to `last`: so are the spans that follow on.
-    fn commit(&mut self, last: &Position) {
+    /// Returns how many spans it let go.
+    fn commit(&mut self, last: &Position) -> usize {
         extend(&mut self.committed, last);
+        let mut released = 0;
         while let Some(i) =
             self.passed.iter().position(|(previous, _)| reaches(previous.as_ref(), self.committed.as_ref()))
         {
             let (_, span_last) = self.passed.swap_remove(i);
             extend(&mut self.committed, &span_last);
+            released += 1;
         }
+        released
+    }
+
+    fn spans(&self) -> usize {
+        self.skips.len() + self.passed.len()
     }
 
     fn rewind(&mut self) {
@@ -224,6 +233,8 @@ fn later(a: Option<&Position>, b: Option<&Position>) -> bool {
 
 #[derive(Default)]
 struct KeyState {
+    /// When the lease table the tenures and chains below come from was created (ms).
+    table_created: Option<i64>,
     /// Table reads published so far.
     scans: u64,
     /// The consumer's Failover Timeout, as it published it.
@@ -240,6 +251,8 @@ struct KeyState {
     /// Per shard, the last [`CHAINS_PER_SHARD`] leases this JVM's engines took and how far each is
     /// in the shared channel.
     chains: HashMap<String, Vec<ChainState>>,
+    /// Parse-failure spans over all of `chains` (at most [`MAX_SKIPS`]).
+    spans: usize,
 }
 
 #[derive(Default)]
@@ -277,6 +290,27 @@ impl Board {
             }
         }
         Reported::Recorded
+    }
+
+    /// The key's consumer found its lease table created at `created` (ms). A table made anew since
+    /// the last one (a reset: the table deleted, NiFi not restarted) starts its lease counters
+    /// again, so the tenures, held leases and chains known from the old table are forgotten (a
+    /// stale higher tenure would otherwise supersede the new leases' FlowFiles, and they would go
+    /// to `success` unsent). Loaded positions are facts about Snowflake and stay. Returns whether
+    /// anything was forgotten.
+    pub fn table_created(&mut self, key: &LinkKey, created: i64) -> bool {
+        let state = self.keys.entry(key.clone()).or_default();
+        let known = state.table_created.replace(created);
+        if known.is_none_or(|k| k == created) {
+            return false;
+        }
+        state.tenures.clear();
+        state.held_here.clear();
+        state.finished_here.clear();
+        state.chains.clear();
+        state.spans = 0;
+        state.scans = 0;
+        true
     }
 
     /// The highest position reported for `shard`, unless the key is conflicted.
@@ -332,6 +366,7 @@ impl Board {
             return;
         }
         let chains = state.chains.entry(shard.to_owned()).or_default();
+        let before: usize = chains.iter().map(ChainState::spans).sum();
         chains.retain(|c| c.tenure != counter);
         chains.push(ChainState {
             tenure: counter,
@@ -344,6 +379,8 @@ impl Board {
         if chains.len() > CHAINS_PER_SHARD {
             chains.remove(0);
         }
+        let after: usize = chains.iter().map(ChainState::spans).sum();
+        state.spans -= before - after;
     }
 
     fn chain_of(&mut self, key: &LinkKey, shard: &str, tenure: u64) -> Option<&mut ChainState> {
@@ -353,10 +390,20 @@ impl Board {
     /// The engine routed the records after `previous` through `last` of lease `tenure` to
     /// `parse.failure`: they never reach PutSnowflake, and the chain passes over them.
     pub fn skipped(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<Position>, last: Position) {
-        let Some(chain) = self.chain_of(key, shard, tenure) else { return };
-        if chain.skips.len() + chain.passed.len() < MAX_SKIPS {
-            chain.skips.push((previous, last));
+        let Some(state) = self.keys.get_mut(key) else { return };
+        if state.spans >= MAX_SKIPS {
+            return;
         }
+        let Some(chain) = state.chains.get_mut(shard).and_then(|c| c.iter_mut().find(|c| c.tenure == tenure)) else {
+            return;
+        };
+        chain.skips.push((previous, last));
+        state.spans += 1;
+    }
+
+    /// Parse-failure spans the key keeps (for tests and the bound).
+    pub fn spans(&self, key: &LinkKey) -> usize {
+        self.keys.get(key).map_or(0, |s| s.spans)
     }
 
     /// Whether a FlowFile of lease `tenure` whose first record follows `previous` follows on from
@@ -382,8 +429,9 @@ impl Board {
 
     /// Snowflake committed a FlowFile of lease `tenure` ending at `last` in the shard's shared channel.
     pub fn committed_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
-        if let Some(chain) = self.chain_of(key, shard, tenure) {
-            chain.commit(last);
+        let Some(state) = self.keys.get_mut(key) else { return };
+        if let Some(chain) = state.chains.get_mut(shard).and_then(|c| c.iter_mut().find(|c| c.tenure == tenure)) {
+            state.spans -= chain.commit(last);
         }
     }
 
@@ -603,6 +651,56 @@ mod tests {
             Chain::Linked,
             "never back past what Snowflake committed"
         );
+    }
+
+    /// Issue 34, item 5: the lease table was deleted and made again with NiFi running; the board
+    /// kept the old table's higher tenures, so the new leases' FlowFiles were taken for superseded
+    /// (routed to success unsent) and their chains evicted.
+    #[test]
+    fn a_lease_table_made_anew_forgets_the_old_tables_leases() {
+        let mut b = Board::default();
+        let k = key();
+        let t = |counter, held| ShardTenure { counter, held };
+        assert!(!b.table_created(&k, 1_000), "the first table seen");
+        b.publish_tenures(&k, std::time::Duration::from_secs(7), [("s".to_owned(), t(57, true))]);
+        b.took_here(&k, "engine", "s", 57, None);
+        b.report(&k, "db.s.p", "s", at("90", None));
+        assert!(!b.table_created(&k, 1_000), "the same table again: a restart of the processor");
+        assert_eq!(b.tenure(&k, "s"), Some(t(57, true)));
+        assert!(b.table_created(&k, 2_000), "the table was made anew");
+        assert_eq!(b.tenure(&k, "s"), None, "lease 57 of the old table supersedes nothing");
+        assert_eq!(b.held_here(&k, "s"), None);
+        assert_eq!(b.chain(&k, "s", 57, None), Chain::Unknown);
+        assert_eq!(b.scans(&k), 0, "no read of the new table yet");
+        b.publish_tenures(&k, std::time::Duration::from_secs(7), [("s".to_owned(), t(1, true))]);
+        assert_eq!(b.tenure(&k, "s"), Some(t(1, true)), "the new table's first lease");
+        assert_eq!(b.loaded(&k, "s"), Some(at("90", None)), "what Snowflake has stays");
+    }
+
+    /// Issue 34, item 6: spans were bounded per chain (10,000, four chains per shard, any number
+    /// of shards): gigabytes at 256 shards with a high parse-failure rate.
+    #[test]
+    fn parse_failure_spans_are_bounded_per_key_and_released_when_committed_or_evicted() {
+        let mut b = Board::default();
+        let k = key();
+        for shard in 0..16 {
+            b.took_here(&k, "engine", &format!("s{shard}"), 1, Some(at("0", None)));
+        }
+        for n in 0..(MAX_SKIPS as u64 + 100) {
+            let shard = format!("s{}", n % 16);
+            b.skipped(&k, &shard, 1, Some(at(&(n + 1).to_string(), None)), at(&(n + 2).to_string(), None));
+        }
+        assert_eq!(b.spans(&k), MAX_SKIPS, "the key's bound, whatever the number of shards");
+        b.took_here(&k, "engine", "s0", 2, None);
+        for counter in 3..=6 {
+            b.took_here(&k, "engine", "s0", counter, None);
+        }
+        assert_eq!(b.spans(&k), MAX_SKIPS - MAX_SKIPS / 16, "an evicted chain lets its spans go");
+        // s1's first span follows on from its lease's start once the records before it are in.
+        b.put_in_channel(&k, "s1", 1, &at("2", None));
+        assert_eq!(b.chain(&k, "s1", 1, Some(&at("3", None))), Chain::Linked);
+        b.committed_in_channel(&k, "s1", 1, &at("2", None));
+        assert_eq!(b.spans(&k), MAX_SKIPS - MAX_SKIPS / 16 - 1, "a committed span is let go");
     }
 
     #[test]

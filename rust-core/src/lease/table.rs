@@ -70,6 +70,13 @@ async fn create(client: &Client, table: &str) -> Result<(), LeaseError> {
     }
 }
 
+/// When `table` was created (ms since the epoch), as DynamoDB reports it: a table deleted and made
+/// again has another time, which tells `feedback` that the leases it knew are gone.
+pub async fn created_at(client: &Client, table: &str) -> Result<Option<i64>, LeaseError> {
+    let out = client.describe_table().table_name(table).send().await.map_err(|e| service_error(table, e))?;
+    Ok(out.table().and_then(|t| t.creation_date_time()).and_then(|t| t.to_millis().ok()))
+}
+
 /// A table with another key schema (for example KCL's `leaseKey`) is not ours to write into.
 async fn check_schema(client: &Client, table: &str) -> Result<(), LeaseError> {
     let out = client.describe_table().table_name(table).send().await.map_err(|e| service_error(table, e))?;
