@@ -131,6 +131,9 @@ struct ChainState {
     skips: Vec<Span>,
     /// Spans `end` passed over and `committed` not yet: a rewind puts them back in `skips`.
     passed: Vec<Span>,
+    /// The destination (database, schema, pipe) whose shared channel the chain is: the first one a
+    /// PutSnowflake of this JVM put the lease's FlowFiles into.
+    destination: Option<String>,
 }
 
 /// Records of `shard` routed to `parse.failure`: those after `previous` (`None`: from the lease's
@@ -374,6 +377,7 @@ impl Board {
             committed: start,
             skips: Vec::new(),
             passed: Vec::new(),
+            destination: None,
         });
         chains.sort_by_key(|c| c.tenure);
         if chains.len() > CHAINS_PER_SHARD {
@@ -417,6 +421,22 @@ impl Board {
             Chain::Linked
         } else {
             Chain::Broken
+        }
+    }
+
+    /// The destination whose shared channel the chain of lease `tenure` of `shard` is, when it is
+    /// not `destination`; otherwise `None`, and the chain is `destination`'s from now on. A chain
+    /// says what went into one channel: two PutSnowflakes of this JVM loading one lease into two
+    /// destinations (two pipes, two channels) must not follow on from each other's FlowFiles.
+    pub fn chain_destination(&mut self, key: &LinkKey, shard: &str, tenure: u64, destination: &str) -> Option<String> {
+        let chain = self.chain_of(key, shard, tenure)?;
+        match &chain.destination {
+            Some(d) if d != destination => Some(d.clone()),
+            Some(_) => None,
+            None => {
+                chain.destination = Some(destination.to_owned());
+                None
+            }
         }
     }
 
@@ -651,6 +671,23 @@ mod tests {
             Chain::Linked,
             "never back past what Snowflake committed"
         );
+    }
+
+    /// Issue 34, item 9: two PutSnowflakes of one JVM loading one lease into two destinations
+    /// shared its chain, so one of them followed on from FlowFiles that went into the other's
+    /// channel, and skipped the gap in its own.
+    #[test]
+    fn a_chain_belongs_to_one_destination() {
+        let mut b = Board::default();
+        let k = key();
+        assert_eq!(b.chain_destination(&k, "s", 1, "db.s.a"), None, "no lease taken here: nothing to tell");
+        b.took_here(&k, "engine", "s", 1, None);
+        assert_eq!(b.chain_destination(&k, "s", 1, "db.s.a"), None, "the first destination takes the chain");
+        b.put_in_channel(&k, "s", 1, &at("5", None));
+        assert_eq!(b.chain_destination(&k, "s", 1, "db.s.a"), None);
+        assert_eq!(b.chain_destination(&k, "s", 1, "db.s.b"), Some("db.s.a".to_owned()), "not the other's");
+        b.took_here(&k, "engine", "s", 2, None);
+        assert_eq!(b.chain_destination(&k, "s", 2, "db.s.b"), None, "a new lease's chain is free again");
     }
 
     /// Issue 34, item 5: the lease table was deleted and made again with NiFi running; the board

@@ -374,11 +374,12 @@ impl SinkEngine {
             return Ok(None);
         }
         let Some(tracked) = link::tracked(&flow_file.attributes) else { return Ok(None) };
-        let (view, scans, failover, held_here, chain) = {
+        let (view, scans, failover, held_here, chain, other_destination) = {
             let mut board = crate::feedback::board();
             let (key, shard) = (&tracked.key, &tracked.shard_id);
+            let other = board.chain_destination(key, shard, tracked.tenure, &destination.to_string());
             let chain = board.chain(key, shard, tracked.tenure, tracked.previous.as_ref());
-            (board.tenure(key, shard), board.scans(key), board.failover(key), board.held_here(key, shard), chain)
+            (board.tenure(key, shard), board.scans(key), board.failover(key), board.held_here(key, shard), chain, other)
         };
         let id = flow_file.id;
         let mut links = self.lock_links();
@@ -398,7 +399,14 @@ impl SinkEngine {
         // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
         let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
         let held_wait_over = seen.is_some_and(|(first, _)| first.elapsed() >= held_wait);
-        let decision = if behind_parked {
+        let decision = if let Some(other) = other_destination {
+            Decision::PerNode {
+                reason: format!(
+                    "lease {} of shard {} is loaded into {other} by another PutSnowflake of this NiFi, and exactly once                      across failover holds for one destination per Application Name",
+                    tracked.tenure, tracked.shard_id
+                ),
+            }
+        } else if behind_parked {
             Decision::Park
         } else {
             link::decide(&tracked, &self.settings.node, view, warming, held_wait_over)
