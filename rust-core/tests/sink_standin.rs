@@ -1016,3 +1016,29 @@ fn an_empty_resolved_table_fails_only_its_flow_file_and_open_destinations_are_bo
     assert_eq!(counts(&standin, "REFUNDS"), (1, 1, 1));
     assert_eq!(counts(&standin, "RETURNS"), (1, 1, 1));
 }
+
+/// Issue 34, item 10: two nodes writing one channel (two NiFis sharing a shard's shared channel, as
+/// here two engines sharing an instance id and so every channel) with a backlog and small appends.
+/// Each append on a channel the other reopened found its continuation token stale and reopened at
+/// once, discarding the other's uncommitted rows: the committed token never moved. Both writers
+/// now back off before reopening, so one of them commits and the other skips what it committed.
+#[test]
+fn two_writers_on_one_channel_converge_and_load_every_record_once() {
+    let standin = Standin::start("reopen-war", 1000);
+    create_events(&standin, "");
+    let config = config(&standin, &[("Max Batch Size", "1 KB")]);
+    let (a, b) = (Sink::start(&config), Sink::start(&config));
+    let started = Instant::now();
+    a.submit(records(1, 300, 1));
+    b.submit(records(1, 300, 1));
+    let (outcomes_a, outcomes_b) = std::thread::scope(|s| {
+        let from_a = s.spawn(|| a.outcomes(300, Duration::from_secs(120)));
+        let from_b = s.spawn(|| b.outcomes(300, Duration::from_secs(120)));
+        (from_a.join().unwrap(), from_b.join().unwrap())
+    });
+    assert_eq!(routes(&outcomes_a, Route::Success) + routes(&outcomes_b, Route::Success), 600);
+    assert_exactly_once(&standin, 300);
+    eprintln!("two writers on one channel loaded 300 records in {:?}", started.elapsed());
+    a.stop();
+    b.stop();
+}

@@ -43,6 +43,12 @@ pub struct ChannelSettings {
     pub order_wait: Duration,
 }
 
+/// The back-off between reopens of a channel another writer keeps reopening: jittered, doubling
+/// from the base up to the cap, so one writer soon holds the channel for longer than Snowflake takes
+/// to commit (about a second).
+const REOPEN_BACKOFF_BASE: Duration = Duration::from_millis(200);
+const REOPEN_BACKOFF_CAP: Duration = Duration::from_secs(10);
+
 /// FlowFiles waiting for an earlier one are given back when the in-flight budget has been full
 /// for them this long.
 const GIVE_BACK_AFTER: Duration = Duration::from_secs(1);
@@ -58,6 +64,10 @@ pub struct ChannelWriter {
     status: StatusWatch,
     continuation: Option<String>,
     backoff: Backoff,
+    /// Between reopens after another writer reopened the channel (a stale continuation token):
+    /// two writers that reopened at once would discard each other's uncommitted rows for ever.
+    /// Reset once the committed token moves.
+    reopen_backoff: Backoff,
 }
 
 impl ChannelWriter {
@@ -81,6 +91,7 @@ impl ChannelWriter {
             status,
             continuation: None,
             backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)),
+            reopen_backoff: Backoff::new(REOPEN_BACKOFF_BASE, REOPEN_BACKOFF_CAP),
         }
     }
 
@@ -258,8 +269,12 @@ impl ChannelWriter {
         if let Some(message) = self.book.row_errors(status.rows_error_count.unwrap_or(0), upper, reason) {
             warn!(component = self.settings.component, "channel {}: {message}", self.name());
         }
+        let before = self.book.committed().cloned();
         let done =
             self.book.commit_reported(status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse));
+        if self.book.committed().cloned() > before {
+            self.reopen_backoff.reset();
+        }
         self.deliver(done);
     }
 
@@ -301,12 +316,14 @@ impl ChannelWriter {
     async fn on_error(&mut self, call: &str, e: ApiError) {
         match e {
             ApiError::StaleContinuation(_) | ApiError::ChannelGone(_) => {
+                let delay = self.reopen_backoff.next_delay();
                 warn!(
                     component = self.settings.component,
-                    "channel {}: {e}; reopening it and sending uncommitted rows again",
+                    "channel {}: {e}; reopening it in {delay:?} and sending uncommitted rows again",
                     self.name()
                 );
                 self.book.close();
+                tokio::time::sleep(delay).await;
             }
             ApiError::PipeFailover(_) => {
                 warn!(component = self.settings.component, "channel {}: {e}; reconnecting and reopening", self.name());
