@@ -242,8 +242,15 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
 /// Arrays are allocated in steps of this, so one array from the pool fits the next batches too.
 const ARRAY_STEP: usize = 64 * 1024;
 
+/// The longest batch written into the Java array inside a JNI critical section. While one is held,
+/// the JVM may not move that array, and G1 (Java 21) blocks garbage collection; Max Batch Size
+/// allows up to 1 GiB, so a longer batch is encoded on the Rust heap and copied in pieces of this
+/// size, each a short copy outside any critical section.
+const CRITICAL_MAX: usize = 1024 * 1024;
+
 /// The Java array a batch of `len` bytes is written into by `encode`: `reusable` if it is long
-/// enough, else a new one. Written in place (one copy: from the engine's records into the array).
+/// enough, else a new one. Up to [`CRITICAL_MAX`] written in place (one copy: from the engine's
+/// records into the array); longer batches take a second copy, in pieces.
 fn hand_over<'l>(
     env: &mut JNIEnv<'l>,
     len: usize,
@@ -265,13 +272,24 @@ fn hand_over<'l>(
         let rounded = len.div_ceil(ARRAY_STEP).saturating_mul(ARRAY_STEP).min(max);
         env.new_byte_array(rounded as i32)?
     };
-    let written = {
+    let written = if len <= CRITICAL_MAX {
         // SAFETY: no JNI call is made while the critical section is held; `encode` is plain Rust.
         let mut elements = unsafe { env.get_array_elements_critical(&array, jni::objects::ReleaseMode::CopyBack)? };
         let bytes: &mut [i8] = &mut elements;
         // SAFETY: i8 and u8 have the same size and alignment; every bit pattern is valid for both.
         let bytes = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u8>(), bytes.len()) };
         encode(bytes)
+    } else {
+        let mut encoded = vec![0u8; len];
+        let written = encode(&mut encoded);
+        if written.is_ok() {
+            for (i, piece) in encoded.chunks(CRITICAL_MAX).enumerate() {
+                // SAFETY: i8 and u8 have the same size and alignment; every bit pattern is valid for both.
+                let piece = unsafe { std::slice::from_raw_parts(piece.as_ptr().cast::<i8>(), piece.len()) };
+                env.set_byte_array_region(&array, (i * CRITICAL_MAX) as i32, piece)?;
+            }
+        }
+        written
     };
     match written {
         Ok(n) if n == len => Ok(array.into_raw()),

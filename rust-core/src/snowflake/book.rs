@@ -111,6 +111,10 @@ pub struct Work {
     pub rows: Vec<Row>,
     pub bytes: u64,
     pub follows: Follows,
+    /// The channel is a shard's shared channel: a gap before this FlowFile is never passed over
+    /// (another node may load those records, and passing them would skip them there); when it has
+    /// waited too long, it goes back for the at-least-once channels instead.
+    pub shared: bool,
 }
 
 /// A FlowFile's outcome and the in-flight bytes it gives back.
@@ -125,6 +129,7 @@ struct Pending {
     rows: Vec<Row>,
     bytes: u64,
     follows: Follows,
+    shared: bool,
     /// Rows before this index were sent since the last open, or need not be sent.
     next_row: usize,
     /// Rows before `next_row` that need not be sent (committed, or queued by an earlier FlowFile).
@@ -142,6 +147,7 @@ impl Pending {
             rows: work.rows,
             bytes: work.bytes,
             follows: work.follows,
+            shared: work.shared,
             next_row: 0,
             skipped: 0,
             received: now,
@@ -352,6 +358,18 @@ impl ChannelBook {
             return (Vec::new(), None);
         }
         let Some((_, p)) = self.waiting.pop_first() else { return (Vec::new(), None) };
+        if p.shared {
+            let message = format!(
+                "it waited {} s for the records before it (up to offset token {}), which never came to channel {}; a \
+                 shard's shared channel never goes on without records another node may load, so it goes back to the \
+                 queue to be loaded at least once through the at-least-once channels",
+                order_wait.as_secs(),
+                p.follows.key().map(|t| t.to_string()).unwrap_or_default(),
+                self.name
+            );
+            self.stuck_since = None;
+            return (vec![self.outcome(p, Route::Reload, message)], None);
+        }
         let mut passed = None;
         if self.high.as_ref().is_none_or(|h| p.lowest() > h) {
             if self.gaps.len() >= MAX_GAPS {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use super::api::{ApiError, Destination, SnowflakeApi};
 use super::auth::Credentials;
@@ -175,6 +175,14 @@ struct Report {
     previous: Option<Position>,
 }
 
+/// Who keeps a shared channel's FlowFiles in their shard's order.
+enum Order {
+    /// `link`'s chain: the FlowFile follows on from what this JVM put of its lease into the channel.
+    Chain,
+    /// The channel's book, by the record before the FlowFile (`book::Follows`), never passing a gap.
+    Book,
+}
+
 struct Parked {
     flow_file: FlowFileIn,
     key: LinkKey,
@@ -320,7 +328,7 @@ impl SinkEngine {
                 };
                 let bytes = rows.iter().map(|r| r.json.len() as u64 + 1).sum();
                 let (channel, parents, key) = match &shared {
-                    Some(t) => {
+                    Some((t, _)) => {
                         let channel = link::shared_channel(&self.settings.channel_prefix, &t.key, &t.shard_id);
                         let parents = parent_ids(&flow_file)
                             .map(|p| link::shared_channel(&self.settings.channel_prefix, &t.key, p))
@@ -333,9 +341,13 @@ impl SinkEngine {
                         self.names.lineage_key(&source),
                     ),
                 };
-                // A shard's shared channel gets its FlowFiles in order from `link`'s chains.
-                let follows = if shared.is_some() { Follows::Unknown } else { follows(&flow_file, &source, delivery) };
-                let work = Work { flow_file_id: flow_file.id, rows, bytes, follows };
+                // A shard's shared channel gets its FlowFiles in order from `link`'s chains, unless the
+                // book is to order them (see `Order`).
+                let follows = match &shared {
+                    Some((_, Order::Chain)) => Follows::Unknown,
+                    Some((_, Order::Book)) | None => follows(&flow_file, &source, delivery),
+                };
+                let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared: shared.is_some() };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
                 let admitted =
                     self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
@@ -369,7 +381,7 @@ impl SinkEngine {
         delivery: Delivery,
         destination: &DestinationKey,
         rows: usize,
-    ) -> Result<Option<link::Tracked>, ()> {
+    ) -> Result<Option<(link::Tracked, Order)>, ()> {
         if delivery != Delivery::ExactlyOnce || !matches!(source, Source::Shard { .. }) {
             return Ok(None);
         }
@@ -427,7 +439,7 @@ impl SinkEngine {
                     previous: tracked.previous.clone(),
                 };
                 links.reports.insert(id, report);
-                Ok(Some(tracked))
+                Ok(Some((tracked, Order::Chain)))
             }
             Decision::Superseded { current } => {
                 links.parked_since.remove(&id);
@@ -455,14 +467,29 @@ impl SinkEngine {
                     return Err(());
                 }
                 links.parked_since.remove(&id);
-                let reason = format!(
-                    "shard {}'s lease {} was neither taken over nor known to this node within {} s",
+                // Nobody took the lease over within the wait (its shard ended, ConsumeKinesis is stopped,
+                // NiFi restarted): the shared channel, ordered by the book. Rows Snowflake committed there
+                // are skipped (another tenure or node loaded them, or this one before a kill -9), a gap
+                // before it is never passed over, and a FlowFile that waits for one goes back for the
+                // at-least-once channels. The per-node channels would load rows the next tenure reloads.
+                info!(
+                    component = self.settings.component,
+                    "FlowFile {id}: shard {}'s lease {} was neither taken over nor known to this node within {} s; it goes \
+                     into the shard's shared channel in the order of its records",
                     tracked.shard_id,
                     tracked.tenure,
                     self.settings.retry_limit.as_secs()
                 );
-                Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
-                Ok(None)
+                let report = Report {
+                    key: tracked.key.clone(),
+                    destination: destination.to_string(),
+                    shard_id: tracked.shard_id.clone(),
+                    tenure: tracked.tenure,
+                    last: tracked.last.clone(),
+                    previous: tracked.previous.clone(),
+                };
+                links.reports.insert(id, report);
+                Ok(Some((tracked, Order::Book)))
             }
             Decision::AwaitChain { reason } => {
                 let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));

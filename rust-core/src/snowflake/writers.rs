@@ -269,7 +269,7 @@ mod tests {
         let rows = (0..rows)
             .map(|i| Row { json: b"{}".to_vec(), token: OffsetToken::from_counter(id as u64 * 100 + i as u64) })
             .collect();
-        Work { flow_file_id: id, rows, bytes: 10, follows: crate::snowflake::book::Follows::Unknown }
+        Work { flow_file_id: id, rows, bytes: 10, follows: crate::snowflake::book::Follows::Unknown, shared: false }
     }
 
     /// A writer that succeeds every FlowFile, panics on one with 3 rows, and retires when idle.

@@ -268,7 +268,7 @@ impl Model {
             .collect();
         let follows = flow_file.follows.clone();
         self.submitted.insert(id, flow_file);
-        let done = self.book.accept(Work { flow_file_id: id, rows, bytes: 1, follows }, self.now);
+        let done = self.book.accept(Work { flow_file_id: id, rows, bytes: 1, follows, shared: false }, self.now);
         self.record(done);
     }
 
