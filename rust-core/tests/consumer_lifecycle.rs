@@ -480,3 +480,49 @@ async fn a_lease_table_made_anew_is_told_apart_by_its_creation_time() {
     assert!(second > first, "a new table, a new time: {first} then {second}");
     assert!(!kinesnow_core::feedback::board().table_created(&key, second), "the engine gave the board the new time");
 }
+
+/// Issue 34, item 7: every start took a new heartbeat id and every stop left its row as a
+/// tombstone, so the lease table (and every node's once-a-second scan) grew with each restart. A
+/// start now takes over a row a graceful stop removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_reuse_the_heartbeat_rows_of_stopped_nodes() {
+    log();
+    let emulators = Emulators::start("reuse-ids");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "restarts", 2).await;
+    let node_rows = || async {
+        let out = c
+            .dynamodb
+            .query()
+            .table_name("restarts-app")
+            .consistent_read(true)
+            .key_condition_expression("streamName = :s AND begins_with(shardId, :n)")
+            .expression_attribute_values(":s", AttributeValue::S("restarts".into()))
+            .expression_attribute_values(":n", AttributeValue::S("__node__".into()))
+            .send()
+            .await
+            .unwrap();
+        out.items().len()
+    };
+    let mut owners = Vec::new();
+    for _ in 0..4 {
+        let engine =
+            ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+        owners.push(engine.owner().to_owned());
+        engine.stop().await;
+    }
+    assert_eq!(node_rows().await, 1, "one heartbeat row (a tombstone now) after four starts and stops: {owners:?}");
+    assert!(owners.windows(2).all(|w| w[0] == w[1]), "each start took the stopped node's id over: {owners:?}");
+    // Two nodes at once need two ids: the second start finds no removed row to take.
+    let a = ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let b = ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+    assert_ne!(a.owner(), b.owner());
+    a.stop().await;
+    b.stop().await;
+    for _ in 0..2 {
+        let engine =
+            ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+        engine.stop().await;
+    }
+    assert_eq!(node_rows().await, 2, "two nodes ran at once: two rows, whatever the restarts");
+}
