@@ -68,7 +68,12 @@ pub struct ChannelWriter {
     /// two writers that reopened at once would discard each other's uncommitted rows for ever.
     /// Reset once the committed token moves.
     reopen_backoff: Backoff,
+    /// When FlowFiles were last given back with a warning (at most one per [`GIVE_BACK_REWARN`]).
+    gave_back_warned: Option<Instant>,
 }
+
+/// A channel warns about FlowFiles given back at most this often.
+const GIVE_BACK_REWARN: Duration = Duration::from_secs(600);
 
 impl ChannelWriter {
     #[allow(clippy::too_many_arguments)]
@@ -92,6 +97,7 @@ impl ChannelWriter {
             continuation: None,
             backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)),
             reopen_backoff: Backoff::new(REOPEN_BACKOFF_BASE, REOPEN_BACKOFF_CAP),
+            gave_back_warned: None,
         }
     }
 
@@ -295,6 +301,20 @@ impl ChannelWriter {
         self.deliver(done);
         if self.flights.budget_full() {
             let done = self.book.give_back_waiting(now, GIVE_BACK_AFTER);
+            if !done.is_empty()
+                && self.gave_back_warned.is_none_or(|t| now.saturating_duration_since(t) >= GIVE_BACK_REWARN)
+            {
+                self.gave_back_warned = Some(now);
+                warn!(
+                    component = self.settings.component,
+                    "channel {}: {} FlowFile(s) waited for earlier ones of their shard while Max In-Flight Size was full, \
+                     and went back to the queue, penalized: loading goes on once per Penalty Duration. A prioritizer that \
+                     hands out older FlowFiles first (First In First Out, Oldest FlowFile First), a larger Max In-Flight \
+                     Size or a shorter Penalty Duration keeps it going",
+                    self.name(),
+                    done.len()
+                );
+            }
             self.deliver(done);
         }
     }

@@ -8,7 +8,7 @@
 //! no outcome yet is not taken twice. So Java never has a reason to roll back a session whose
 //! FlowFiles were partly handed over.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -204,7 +204,15 @@ struct Links {
     /// When the parked FlowFiles were last decided again, and their consumers' table reads then.
     last_unpark: Option<(Instant, u64)>,
     warned: HashMap<String, Instant>,
+    /// Leases (key, shard, counter) one of whose FlowFiles waited the order wait in vain for an
+    /// earlier one: the rest of that lease's FlowFiles here go per-node at once, without waiting
+    /// (a load-balanced connection, a filter). At most [`MAX_BROKEN_LEASES`], the oldest forgotten.
+    broken: HashSet<(LinkKey, String, u64)>,
+    broken_order: VecDeque<(LinkKey, String, u64)>,
 }
+
+/// Leases remembered as broken on this node (a forgotten one costs one more order wait).
+const MAX_BROKEN_LEASES: usize = 10_000;
 
 /// Parked FlowFiles are decided again when their consumers have read the lease table since, or
 /// after this long (their waits are counted in seconds), not on every outcome call: deciding one
@@ -411,10 +419,21 @@ impl SinkEngine {
         // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
         let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
         let held_wait_over = seen.is_some_and(|(first, _)| first.elapsed() >= held_wait);
+        let lease = (tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure);
+        let known_broken = chain == crate::feedback::Chain::Broken && links.broken.contains(&lease);
         let decision = if let Some(other) = other_destination {
             Decision::PerNode {
                 reason: format!(
                     "lease {} of shard {} is loaded into {other} by another PutSnowflake of this NiFi, and exactly once                      across failover holds for one destination per Application Name",
+                    tracked.tenure, tracked.shard_id
+                ),
+            }
+        } else if known_broken {
+            Decision::PerNode {
+                reason: format!(
+                    "a FlowFile that lease {} of shard {} read before another one never reached this PutSnowflake (is the \
+                     connection from ConsumeKinesis load-balanced, or are FlowFiles filtered out on the way?); the rest of \
+                     that lease's FlowFiles on this node go the same way",
                     tracked.tenure, tracked.shard_id
                 ),
             }
@@ -498,6 +517,14 @@ impl SinkEngine {
                     return Err(());
                 }
                 links.parked_since.remove(&id);
+                if links.broken.insert(lease.clone()) {
+                    links.broken_order.push_back(lease);
+                    if links.broken_order.len() > MAX_BROKEN_LEASES {
+                        if let Some(old) = links.broken_order.pop_front() {
+                            links.broken.remove(&old);
+                        }
+                    }
+                }
                 Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
                 Ok(None)
             }

@@ -64,14 +64,19 @@ import java.util.concurrent.atomic.AtomicBoolean;
             + "with Processing Strategy RECORD, the Record Writer's mime type"),
     @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile (with RECORD, the "
             + "records the Record Writer wrote)"),
-    @WritesAttribute(attribute = "record.error.message", description = "Why a record went to parse.failure")
+    @WritesAttribute(attribute = "record.error.message", description = "Why a record went to parse.failure"),
+    @WritesAttribute(attribute = "kinesnow.previous.sequence.number", description = "The shard's record this processor read just "
+            + "before the FlowFile's first one (empty when none): PutSnowflake restores each shard's order by it, whatever "
+            + "order NiFi's queue hands FlowFiles over in"),
+    @WritesAttribute(attribute = "kinesnow.previous.subsequence.number", description = "The sub-sequence number of that "
+            + "record, when it is a KPL sub-record")
 })
 public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
 
     static final AllowableValue SHARED_THROUGHPUT = new AllowableValue("SHARED_THROUGHPUT", "Shared Throughput",
             "Polls each shard with GetRecords, sharing the shard's 2 MiB/s read limit with other consumers.");
     static final AllowableValue ENHANCED_FAN_OUT = new AllowableValue("ENHANCED_FAN_OUT", "Enhanced Fan-Out",
-            "Subscribes to each shard through a registered consumer with its own 2 MiB/s per shard. Not yet available in this version.");
+            "Subscribes to each shard through a registered consumer with its own 2 MiB/s per shard.");
 
     static final AllowableValue TRIM_HORIZON = new AllowableValue("TRIM_HORIZON", "Trim Horizon",
             "Start from the oldest record still in the stream.");

@@ -61,6 +61,9 @@ import java.util.UUID;
         + "that load again.")
 @WritesAttributes({
     @WritesAttribute(attribute = "snowflake.channel", description = "The Snowpipe Streaming channel the rows went through"),
+    @WritesAttribute(attribute = "kinesnow.delivery", description = "at-least-once on a FlowFile sent back to the incoming "
+            + "queue because its records came after its channel had waited for them and gone on without them: it then "
+            + "loads through the shard's at-least-once channel"),
     @WritesAttribute(attribute = "snowflake.offset.token", description = "The offset token of the FlowFile's last row"),
     @WritesAttribute(attribute = "snowflake.rows.sent", description = "Rows of the FlowFile sent by this processor"),
     @WritesAttribute(attribute = "snowflake.rows.skipped",

@@ -91,6 +91,22 @@ class NativeBridgeTest {
         assertEquals(0, NativeBridge.validate(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER).length);
     }
 
+    /** Issue 34, item 8: a batch above 1 MiB is copied in pieces, outside a JNI critical section; it arrives whole. */
+    @Test
+    void aBatchLongerThanTheCriticalSectionLimitArrivesWhole() throws Exception {
+        final byte[] small = NativeBridge.syntheticBatchInto(1, 1, 8, null);
+        final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatchInto(2, 300, 4096, small));
+        assertEquals(600, batch.flowFileCount());
+        final RecordBatch.FlowFileData f = batch.shards().get(1).flowFiles().get(299);
+        final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        f.writeTo(out);
+        final byte[] data = out.toByteArray();
+        assertEquals(4096, data.length);
+        for (int i = 0; i < data.length; i++) {
+            assertEquals((byte) ((299 + i) % 251), data[i], "byte " + i);
+        }
+    }
+
     @Test
     void aBatchMadeInRustDecodesInJava() throws Exception {
         final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatch(3, 50, 64));
