@@ -639,8 +639,10 @@ class NiFiClient:
 
     def connect(self, group_id: str, source_id: str, destination_id: str, relationships: Iterable[str],
                 source_type: str = "PROCESSOR", destination_type: str = "PROCESSOR",
-                back_pressure_count: Optional[int] = None) -> dict:
-        """Connect two components of `group_id` for the given relationships."""
+                back_pressure_count: Optional[int] = None, prioritizers: Iterable[str] = ()) -> dict:
+        """Connect two components of `group_id` for the given relationships (source and destination may be the
+        same processor: a self-loop). `prioritizers`: the queue's prioritizer classes, such as
+        "org.apache.nifi.prioritizer.FirstInFirstOutPrioritizer" (none: NiFi's default order)."""
         component: dict = {
             "source": {"id": source_id, "groupId": group_id, "type": source_type},
             "destination": {"id": destination_id, "groupId": group_id, "type": destination_type},
@@ -648,6 +650,9 @@ class NiFiClient:
         }
         if back_pressure_count is not None:
             component["backPressureObjectThreshold"] = back_pressure_count
+        prioritizers = list(prioritizers)
+        if prioritizers:
+            component["prioritizers"] = prioritizers
         return self.post(f"process-groups/{group_id}/connections",
                          {"revision": self._new_revision(), "component": component})
 

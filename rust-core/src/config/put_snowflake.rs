@@ -27,6 +27,7 @@ pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
 pub const MAX_LATENCY: &str = "Max Latency";
 pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
 pub const MAX_IN_FLIGHT_SIZE: &str = "Max In-Flight Size";
+pub const ORDER_WAIT: &str = "Order Wait";
 /// Not a property: this PutSnowflake's own id, which Java keeps in the processor's local state and
 /// passes on every start. It is part of every channel name (see `snowflake::naming`).
 pub const INSTANCE: &str = "PutSnowflake Instance";
@@ -54,6 +55,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     MAX_LATENCY,
     COMMIT_TIMEOUT,
     MAX_IN_FLIGHT_SIZE,
+    ORDER_WAIT,
 ];
 
 /// Where Openflow's Snowflake deployments mount the session token.
@@ -128,6 +130,8 @@ pub struct PutSnowflakeConfig {
     pub commit_timeout: Duration,
     /// All rows held until Snowflake commits them, over every channel.
     pub max_in_flight_size: u64,
+    /// How long FlowFiles wait for the records before them (see `snowflake::book`).
+    pub order_wait: Duration,
 }
 
 impl PutSnowflakeConfig {
@@ -191,6 +195,12 @@ impl PutSnowflakeConfig {
         let commit_timeout =
             r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
         let max_in_flight_size = r.data_size_in(MAX_IN_FLIGHT_SIZE, 64 * MIB, MIB, 4096 * MIB);
+        let order_wait = r.duration_in(
+            ORDER_WAIT,
+            crate::snowflake::book::ORDER_WAIT,
+            Duration::from_secs(1),
+            Duration::from_secs(3600),
+        );
         if max_in_flight_size < max_batch_size {
             r.problem(MAX_IN_FLIGHT_SIZE, "must be at least Max Batch Size");
         }
@@ -215,6 +225,7 @@ impl PutSnowflakeConfig {
             max_latency,
             commit_timeout,
             max_in_flight_size,
+            order_wait,
         })
     }
 }

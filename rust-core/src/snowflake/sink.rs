@@ -76,7 +76,7 @@ impl SinkSettings {
                 max_latency: config.max_latency,
                 commit_timeout: config.commit_timeout,
                 idle_retire: Duration::from_secs(300),
-                order_wait: super::book::ORDER_WAIT,
+                order_wait: config.order_wait,
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),

@@ -183,8 +183,16 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             .required(true).defaultValue("250 ms").addValidator(Validator.VALID).build();
     static final PropertyDescriptor COMMIT_TIMEOUT = new PropertyDescriptor.Builder()
             .name("Commit Timeout")
-            .description("How long to wait for Snowflake to report rows committed before the FlowFile is penalized and retried.")
+            .description("How long to wait for Snowflake to report rows committed before the channel is reopened (Snowflake "
+                    + "discards what it did not commit) and the rows are sent again.")
             .required(true).defaultValue("90 sec").addValidator(Validator.VALID).build();
+    static final PropertyDescriptor ORDER_WAIT = new PropertyDescriptor.Builder()
+            .name("Order Wait")
+            .description("How long a FlowFile waits for the FlowFiles with the records ConsumeKinesis read before it "
+                    + "(NiFi's queues keep no order) before its channel goes on without them, with a warning; should they "
+                    + "come later, they load at least once. Keep it above the Penalty Duration of the processors on the way. "
+                    + "A flow that drops FlowFiles between ConsumeKinesis and this processor waits this long at each gap.")
+            .required(true).defaultValue("60 sec").addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_IN_FLIGHT_SIZE = new PropertyDescriptor.Builder()
             .name("Max In-Flight Size")
             .description("The most row data held by the processor, over all channels, until Snowflake reports it "
@@ -212,7 +220,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,
             USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE,
             DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE,
-            MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE);
+            MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE, ORDER_WAIT);
 
     /**
      * What NiFi shows: the properties the engine reads, NiFi's Proxy Configuration Service (see {@link ProxyService}),
