@@ -148,6 +148,9 @@ pub async fn open_channel(
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("bad body: {e}")))?
     };
     state.channels.begin_open(&pipe, &channel, req.fail_on_uncommitted_rows)?;
+    // A client that gives up while this open waits drops this future: the channel must not stay
+    // "opening" for ever (every later open would get 409 and its batches never commit).
+    let mut opening = OpeningGuard { state: state.clone(), pipe: pipe.clone(), channel: channel.clone(), armed: true };
     let latency = state.settings().open_latency_ms;
     if latency > 0 {
         tokio::time::sleep(Duration::from_millis(latency)).await;
@@ -159,8 +162,25 @@ pub async fn open_channel(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let (token, status, rec) = state.channels.finish_open(&pipe, &channel, req.offset_token);
+    opening.armed = false;
     state.persist_channel(&rec);
     Ok(Json(json!({ "next_continuation_token": token, "channel_status": status })))
+}
+
+/// Ends an open that did not finish (its request was dropped): see `open_channel`.
+struct OpeningGuard {
+    state: Shared,
+    pipe: ObjectName,
+    channel: String,
+    armed: bool,
+}
+
+impl Drop for OpeningGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.state.channels.abort_open(&self.pipe, &self.channel);
+        }
+    }
 }
 
 /// `GET …/channels/{channel}`: status of one channel.
