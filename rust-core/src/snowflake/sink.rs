@@ -186,8 +186,6 @@ enum Order {
 struct Parked {
     flow_file: FlowFileIn,
     key: LinkKey,
-    shard_id: String,
-    awaits_chain: bool,
 }
 
 #[derive(Default)]
@@ -200,6 +198,10 @@ struct Links {
     /// earlier FlowFile of its lease (`Decision::AwaitChain`), and when and at which scan of their
     /// consumer each was first parked (an entry goes once its FlowFile is decided).
     parked: Vec<Parked>,
+    /// The ids in `parked`, and per shard how many of them hold the shard's next ones up (those not
+    /// waiting for an earlier FlowFile of their lease): asked for every FlowFile, so not a scan.
+    parked_ids: HashSet<i64>,
+    parked_holding: HashMap<(LinkKey, String), usize>,
     parked_since: HashMap<i64, (Instant, u64)>,
     /// When the parked FlowFiles were last decided again, and their consumers' table reads then.
     last_unpark: Option<(Instant, u64)>,
@@ -296,7 +298,7 @@ impl SinkEngine {
     pub fn submit(&self, flow_files: Vec<FlowFileIn>) {
         for flow_file in flow_files {
             let id = flow_file.id;
-            if self.lock_gate().contains(id) || self.lock_links().parked.iter().any(|p| p.flow_file.id == id) {
+            if self.lock_gate().contains(id) || self.lock_links().parked_ids.contains(&id) {
                 // Submitted again (a session rolled back) while its first submission is under way.
                 continue;
             }
@@ -406,8 +408,7 @@ impl SinkEngine {
         let seen = links.parked_since.get(&id).copied();
         // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too (but not
         // behind one that waits for an earlier FlowFile of its lease: that one may be this one).
-        let behind_parked =
-            links.parked.iter().any(|p| !p.awaits_chain && p.key == tracked.key && p.shard_id == tracked.shard_id);
+        let behind_parked = links.parked_holding.contains_key(&(tracked.key.clone(), tracked.shard_id.clone()));
         let view = link::View {
             held_here,
             known: scans > 0,
@@ -537,12 +538,11 @@ impl SinkEngine {
     }
 
     fn park(&self, links: &mut Links, flow_file: &FlowFileIn, tracked: &link::Tracked, awaits_chain: bool) {
-        links.parked.push(Parked {
-            flow_file: flow_file.clone(),
-            key: tracked.key.clone(),
-            shard_id: tracked.shard_id.clone(),
-            awaits_chain,
-        });
+        links.parked_ids.insert(flow_file.id);
+        if !awaits_chain {
+            *links.parked_holding.entry((tracked.key.clone(), tracked.shard_id.clone())).or_default() += 1;
+        }
+        links.parked.push(Parked { flow_file: flow_file.clone(), key: tracked.key.clone() });
         self.in_flight_bytes.fetch_add(flow_file.content.len() as u64, Ordering::AcqRel);
     }
 
@@ -567,6 +567,8 @@ impl SinkEngine {
                 return;
             }
             links.last_unpark = Some((now, scans));
+            links.parked_ids.clear();
+            links.parked_holding.clear();
             std::mem::take(&mut links.parked)
         };
         for Parked { flow_file, .. } in parked {
@@ -749,6 +751,8 @@ impl SinkEngine {
         let put_in = {
             let mut links = self.lock_links();
             links.parked.clear();
+            links.parked_ids.clear();
+            links.parked_holding.clear();
             std::mem::take(&mut links.put_in)
         };
         if !put_in.is_empty() {
