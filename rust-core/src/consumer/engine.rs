@@ -176,14 +176,6 @@ impl Prepared {
     pub async fn join(self) -> Result<ConsumerEngine, ConsumerError> {
         let Self { settings, clients, owner, lag_warning_ms, stream_arn, fan_out } = self;
         let store = LeaseStore::new(clients.dynamodb.clone(), &settings.application, &settings.stream);
-        let owner = match reuse_removed_id(&store).await {
-            Ok(Some(reused)) => reused,
-            Ok(None) => owner,
-            Err(e) => {
-                warn!(component = settings.component, "could not look for a removed heartbeat row to reuse: {e}");
-                owner
-            }
-        };
         let link = (settings.failover_position == FailoverPosition::SnowflakeCommit)
             .then(|| LinkKey { stream: stream_arn, application: settings.application.clone() });
         if let Some(key) = &link {
@@ -235,25 +227,6 @@ impl Prepared {
         *engine.keeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(keeper.run()));
         Ok(engine)
     }
-}
-
-/// Takes over a removed heartbeat row (`lease::membership::reusable_ids`) as this node's id, so
-/// the table does not gain a tombstone per start; `None` when there is none to take.
-async fn reuse_removed_id(store: &LeaseStore) -> Result<Option<String>, LeaseError> {
-    let removed = store.removed_nodes().await?;
-    if removed.is_empty() {
-        return Ok(None);
-    }
-    let view = store.scan().await?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    for candidate in crate::lease::membership::reusable_ids(&removed, &view.leases, now_ms).into_iter().take(3) {
-        if store.revive_node(candidate).await? {
-            return Ok(Some(candidate.owner.clone()));
-        }
-    }
-    Ok(None)
 }
 
 impl ConsumerEngine {
@@ -424,7 +397,7 @@ impl ConsumerEngine {
             }
         }
         self.shared.lock_ledger().clear();
-        if let Err(e) = self.shared.store.remove_own_node(&self.shared.owner).await {
+        if let Err(e) = self.shared.store.remove_node(&self.shared.owner).await {
             warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
         }
         if let Some(key) = &self.shared.link {

@@ -13,27 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::{Holder, LeaseRow, NodeBeat, RemovedNode};
-
-/// A heartbeat row another node removed (its node silent for ten failover timeouts) is taken over
-/// by a starting node only after this long: a node paused that long and then resumed would beat
-/// into it again.
-pub const PEER_REMOVED_REUSE_AFTER_MS: i64 = 24 * 3600 * 1000;
-
-/// The removed heartbeat rows a starting node may take over as its own id, oldest first, so the
-/// table keeps about one heartbeat row per node ever running at once instead of one per start:
-/// rows the node removed itself on a graceful stop (it beats no more), and rows removed by a peer
-/// [`PEER_REMOVED_REUSE_AFTER_MS`] ago; never an id a lease still names.
-pub fn reusable_ids<'a>(removed: &'a [RemovedNode], leases: &[LeaseRow], now_ms: i64) -> Vec<&'a RemovedNode> {
-    let named: BTreeSet<&str> = leases.iter().filter_map(|l| l.holder.as_ref()).map(|h| h.owner.as_str()).collect();
-    let mut ids: Vec<&RemovedNode> = removed
-        .iter()
-        .filter(|r| !named.contains(r.owner.as_str()))
-        .filter(|r| r.by_itself || now_ms.saturating_sub(r.removed_at) >= PEER_REMOVED_REUSE_AFTER_MS)
-        .collect();
-    ids.sort_by_key(|r| r.removed_at);
-    ids
-}
+use super::store::{Holder, NodeBeat};
 
 pub struct Membership {
     me: String,
@@ -113,38 +93,6 @@ mod tests {
 
     fn beat(owner: &str, beat: u64) -> NodeBeat {
         NodeBeat { owner: owner.into(), beat }
-    }
-
-    fn removed(owner: &str, removed_at: i64, by_itself: bool) -> RemovedNode {
-        RemovedNode { owner: owner.into(), removed_at, by_itself }
-    }
-
-    fn leased_to(owner: &str) -> LeaseRow {
-        LeaseRow {
-            shard_id: "shardId-000000000000".into(),
-            checkpoint: super::super::Checkpoint::None,
-            holder: Some(holder(owner, None)),
-            parents: vec![],
-            start: None,
-            loaded: None,
-            counter: Some(1),
-        }
-    }
-
-    /// Issue 34, item 7: every start took a new id and left a heartbeat tombstone at its stop.
-    #[test]
-    fn a_start_reuses_a_stopped_nodes_id_and_a_long_dead_ones_only_after_a_day() {
-        let now = 10 * PEER_REMOVED_REUSE_AFTER_MS;
-        let rows = [
-            removed("stopped-late", now - 5, true),
-            removed("stopped-early", now - 50, true),
-            removed("dead-recently", now - 100, false),
-            removed("dead-long-ago", now - PEER_REMOVED_REUSE_AFTER_MS, false),
-            removed("stopped-but-named", now - 500, true),
-        ];
-        let ids: Vec<&str> =
-            reusable_ids(&rows, &[leased_to("stopped-but-named")], now).iter().map(|r| r.owner.as_str()).collect();
-        assert_eq!(ids, ["dead-long-ago", "stopped-early", "stopped-late"]);
     }
 
     #[test]

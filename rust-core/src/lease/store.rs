@@ -106,19 +106,6 @@ pub struct NodeBeat {
     pub beat: u64,
 }
 
-/// A heartbeat row that is a tombstone: a stopped or long-dead node's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemovedNode {
-    pub owner: String,
-    /// When it was removed (ms since the epoch, the remover's clock).
-    pub removed_at: i64,
-    /// Removed by the node itself on a graceful stop: it beats no more.
-    pub by_itself: bool,
-}
-
-/// Marks a heartbeat tombstone written by the node itself on a graceful stop.
-const REMOVED_BY_ITSELF: &str = "removedByItself";
-
 /// Everything of one stream in the table, read in one consistent query.
 #[derive(Debug, Clone, Default)]
 pub struct TableView {
@@ -378,81 +365,6 @@ impl LeaseStore {
             .await
             .map(|_| ())
             .map_err(|e| service_error(&self.table, e))
-    }
-
-    /// This node's own heartbeat row, removed on a graceful stop: a tombstone marked as such, which a
-    /// later start may take over (see [`Self::revive_node`]).
-    pub async fn remove_own_node(&self, owner: &str) -> Result<(), LeaseError> {
-        self.count_write();
-        let mut item = tombstone::tombstone(self.key(&format!("{NODE_PREFIX}{owner}")), now_ms());
-        item.insert(REMOVED_BY_ITSELF.to_owned(), AttributeValue::Bool(true));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| service_error(&self.table, e))
-    }
-
-    /// The heartbeat rows of this stream that are tombstones.
-    pub async fn removed_nodes(&self) -> Result<Vec<RemovedNode>, LeaseError> {
-        let mut removed = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .key_condition_expression("streamName = :s AND begins_with(shardId, :node)")
-                .expression_attribute_values(":s", s(&self.stream))
-                .expression_attribute_values(":node", s(NODE_PREFIX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| service_error(&self.table, e))?;
-            for item in out.items().iter().filter(|item| is_tombstone(item)) {
-                let Some(id) = string(item, RANGE_KEY) else { continue };
-                let Some(owner) = id.strip_prefix(NODE_PREFIX).filter(|_| !id.starts_with(NIFI_NODE_PREFIX)) else {
-                    continue;
-                };
-                removed.push(RemovedNode {
-                    owner: owner.to_owned(),
-                    removed_at: number(item, tombstone::REMOVED_AT).map_or(0, |n| n as i64),
-                    by_itself: matches!(item.get(REMOVED_BY_ITSELF), Some(AttributeValue::Bool(true))),
-                });
-            }
-            match out.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => return Ok(removed),
-            }
-        }
-    }
-
-    /// Takes over the removed heartbeat row of `node` with a first heartbeat, if it is still the
-    /// tombstone removed at `removed_at` (another starting node may take it first). Returns whether
-    /// it did.
-    pub async fn revive_node(&self, node: &RemovedNode) -> Result<bool, LeaseError> {
-        self.count_write();
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(&format!("{NODE_PREFIX}{}", node.owner))))
-            .update_expression(reviving("SET lastUpdateTimestamp = :now ADD heartbeat :one"))
-            .condition_expression("removedAt = :removed")
-            .expression_attribute_values(":now", n(now_ms()))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":removed", n(node.removed_at))
-            .send()
-            .await;
-        match out {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(service_error(&self.table, e)),
-        }
     }
 
     /// Every row of this stream: shard leases and our node heartbeats (NiFi's node rows, other `__`
