@@ -1,0 +1,708 @@
+"""An hour of faults (issue 34): ConsumeKinesis -> PutSnowflake -> the Snowflake stand-in in a real 3-node NiFi
+cluster, one Application Name, Failover Position SNOWFLAKE_COMMIT, a steady producer into a 4-shard kinesis-local
+stream, and every --fault-every seconds one fault, drawn at random (seeded) from:
+
+  kill9         kill -9 of a node; once its shards are taken over (or 60 s), the node is restarted and rejoins
+  sigstop       SIGSTOP of a node until its shards are taken over (past the 7 s Failover Timeout; at most 60 s),
+                plus 0-20 s more, then SIGCONT; the node rejoins the cluster by itself (reconnect if it does not)
+  consumer      ConsumeKinesis stopped (cluster-wide), 10-45 s, started
+  sink          PutSnowflake stopped (cluster-wide), 10-45 s, started
+  standin_http  the stand-in answers 20-100 appends with 429, 503 or 500 (its admin fault API), for up to 30 s
+  slow_commits  the stand-in commits late: commit lag 5-20 s instead of 300 ms, or commits withheld, for 30-90 s
+  reshard       SplitShard or MergeShards (open shards kept between 3 and 6: kinesis-local refuses more than 50
+                open shards over all its streams)
+
+Faults are drawn from a shuffled deck of the seven (reshuffled when used up, with the seed), so each kind fires
+once in every seven faults. Before each fault the cluster is healed: every node running and CONNECTED.
+
+The cluster, not two standalone NiFis: tests/lib/nifi_cluster.py already does kill -9 and restart of a node
+(a checked PID, `nifi.sh start --keep`, rejoin and waiting for CONNECTED), the flow is made once and replicated,
+and bench/cluster_failover.py's Flow (reused here) applies it with SNOWFLAKE_COMMIT through the IAM policy proxy,
+as tests/e2e/test_cluster_exactly_once.py does. Two standalone NiFis would need the flow applied twice and their
+stops and starts done twice.
+
+Every minute each node's JVM is sampled: RSS (VmRSS of /proc/PID/status) and used heap (usedHeapBytes of
+/nifi-api/system-diagnostics?nodewise=true, or the node's own answer while it is disconnected). Flatness is
+judged per JVM (a node restarted after kill -9 is a new JVM): its samples from --warmup minutes after its start
+(default: 10, or a third of the run if that is shorter) get a least-squares line; flat means the line's change
+from the first of those samples to the last is within 10 % of its value at the first (a line, not the two end
+samples, so that one GC's sawtooth in the used heap does not decide). At least 4 samples after warm-up are needed.
+
+At the end: the producer stops, the cluster is healed, the stand-in's faults cleared, both processors running;
+then up to --drain seconds for every record put to be in the table, 10 s more (anything still in flight would
+show as a duplicate), and per the stand-in table: losses (records PutRecords confirmed and not in the table),
+duplicates (rows minus distinct ids), records whose PutRecords failed (unconfirmed: they may or may not be in the
+stream), the error table, NiFi's failure queues, the lease table (shard rows and `__node__` heartbeat rows,
+live and tombstoned by `removedAt`), the IAM proxy's denials and the ERROR/WARN lines of io.kinesnow in each node's
+log. Exit 1 if losses or duplicates are not 0, 2 if the run could not be carried out.
+
+    bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 50] [--seed S] [--warmup MIN] [--drain SEC]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import signal
+import statistics
+import sys
+import threading
+import time
+import urllib.error
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+import iam_proxy  # noqa: E402
+from cluster_failover import SHARDS, Flow  # noqa: E402
+from lease_table import NODE_ROW_PREFIX, heartbeats, lease_owners, lease_rows  # noqa: E402
+from nifi_client import NiFiApiError, NiFiClient  # noqa: E402
+from nifi_cluster import ClusterError, NiFiCluster  # noqa: E402
+from services import AwsJsonError, dynamodb_call, ensure_services, kinesis_call  # noqa: E402
+from standin import Standin, make_key_pair  # noqa: E402
+from test_acceptance import ACCOUNT, USER, nar, wait_active  # noqa: E402
+
+FAULTS = ("kill9", "sigstop", "consumer", "sink", "standin_http", "slow_commits", "reshard")
+COMMIT_LAG_MS = 300
+FAILOVER_TIMEOUT_S = 7  # ConsumeKinesis's default Failover Timeout
+T0 = time.monotonic()
+
+
+def log(msg: str) -> None:
+    el = int(time.monotonic() - T0)
+    print(f"{time.strftime('%H:%M:%S', time.gmtime())} +{el // 60:02d}:{el % 60:02d} {msg}", flush=True)
+
+
+class Interrupted(KeyboardInterrupt):
+    pass
+
+
+def on_signal(signum, _frame):
+    raise Interrupted(f"signal {signum}")
+
+
+# ---- the producer ------------------------------------------------------------------------------------------------
+
+class SteadyProducer:
+    """Flow.producer (test_acceptance.Producer) at `rate` records per second until stopped. A failed PutRecords
+    is counted and the loop goes on: its ids are 'unconfirmed' (put or not, nobody knows)."""
+
+    def __init__(self, flow: Flow, rate: int):
+        self.producer, self.rate = flow.producer, rate
+        self.stop = threading.Event()
+        self.errors = 0
+        self.last_error = None
+        self.thread = threading.Thread(target=self.run, daemon=True, name="producer")
+
+    def run(self):
+        chunk = max(1, min(50, self.rate // 2))
+        last_report = 0.0
+        while not self.stop.is_set():
+            t = time.monotonic()
+            try:
+                self.producer.put(chunk, phase=1)
+            except Exception as e:  # kinesis-local while resharding, a timeout: go on
+                self.errors += 1
+                self.last_error = f"{type(e).__name__}: {str(e)[:200]}"
+                if time.monotonic() - last_report > 30:
+                    log(f"producer: PutRecords failed ({self.errors} so far): {self.last_error}")
+                    last_report = time.monotonic()
+            self.stop.wait(max(0.0, chunk / self.rate - (time.monotonic() - t)))
+
+    def confirmed(self) -> set:
+        with self.producer.lock:
+            return set(self.producer.expected)
+
+    def unconfirmed(self) -> set:
+        with self.producer.lock:
+            return set(range(self.producer.next_id)) - set(self.producer.expected)
+
+
+# ---- memory samples ----------------------------------------------------------------------------------------------
+
+class Sampler:
+    """Every `every` seconds: RSS and used heap of each node's JVM."""
+
+    def __init__(self, cluster: NiFiCluster, paused: set, every: float = 60.0):
+        self.cluster, self.paused, self.every = cluster, paused, every
+        self.clients = {n.index: NiFiClient(n.base_url, timeout=10) for n in cluster.nodes}
+        self.samples: list[dict] = []  # {"t": s since start, "node", "pid", "rss_mib", "heap_mib"}
+        self.started: dict[int, float] = {}  # pid -> t of its start (as seen here)
+        self.progress = None  # called after each sample (a progress line)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True, name="sampler")
+
+    def note_start(self, pid) -> None:
+        if pid:
+            self.started.setdefault(pid, time.monotonic() - T0)
+
+    def heaps(self) -> dict:
+        """node index -> used heap bytes."""
+        out = {}
+        answering = [n for n in self.cluster.nodes if n.is_alive() and n.pid not in self.paused]
+        for n in answering:  # the first connected node answers for all (nodewise)
+            try:
+                if not self.clients[n.index].get("flow/cluster/summary")["clusterSummary"].get("connectedToCluster"):
+                    continue
+                answer = self.clients[n.index].get("system-diagnostics", params={"nodewise": "true"})["systemDiagnostics"]
+                for s in answer.get("nodeSnapshots") or []:
+                    try:
+                        node = self.cluster.node_by_address(f"{s['address']}:{s['apiPort']}")
+                        out[node.index] = s["snapshot"]["usedHeapBytes"]
+                    except (ClusterError, KeyError):
+                        pass
+                break
+            except (NiFiApiError, KeyError, TypeError):
+                continue
+        for n in answering:  # a disconnected node answers for itself
+            if n.index not in out:
+                try:
+                    answer = self.clients[n.index].get("system-diagnostics")["systemDiagnostics"]
+                    out[n.index] = answer["aggregateSnapshot"]["usedHeapBytes"]
+                except (NiFiApiError, KeyError, TypeError):
+                    pass
+        return out
+
+    def sample(self) -> None:
+        t = time.monotonic() - T0
+        heaps = self.heaps()
+        parts = []
+        for n in self.cluster.nodes:
+            pid = n.pid
+            try:
+                rss = n.rss_kib() / 1024 if pid else None
+            except OSError:
+                rss = None
+            heap = heaps.get(n.index)
+            heap = heap / 2**20 if heap is not None else None
+            self.note_start(pid)
+            self.samples.append({"t": t, "node": n.index, "pid": pid, "rss_mib": rss, "heap_mib": heap})
+            parts.append(f"node-{n.index} pid={pid} rss={fmt(rss, 0)} MiB heap={fmt(heap, 0)} MiB")
+        log("sample: " + " | ".join(parts))
+
+    def run(self):
+        while not self.stop.wait(0 if not self.samples else self.every):
+            for what in (self.sample, self.progress):
+                try:
+                    if what:
+                        what()
+                except Exception as e:  # never let a sample stop the run
+                    log(f"{what.__name__} failed: {type(e).__name__}: {e}")
+
+    def flatness(self, warmup_s: float) -> list[dict]:
+        """Per JVM (node, pid) with samples: its figures after warm-up and the verdict."""
+        out = []
+        by_jvm = collections.defaultdict(list)
+        for s in self.samples:
+            if s["pid"]:
+                by_jvm[(s["node"], s["pid"])].append(s)
+        for (node, pid), samples in sorted(by_jvm.items(), key=lambda kv: (kv[0][0], kv[1][0]["t"])):
+            start = self.started.get(pid, samples[0]["t"])
+            after = [s for s in samples if s["t"] >= start + warmup_s]
+            row = {"node": node, "pid": pid, "from_min": round(samples[0]["t"] / 60, 1),
+                   "to_min": round(samples[-1]["t"] / 60, 1), "samples": len(samples), "after_warmup": len(after)}
+            for key in ("rss_mib", "heap_mib"):
+                points = [(s["t"], s[key]) for s in after if s[key] is not None]
+                if len(points) < 4:
+                    row[key] = {"verdict": f"too few samples after warm-up ({len(points)})"}
+                    continue
+                times, values = [p[0] for p in points], [p[1] for p in points]
+                fit = statistics.linear_regression(times, values)
+                start, end = fit.intercept + fit.slope * times[0], fit.intercept + fit.slope * times[-1]
+                change = (end - start) / start * 100 if start > 0 else 0.0
+                row[key] = {"first": round(values[0], 1), "last": round(values[-1], 1), "fit_start": round(start, 1),
+                            "fit_end": round(end, 1), "min": round(min(values), 1), "max": round(max(values), 1),
+                            "change_pct": round(change, 1),
+                            "verdict": "flat" if abs(change) <= 10 else ("grew" if change > 0 else "fell")}
+            out.append(row)
+        return out
+
+
+# ---- the cluster's health ----------------------------------------------------------------------------------------
+
+class Chaos:
+    def __init__(self, cluster: NiFiCluster, sf: Standin, flow: Flow, rng: random.Random, sampler: Sampler,
+                 paused: set):
+        self.cluster, self.sf, self.flow, self.rng, self.sampler = cluster, sf, flow, rng, sampler
+        self.stopped_pids = paused  # SIGSTOPped, not yet SIGCONTed (shared with the sampler)
+        self.events: list[dict] = []
+
+    def client(self):
+        return self.cluster.client()
+
+    def heal(self, timeout: float = 300) -> None:
+        """Every node running and CONNECTED, both processors RUNNING; raises ClusterError if not reachable."""
+        for pid in list(self.stopped_pids):
+            os.kill(pid, signal.SIGCONT)
+            self.stopped_pids.discard(pid)
+            log(f"heal: SIGCONT to PID {pid}")
+        for n in self.cluster.nodes:
+            if not n.is_alive():
+                log(f"heal: node-{n.index} is not running: restart")
+                self.cluster.restart(n, wait_connected=False)
+                self.sampler.note_start(n.pid)
+        try:
+            self.cluster.wait_until_connected(timeout=timeout)
+        except ClusterError as e:
+            log(f"heal: not all CONNECTED ({e}); reconnecting the disconnected ones")
+            for index, status in self.cluster.node_status().items():
+                if status in ("DISCONNECTED", "OFFLOADED"):
+                    self.cluster.reconnect(index, timeout=timeout)
+            self.cluster.wait_until_connected(timeout=timeout)
+        c = self.client()
+        for name in ("consumer", "sink"):
+            pid = self.flow.ids[name]
+            if c.processor_state(pid) != "RUNNING":
+                log(f"heal: {name} was {c.processor_state(pid)}: start it")
+                c.start_processor(pid)
+
+    def wait_taken(self, limit: float) -> tuple:
+        """Called right after a node was killed or stopped: which engine went silent, which shards it held and when
+        the last of them was taken over (seconds from the call; None if not within `limit` s).
+
+        The engine is found by its heartbeat row, not by the PID in its owner id (lease_table.owner_pid), which
+        names the JVM only while no engine ever takes over another's owner id (one did, for a while in issue 34:
+        the first shake-down of this script saw node-2 read shards under node-1's old id). The owners whose
+        heartbeat counter stood still for 4.5 s (a beat every 3 s at the default Failover Timeout) are the silent
+        node's."""
+        t0 = time.monotonic()
+        time.sleep(1)  # the node can no longer beat: this read is the baseline
+        base = heartbeats(self.flow.app, self.flow.stream)
+        history = []  # (seconds, {shard: owner})
+        silent = None
+        while time.monotonic() - t0 < limit:
+            now = time.monotonic() - t0
+            history.append((now, lease_owners(self.flow.app, self.flow.stream)))
+            if silent is None and now >= 5.5:
+                beats = heartbeats(self.flow.app, self.flow.stream)
+                silent = {o for o, n in base.items() if beats.get(o, n) <= n}
+            if silent is not None and not any(o in silent for o in history[-1][1].values()):
+                break
+            time.sleep(0.5)
+        if silent is None:
+            return set(), [], None
+        held = sorted(sh for sh, o in history[0][1].items() if o in silent)
+        taken = next((t for t, owners in history if not any(o in silent for o in owners.values())), None)
+        return silent, held, taken
+
+    @staticmethod
+    def taken_text(silent: set, held: list, taken) -> str:
+        if not silent:
+            return "no engine went silent (it held no heartbeat row?)"
+        if not held:
+            return f"its engine ({len(silent)} silent) held no shard"
+        return f"its shards {held} " + (f"taken over {taken:.1f} s after" if taken is not None else "NOT taken over within 60 s")
+
+    # ---- the faults ----
+
+    def kill9(self) -> str:
+        victim = self.cluster.node(self.rng.randint(1, len(self.cluster.nodes)))
+        pid = victim.pid
+        self.cluster.kill_9(victim)
+        taken = self.taken_text(*self.wait_taken(60))
+        t = self.cluster.restart(victim)
+        self.sampler.note_start(victim.pid)
+        return (f"node-{victim.index} (PID {pid}) killed; {taken}; "
+                f"restarted as PID {victim.pid}, CONNECTED {t:.0f} s after the start")
+
+    def sigstop(self) -> str:
+        victim = self.cluster.node(self.rng.randint(1, len(self.cluster.nodes)))
+        pid = victim.pid
+        os.kill(pid, signal.SIGSTOP)
+        self.stopped_pids.add(pid)
+        t0 = time.monotonic()
+        taken = self.taken_text(*self.wait_taken(60))
+        extra = self.rng.uniform(0, 20)
+        time.sleep(max(0.0, FAILOVER_TIMEOUT_S + 3 - (time.monotonic() - t0)) + extra)
+        stopped_for = time.monotonic() - t0
+        os.kill(pid, signal.SIGCONT)
+        self.stopped_pids.discard(pid)
+        try:
+            status = self.cluster.node_status().get(victim.index)
+        except ClusterError:
+            status = "unknown (no node answered)"
+        t1 = time.monotonic()
+        try:
+            self.cluster.wait_until_connected(timeout=180)
+            back = f"CONNECTED {time.monotonic() - t1:.0f} s after SIGCONT (status at SIGCONT: {status})"
+        except ClusterError:
+            self.cluster.reconnect(victim, timeout=180)
+            back = f"not back by itself in 180 s (status at SIGCONT: {status}): reconnected"
+        return f"node-{victim.index} (PID {pid}) stopped {stopped_for:.1f} s; {taken}; {back}"
+
+    def stop_start(self, name: str) -> str:
+        pid = self.flow.ids[name]
+        c = self.client()
+        t0 = time.monotonic()
+        c.stop_processor(pid, timeout=180)
+        stopping = time.monotonic() - t0
+        pause = self.rng.uniform(10, 45)
+        time.sleep(pause)
+        self.client().start_processor(pid)
+        label = "ConsumeKinesis" if name == "consumer" else "PutSnowflake"
+        return f"{label} stopped (stop took {stopping:.1f} s), {pause:.0f} s later started"
+
+    def consumer(self) -> str:
+        return self.stop_start("consumer")
+
+    def sink(self) -> str:
+        return self.stop_start("sink")
+
+    def standin_http(self) -> str:
+        kind = self.rng.choice(["backpressure429", "backpressure503", "retry_request"])
+        count = self.rng.randint(20, 100)
+        fault = self.sf.fault({"kind": kind, "count": count, "on": "append"})
+        time.sleep(30)
+        fired = next((f["fired"] for f in self.sf.admin("GET", "/admin/faults").get("faults", [])
+                      if isinstance(f, dict) and f.get("id") == fault["id"]), None)
+        try:
+            self.sf.admin("DELETE", f"/admin/faults/{fault['id']}")
+        except urllib.error.HTTPError:
+            pass  # used up and gone already
+        fired = count if fired is None else fired
+        return f"{kind} on {count} appends: {fired} answered with it in 30 s"
+
+    def slow_commits(self) -> str:
+        hold = self.rng.uniform(30, 90)
+        if self.rng.random() < 0.5:
+            lag = self.rng.randint(5000, 20000)
+            self.sf.admin("POST", "/admin/settings", {"commit_lag_ms": lag})
+            try:
+                time.sleep(hold)
+            finally:
+                self.sf.admin("POST", "/admin/settings", {"commit_lag_ms": COMMIT_LAG_MS})
+            return f"commit lag {lag} ms for {hold:.0f} s"
+        fault = self.sf.fault({"kind": "withhold_commits", "count": -1})
+        try:
+            time.sleep(hold)
+        finally:
+            self.sf.admin("DELETE", f"/admin/faults/{fault['id']}")
+        return f"commits withheld for {hold:.0f} s"
+
+    def open_shards(self) -> list[dict]:
+        shards, token = [], None
+        while True:
+            body = {"NextToken": token} if token else {"StreamName": self.flow.stream}
+            answer = kinesis_call("ListShards", body)
+            shards += answer["Shards"]
+            token = answer.get("NextToken")
+            if not token:
+                break
+        # kinesis-local answers "EndingSequenceNumber": null for an open shard
+        return [s for s in shards if not s["SequenceNumberRange"].get("EndingSequenceNumber")]
+
+    def reshard(self) -> str:
+        wait_active(self.flow.stream, 60)
+        shards = sorted(self.open_shards(), key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+        pairs = [(a, b) for a, b in zip(shards, shards[1:])
+                 if int(a["HashKeyRange"]["EndingHashKey"]) + 1 == int(b["HashKeyRange"]["StartingHashKey"])]
+        split = len(shards) <= 3 or not pairs or (len(shards) < 6 and self.rng.random() < 0.5)
+        if split:
+            shard = self.rng.choice(shards)
+            low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+            kinesis_call("SplitShard", {"StreamName": self.flow.stream, "ShardToSplit": shard["ShardId"],
+                                        "NewStartingHashKey": str((low + high) // 2)})
+            what = f"split of {shard['ShardId']}"
+        else:
+            a, b = self.rng.choice(pairs)
+            kinesis_call("MergeShards", {"StreamName": self.flow.stream, "ShardToMerge": a["ShardId"],
+                                         "AdjacentShardToMerge": b["ShardId"]})
+            what = f"merge of {a['ShardId']} and {b['ShardId']}"
+        d = wait_active(self.flow.stream, 60)
+        return f"{what}: {len(shards)} -> {len(self.open_shards())} open shards (stream {d['StreamStatus']})"
+
+    def fire(self, kind: str) -> None:
+        t = time.monotonic() - T0
+        log(f"FAULT {kind}: start")
+        event = {"t_min": round(t / 60, 2), "utc": time.strftime("%H:%M:%S", time.gmtime()), "kind": kind}
+        t0 = time.monotonic()
+        try:
+            event["detail"] = getattr(self, kind)()
+            event["ok"] = True
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            event["detail"] = f"FAILED: {type(e).__name__}: {str(e)[:500]}"
+            event["ok"] = False
+        event["seconds"] = round(time.monotonic() - t0, 1)
+        self.events.append(event)
+        log(f"FAULT {kind}: {event['detail']} ({event['seconds']} s)")
+        if not event["ok"]:
+            try:
+                self.heal()
+            except ClusterError as e:  # the next heal before a fault tries again, and gives up
+                log(f"heal after the failed fault: {e}")
+
+
+# ---- the end -----------------------------------------------------------------------------------------------------
+
+def loaded_ids(sf: Standin, table: str) -> list[int]:
+    return [r["ID"] for r in sf.query(f"SELECT ID FROM {table}")]
+
+
+def drain(sf: Standin, table: str, want: set, timeout: float) -> float:
+    """Until every id in `want` is in the table (at most `timeout` s); returns the seconds waited."""
+    t0 = time.monotonic()
+    last_log = 0.0
+    while time.monotonic() - t0 < timeout:
+        n = sf.query(f"SELECT COUNT(DISTINCT ID) AS D FROM {table}")[0]["D"]
+        if n >= len(want) and not (want - set(loaded_ids(sf, table))):
+            break
+        if time.monotonic() - last_log > 30:
+            log(f"drain: {n} distinct of {len(want)} loaded")
+            last_log = time.monotonic()
+        time.sleep(2)
+    return time.monotonic() - t0
+
+
+def lease_census(app: str, stream: str) -> dict:
+    rows = lease_rows(app, stream)
+    out = collections.Counter()
+    for r in rows:
+        key = r["shardId"]["S"]
+        kind = "heartbeat" if key.startswith(NODE_ROW_PREFIX) else ("other" if key.startswith("__") else "shard")
+        out[f"{kind}_{'tombstone' if 'removedAt' in r else 'live'}"] += 1
+    out["rows"] = len(rows)
+    owners = {r["leaseOwner"]["S"] for r in rows if "leaseOwner" in r and "removedAt" not in r}
+    out["lease_owners"] = len(owners)
+    out["shard_rows_ended"] = sum(1 for r in rows if r.get("shardEnd", {}).get("BOOL") is True and "removedAt" not in r)
+    return dict(out)
+
+
+def log_lines(cluster: NiFiCluster) -> dict:
+    out = {}
+    for n in cluster.nodes:
+        events = n.log_errors("io.kinesnow", levels=("ERROR", "WARN"))
+        by_msg = collections.Counter(f"{e['level']} {e['logger'].rsplit('.', 1)[-1]}: {e['message'][:160]}" for e in events)
+        out[n.index] = {"ERROR": sum(1 for e in events if e["level"] == "ERROR"),
+                        "WARN": sum(1 for e in events if e["level"] == "WARN"), "top": by_msg.most_common(6)}
+    return out
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos, sampler: Sampler,
+           drained_s: float, leases: dict, queues: dict, logs: dict, denied: dict, warmup_s: float) -> int:
+    table = flow.table
+    confirmed, unconfirmed = producer.confirmed(), producer.unconfirmed()
+    ids = loaded_ids(sf, table)
+    distinct = set(ids)
+    lost = confirmed - distinct
+    duplicates = len(ids) - len(distinct)
+    extra = distinct - confirmed
+    errors = sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"]
+    fired = collections.Counter(e["kind"] for e in chaos.events)
+    failed = collections.Counter(e["kind"] for e in chaos.events if not e["ok"])
+    flat = sampler.flatness(warmup_s)
+
+    print("\n## Faults\n")
+    print("| # | minute | UTC | fault | seconds | what happened |")
+    print("|---|---:|---|---|---:|---|")
+    for i, e in enumerate(chaos.events, 1):
+        print(f"| {i} | {e['t_min']:.1f} | {e['utc']} | {e['kind']} | {e['seconds']} | {e['detail']} |")
+
+    print("\n## Memory samples (every minute; RSS / used heap, MiB)\n")
+    nodes = sorted({s["node"] for s in sampler.samples})
+    print("| minute | " + " | ".join(f"node-{n}" for n in nodes) + " |")
+    print("|---:|" + "---|" * len(nodes))
+    by_t = collections.defaultdict(dict)
+    for s in sampler.samples:
+        by_t[int(s["t"] // 60)][s["node"]] = s
+    for m in sorted(by_t):
+        cells = []
+        for n in nodes:
+            s = by_t[m].get(n)
+            cells.append("-" if s is None or s["pid"] is None else f"{fmt(s['rss_mib'], 0)} / {fmt(s['heap_mib'], 0)}")
+        print(f"| {m} | " + " | ".join(cells) + " |")
+
+    print(f"\n## Flat after warm-up? (warm-up: the first {warmup_s / 60:.1f} min of each JVM; the change of a "
+          "least-squares line through the samples after it, first to last sample, within 10 %)\n")
+    print("| node | PID | sampled (min) | samples after warm-up | RSS MiB: line start -> end (min-max) | RSS | "
+          "heap MiB: line start -> end (min-max) | heap |")
+    print("|---|---|---|---:|---|---|---|---|")
+    for r in flat:
+        cells = []
+        for key in ("rss_mib", "heap_mib"):
+            v = r[key]
+            if "fit_start" in v:
+                cells += [f"{v['fit_start']:.0f} -> {v['fit_end']:.0f} ({v['min']:.0f}-{v['max']:.0f})",
+                          f"{v['verdict']} ({v['change_pct']:+.1f} %)"]
+            else:
+                cells += ["-", v["verdict"]]
+        print(f"| node-{r['node']} | {r['pid']} | {r['from_min']}-{r['to_min']} | {r['after_warmup']} | " + " | ".join(cells) + " |")
+
+    print("\n## Log lines of io.kinesnow (ERROR / WARN) per node\n")
+    for n, v in logs.items():
+        print(f"- node-{n}: {v['ERROR']} ERROR, {v['WARN']} WARN" + "".join(f"\n    - {c}x {m}" for m, c in v["top"]))
+
+    print("\n## Summary\n")
+    rows = [
+        ("run", f"{args.minutes} min, a fault every {args.fault_every} s, {args.rate} records/s, seed {args.seed}, "
+                f"3-node cluster, {SHARDS}-shard stream, SNOWFLAKE_COMMIT"),
+        ("faults fired", ", ".join(f"{k} {fired[k]}" + (f" ({failed[k]} failed)" if failed[k] else "") for k in FAULTS)),
+        ("records put (PutRecords confirmed)", len(confirmed)),
+        ("PutRecords failures (records unconfirmed; of them in the table)",
+         f"{producer.errors} ({len(unconfirmed)} records; {len(unconfirmed & distinct)} in the table)"),
+        ("drain after the producer stopped", f"{drained_s:.0f} s"),
+        ("rows in the table", len(ids)),
+        ("distinct ids in the table", len(distinct)),
+        ("**losses** (confirmed, not in the table)", f"**{len(lost)}**" + (f" e.g. {sorted(lost)[:10]}" if lost else "")),
+        ("**duplicates** (rows - distinct)", f"**{duplicates}**"),
+        ("ids in the table never put", len(extra - unconfirmed)),
+        ("error-table rows", errors),
+        ("NiFi queues at the end (records / parse.failure / failure)", json.dumps(queues)),
+        ("lease table", ", ".join(f"{k} {v}" for k, v in sorted(leases.items()))),
+        ("IAM proxy denials", json.dumps(denied) if denied else "0"),
+        ("RSS flat after warm-up", ", ".join(f"node-{r['node']}/{r['pid']}: {r['rss_mib']['verdict']}" for r in flat)),
+        ("heap flat after warm-up", ", ".join(f"node-{r['node']}/{r['pid']}: {r['heap_mib']['verdict']}" for r in flat)),
+    ]
+    print("| measure | value |")
+    print("|---|---|")
+    for k, v in rows:
+        print(f"| {k} | {v} |")
+    result = {"args": vars(args), "faults": chaos.events, "samples": sampler.samples, "flatness": flat,
+              "confirmed": len(confirmed), "unconfirmed": len(unconfirmed), "rows": len(ids), "distinct": len(distinct),
+              "lost": len(lost), "lost_ids": sorted(lost)[:100], "duplicates": duplicates, "error_rows": errors,
+              "queues": queues, "leases": leases, "denied": denied, "logs": logs, "drain_s": drained_s}
+    path = os.path.join(REPO, "bench", ".work", f"chaos-{args.run}", "result.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, default=str)
+    print(f"\n(raw figures: {path})")
+    return 0 if not lost and duplicates == 0 else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=60, help="minutes of faults and production")
+    parser.add_argument("--fault-every", type=float, default=180, help="seconds from one fault's start to the next's")
+    parser.add_argument("--rate", type=int, default=50, help="records per second")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the fault choice (default: the time)")
+    parser.add_argument("--warmup", type=float, default=None, help="minutes of warm-up per JVM (default: min(10, minutes/3))")
+    parser.add_argument("--drain", type=float, default=600, help="seconds at most for the last records to load")
+    args = parser.parse_args()
+    args.run = str(int(time.time()))
+    args.seed = int(args.run) if args.seed is None else args.seed
+    warmup_s = 60 * (args.warmup if args.warmup is not None else min(10.0, args.minutes / 3))
+    rng = random.Random(args.seed)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    log(f"chaos run {args.run}: {args.minutes} min, a fault every {args.fault_every} s, {args.rate} records/s, "
+        f"seed {args.seed}, warm-up {warmup_s / 60:.1f} min")
+
+    work = os.path.join(REPO, "bench", ".work", f"chaos-{args.run}")
+    os.makedirs(work, exist_ok=True)
+    services = sf = cluster = flow = producer = sampler = None
+    chaos = None
+    try:
+        services = ensure_services()
+        _, public_key = make_key_pair(os.path.join(work, "snowflake"))
+        sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=COMMIT_LAG_MS)
+        sf.register_user(ACCOUNT, USER, public_key)
+        log("starting a 3-node NiFi cluster")
+        cluster = NiFiCluster.start(3, extensions=[nar()], name="bench-chaos")
+        log(f"cluster up in {cluster.up_seconds:.0f} s: PIDs {[n.pid for n in cluster.nodes]}")
+        flow = Flow(cluster, sf, work, "SNOWFLAKE_COMMIT", args.run)
+        log(f"stream {flow.stream} ({SHARDS} shards), Application Name {flow.app}, table {flow.table}")
+        c = cluster.client(1)
+        c.start_processor(flow.ids["consumer"])
+        c.start_processor(flow.ids["sink"])
+        paused: set = set()  # PIDs SIGSTOPped and not yet SIGCONTed
+        sampler = Sampler(cluster, paused)
+        for n in cluster.nodes:
+            sampler.note_start(n.pid)
+        sampler.thread.start()
+        producer = SteadyProducer(flow, args.rate)
+
+        def progress():
+            d = sf.query(f"SELECT COUNT(*) AS N, COUNT(DISTINCT ID) AS D FROM {flow.table}")[0]
+            log(f"progress: {producer.producer.count()} put, {d['D']} distinct loaded, "
+                f"{d['N'] - d['D']} duplicate rows so far, {producer.errors} PutRecords failures")
+        sampler.progress = progress
+        producer.thread.start()
+        chaos = Chaos(cluster, sf, flow, rng, sampler, paused)
+        deck: list[str] = []
+        end = time.monotonic() + args.minutes * 60
+        next_fault = time.monotonic() + args.fault_every
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= next_fault:
+                try:
+                    chaos.heal()
+                except (ClusterError, NiFiApiError) as e:
+                    log(f"the cluster did not heal ({e}): once more, then give up")
+                    chaos.heal()
+                if not deck:
+                    deck = list(FAULTS)
+                    rng.shuffle(deck)
+                chaos.fire(deck.pop())
+                next_fault = max(next_fault + args.fault_every, time.monotonic() + 30)
+            time.sleep(1)
+
+        log("time is up: the producer stops")
+        producer.stop.set()
+        producer.thread.join(timeout=60)
+        sf.clear_faults()
+        sf.admin("POST", "/admin/settings", {"commit_lag_ms": COMMIT_LAG_MS})
+        try:
+            chaos.heal()
+        except (ClusterError, NiFiApiError) as e:  # count what there is all the same
+            log(f"the cluster did not heal before the drain: {e}")
+        want = producer.confirmed()
+        log(f"draining: {len(want)} records put (at most {args.drain:.0f} s)")
+        drained = drain(sf, flow.table, want, args.drain)
+        time.sleep(10)  # anything still in flight shows as a duplicate
+        sampler.stop.set()
+        sampler.sample()
+        queues = {}
+        for name in ("records_queue", "parse_failure_queue", "failure_queue"):
+            try:
+                queues[name] = sum(cluster.queued(flow.ids[name]).values())
+            except (NiFiApiError, ClusterError) as e:
+                queues[name] = f"? ({e})"
+        leases = lease_census(flow.app, flow.stream)
+        denied = iam_proxy.stats(flow.proxy).get("denied", {})
+        return report(args, flow, sf, producer, chaos, sampler, drained, leases, queues, log_lines(cluster), denied, warmup_s)
+    except (Interrupted, KeyboardInterrupt) as e:
+        log(f"interrupted ({e}): cleaning up")
+        return 130
+    except Exception as e:
+        log(f"the run failed: {type(e).__name__}: {e}")
+        import traceback
+        traceback.print_exc()
+        return 2
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the clean-up runs to its end
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for part in (producer, sampler):
+            if part is not None:
+                part.stop.set()
+        steps = []
+        if chaos is not None:
+            steps.append(("SIGCONT", lambda: [os.kill(p, signal.SIGCONT) for p in chaos.stopped_pids]))
+        if cluster is not None:
+            steps.append(("stop the cluster", cluster.stop_all))
+        if sf is not None:
+            steps.append(("stop the stand-in", sf.stop))
+        if flow is not None:
+            steps.append(("delete the stream", lambda: kinesis_call("DeleteStream", {"StreamName": flow.stream})))
+            steps.append(("delete the lease table", lambda: dynamodb_call("DeleteTable", {"TableName": flow.app})))
+        steps.append(("stop the IAM proxies", iam_proxy.stop_all))
+        if services is not None:
+            steps.append(("stop the emulators (if started here)", services.stop_if_started))
+        for what, step in steps:
+            try:
+                step()
+            except (AwsJsonError, Exception) as e:  # keep cleaning up
+                log(f"clean-up: {what} failed: {e}")
+        log("cleaned up")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

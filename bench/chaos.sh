@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# An hour of faults (issue 34): a real 3-node NiFi cluster, one Application Name, SNOWFLAKE_COMMIT, a steady
+# producer, and every few minutes a random fault (see bench/chaos.py). At the end: losses and duplicates (both
+# must be 0: exit 1 otherwise), RSS and heap of each NiFi every minute, lease-table rows and tombstones.
+# Builds the NAR and the Snowflake stand-in if missing. Emulators of its own (ports 14567/14568/14571, state in
+# tests/.work/bench-services, as bench/cluster-failover.sh), started unless running and stopped at the end, so a
+# test run's emulators are never touched.
+#   bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 50] [--seed S] [--warmup MIN] [--drain SEC]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+source build/java-home.sh
+[ -f "$HOME/.cargo/env" ] && source "$HOME/.cargo/env"
+export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+export KINESIS_PORT="${BENCH_KINESIS_PORT:-14568}" KINESIS_TLS_PORT="${BENCH_KINESIS_TLS_PORT:-14567}"
+export DYNAMODB_PORT="${BENCH_DYNAMODB_PORT:-14571}"
+export SERVICES_STATE_DIR="${BENCH_SERVICES_STATE_DIR:-$repo/tests/.work/bench-services}"
+ls nar-packaging/target/kinesnow-nar-*.nar >/dev/null 2>&1 || ./mvnw -B -q package -DskipTests
+STANDIN_BIN="${STANDIN_BIN:-$(tests/snowflake-standin/build.sh 2>/dev/null | tail -n 1)}"
+export STANDIN_BIN
+tests/nifi/assemble.sh >/dev/null
+exec python3 "$repo/bench/chaos.py" "$@"
