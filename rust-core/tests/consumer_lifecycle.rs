@@ -480,3 +480,55 @@ async fn a_lease_table_made_anew_is_told_apart_by_its_creation_time() {
     assert!(second > first, "a new table, a new time: {first} then {second}");
     assert!(!kinesnow_core::feedback::board().table_created(&key, second), "the engine gave the board the new time");
 }
+
+/// Issue 34, item 7: every start took a new heartbeat row (`__node__<owner>`) and every stop left it
+/// as a tombstone (no DeleteItem in Snowflake's policy), so the lease table, and every node's
+/// once-a-second scan, grew with each restart. Heartbeat rows are slots now: a start takes the
+/// lowest slot no live row holds, and the owner id (with its PID) stays new on every start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_take_over_free_heartbeat_slots_so_the_table_does_not_grow() {
+    log();
+    let emulators = Emulators::start("node-slots");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "restarts", 2).await;
+    let node_rows = || async {
+        let out = c
+            .dynamodb
+            .query()
+            .table_name("restarts-app")
+            .consistent_read(true)
+            .key_condition_expression("streamName = :s AND begins_with(shardId, :n)")
+            .expression_attribute_values(":s", AttributeValue::S("restarts".into()))
+            .expression_attribute_values(":n", AttributeValue::S("__node__".into()))
+            .send()
+            .await
+            .unwrap();
+        out.items().to_vec()
+    };
+    let mut owners = Vec::new();
+    for _ in 0..4 {
+        let engine =
+            ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+        owners.push(engine.owner().to_owned());
+        engine.stop().await;
+    }
+    let rows = node_rows().await;
+    assert_eq!(rows.len(), 1, "one heartbeat row (a tombstone now) after four starts and stops: {rows:?}");
+    assert!(rows[0].contains_key("removedAt"), "a stopped node's row is a tombstone: {rows:?}");
+    owners.sort();
+    owners.dedup();
+    assert_eq!(owners.len(), 4, "every start is a new owner, as operators and tests read a JVM from it");
+    // Two nodes at once need two rows; restarts after that take those two over.
+    let a = ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let b = ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+    let live = node_rows().await;
+    assert_eq!(live.iter().filter(|r| !r.contains_key("removedAt")).count(), 2, "two live rows: {live:?}");
+    a.stop().await;
+    b.stop().await;
+    for _ in 0..3 {
+        let engine =
+            ConsumerEngine::start(settings("restarts", "restarts-app"), clients(&aws(&emulators)).await).await.unwrap();
+        engine.stop().await;
+    }
+    assert_eq!(node_rows().await.len(), 2, "two nodes ran at once: two rows, whatever the restarts");
+}

@@ -297,23 +297,43 @@ async fn tombstones_read_as_absent_and_rows_come_back_over_them() {
     table::ensure_table(&via.dynamodb, "tomb", Duration::from_secs(30)).await.unwrap();
     let store = LeaseStore::new(via.dynamodb.clone(), "tomb", "tomb");
 
-    // A heartbeat row removed (a stopped node), then the same node beating again.
-    store.heartbeat("n1").await.unwrap();
-    store.heartbeat("n1").await.unwrap();
-    store.remove_node("n1").await.unwrap();
+    // A heartbeat slot removed (a stopped node), then taken again by a new node.
+    assert!(store.claim_node_row("slot0", "n1").await.unwrap());
+    assert!(store.heartbeat("slot0", "n1").await.unwrap());
+    assert!(!store.claim_node_row("slot0", "n2").await.unwrap(), "a live slot is not taken");
+    assert!(!store.heartbeat("slot0", "n2").await.unwrap(), "nor beaten on by another node");
+    store.remove_node("slot0", "n2", None).await.unwrap();
+    assert_eq!(store.scan().await.unwrap().nodes.len(), 1, "another node's removal leaves the row");
+    store.remove_node("slot0", "n1", None).await.unwrap();
     assert!(store.scan().await.unwrap().nodes.is_empty(), "a removed heartbeat row is absent");
-    assert!(raw(&direct.dynamodb, "tomb", raw_key("tomb", "__node__n1")).await.unwrap().contains_key("removedAt"));
-    store.heartbeat("n1").await.unwrap();
+    assert!(raw(&direct.dynamodb, "tomb", raw_key("tomb", "__node__slot0")).await.unwrap().contains_key("removedAt"));
+    assert!(!store.heartbeat("slot0", "n1").await.unwrap(), "a removed node does not beat its tombstone back");
+    assert!(store.claim_node_row("slot0", "n3").await.unwrap(), "a tombstone's slot is taken by the next start");
     let nodes = store.scan().await.unwrap().nodes;
     assert_eq!(nodes.len(), 1);
-    assert_eq!((nodes[0].owner.as_str(), nodes[0].beat), ("n1", 1), "counted anew, as after a delete");
-    assert!(!raw(&direct.dynamodb, "tomb", raw_key("tomb", "__node__n1")).await.unwrap().contains_key("removedAt"));
+    assert_eq!((nodes[0].owner.as_str(), nodes[0].row.as_str(), nodes[0].beat), ("n3", "slot0", 1), "counted anew");
+    assert!(!raw(&direct.dynamodb, "tomb", raw_key("tomb", "__node__slot0")).await.unwrap().contains_key("removedAt"));
+    store.remove_node("slot0", "n3", Some(7)).await.unwrap();
+    assert_eq!(store.scan().await.unwrap().nodes.len(), 1, "a long-dead removal of a row that beat since is left");
+    store.remove_node("slot0", "n3", Some(1)).await.unwrap();
+    let gone = raw(&direct.dynamodb, "tomb", raw_key("tomb", "__node__slot0")).await.unwrap();
+    assert!(gone.contains_key("removedAt") && gone.contains_key("expiresAt"), "a tombstone for Time to Live: {gone:?}");
+
+    // A heartbeat row written before slots (named after its owner, no nodeOwner) reads and is removed.
+    let mut legacy = raw_key("tomb", "__node__kinesnow-old");
+    legacy.insert("heartbeat".into(), AttributeValue::N("5".into()));
+    direct.dynamodb.put_item().table_name("tomb").set_item(Some(legacy)).send().await.unwrap();
+    let nodes = store.scan().await.unwrap().nodes;
+    assert_eq!((nodes[0].owner.as_str(), nodes[0].row.as_str(), nodes[0].beat), ("kinesnow-old", "kinesnow-old", 5));
+    store.remove_node("kinesnow-old", "kinesnow-old", Some(5)).await.unwrap();
+    assert!(store.scan().await.unwrap().nodes.is_empty(), "a long-dead row of before slots is removed");
 
     // A finished shard's row removed, then written again as a child: no trace of the old row.
     let lease = store.acquire("shard-x", "me", None, LoadedOnTake::Keep).await.unwrap().unwrap();
     store.mark_shard_end(&lease).await.unwrap();
     store.remove_finished("shard-x").await.unwrap();
     assert!(store.scan().await.unwrap().leases.is_empty(), "a removed shard row is absent");
+    assert!(raw(&direct.dynamodb, "tomb", raw_key("tomb", "shard-x")).await.unwrap().contains_key("expiresAt"));
     assert!(store.release(&lease).await.is_err(), "a write fenced on the old lease is refused on the tombstone");
     store.add_child("shard-x", &["p".to_owned()]).await.unwrap();
     let rows = store.scan().await.unwrap().leases;

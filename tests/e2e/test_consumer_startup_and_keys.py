@@ -161,9 +161,11 @@ def test_a_start_waiting_for_another_nodes_migration_yields_stops_cleanly_and_re
     flow.stop()
     rows = scan(app)
     # Snowflake's IAM policy grants no DeleteItem: a stopped node's heartbeat row becomes a tombstone (its key
-    # and `removedAt`, nothing else), which every reader takes for an absent row.
+    # and `removedAt`, with `expiresAt` for DynamoDB's Time to Live, nothing else), which every reader takes for
+    # an absent row.
     nodes = [r for r in rows if r["shardId"]["S"].startswith("__")]
-    assert all(set(r) == {"streamName", "shardId", "removedAt"} for r in nodes), f"no live heartbeat row after the stop: {nodes}"
+    assert all(set(r) == {"streamName", "shardId", "removedAt", "expiresAt"} for r in nodes), \
+        f"no live heartbeat row after the stop: {nodes}"
     owners = [r.get("leaseOwner") for r in rows]
     assert not any(o and o.get("S") for o in owners), f"no lease kept: {rows}"
     print(f"\nfirst bulletin {first_bulletin_s:.1f} s after the start (scheduling timeout {SCHEDULING_TIMEOUT_S} s); "

@@ -7,8 +7,9 @@ shard, which engines are alive, and on which NiFi node (JVM) each engine runs.
     live_engines(app, stream)             # owners whose heartbeat row advanced just now
 
 Owner ids are kinesnow-<ms>-<pid>-<random> in hex (rust-core/src/consumer/engine.rs, uuid_like), so the
-PID tells the JVM; heartbeat rows are __node__<owner> with a `heartbeat` counter, tombstoned
-(`removedAt`) when the engine closes (rust-core/src/lease/store.rs). Standard library only.
+PID tells the JVM; heartbeat rows are slots __node__slot<N> naming their owner in `nodeOwner`, with a
+`heartbeat` counter, tombstoned (`removedAt`) when the engine closes and taken by the next start
+(rust-core/src/lease/node_row.rs). Standard library only.
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ def owner_pid(owner: str) -> int:
 
 
 def heartbeats(app: str, stream: str) -> dict:
-    """owner -> heartbeat counter of every engine heartbeat row that is not a tombstone."""
-    return {i["shardId"]["S"][len(NODE_ROW_PREFIX):]: int(i.get("heartbeat", {}).get("N", "0"))
+    """owner -> heartbeat counter of every engine heartbeat row that is not a tombstone (NiFi's own
+    node rows, __node__#<uuid>, are not ours)."""
+    return {i["nodeOwner"]["S"]: int(i.get("heartbeat", {}).get("N", "0"))
             for i in lease_rows(app, stream)
-            if i["shardId"]["S"].startswith(NODE_ROW_PREFIX + "kinesnow-") and "removedAt" not in i}
+            if i["shardId"]["S"].startswith(NODE_ROW_PREFIX) and "nodeOwner" in i and "removedAt" not in i}
 
 
 def live_engines(app: str, stream: str, gap: float = 4.0) -> set:

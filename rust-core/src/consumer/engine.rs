@@ -99,6 +99,8 @@ pub struct Shared {
     pub kinesis: aws_sdk_kinesis::Client,
     pub store: LeaseStore,
     pub owner: String,
+    /// This engine's heartbeat row (a slot taken at the first beat).
+    pub node_row: crate::lease::node_row::NodeRow,
     pub budget: MemoryBudget,
     /// Lag beyond which records risk expiring unread (a share of the retention period).
     pub lag_warning_ms: Option<i64>,
@@ -198,6 +200,7 @@ impl Prepared {
             fan_out_stats: FanOutStats::default(),
             lag_warning_ms,
             link,
+            node_row: crate::lease::node_row::NodeRow::new(owner.clone()),
             owner,
             budget: MemoryBudget::new(settings.max_buffer_size),
             fetch_slots: Arc::new(tokio::sync::Semaphore::new(
@@ -397,7 +400,7 @@ impl ConsumerEngine {
             }
         }
         self.shared.lock_ledger().clear();
-        if let Err(e) = self.shared.store.remove_node(&self.shared.owner).await {
+        if let Err(e) = self.shared.node_row.remove(&self.shared.store).await {
             warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
         }
         if let Some(key) = &self.shared.link {

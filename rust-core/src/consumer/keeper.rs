@@ -126,7 +126,7 @@ impl Keeper {
     async fn beat(&mut self) -> Result<(), LeaseError> {
         let sent = Instant::now();
         self.next_beat = sent + self.shared.settings.heartbeat_interval;
-        self.shared.store.heartbeat(&self.shared.owner).await?;
+        self.shared.node_row.beat(&self.shared.store).await?;
         self.last_beat = Some(sent);
         Ok(())
     }
@@ -157,11 +157,11 @@ impl Keeper {
         let readable = readable(&self.listing.shards, &view.leases, &gone, &malformed);
         self.balance(&readable, &view.leases, now).await?;
         self.retire_rows(&view.leases, now).await;
-        for owner in self.membership.long_dead(now) {
-            if self.shared.store.remove_node(&owner).await.is_ok() {
+        for node in self.membership.long_dead(now) {
+            if self.shared.store.remove_node(&node.row, &node.owner, Some(node.beat)).await.is_ok() {
                 info!(
                     component = self.shared.settings.component,
-                    "removed the heartbeat row of node {owner}, silent for long"
+                    "removed the heartbeat row of node {}, silent for long", node.owner
                 );
             }
         }

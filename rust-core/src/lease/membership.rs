@@ -19,8 +19,14 @@ pub struct Membership {
     me: String,
     timeout: Duration,
     started: Instant,
-    /// Per node: the last heartbeat counter seen and when it was first seen with that value.
-    seen: HashMap<String, (u64, Instant)>,
+    /// Per node: its row, the last heartbeat counter seen and when it was first seen with that value.
+    seen: HashMap<String, Seen>,
+}
+
+struct Seen {
+    row: String,
+    beat: u64,
+    since: Instant,
 }
 
 impl Membership {
@@ -31,9 +37,10 @@ impl Membership {
     /// Takes in the heartbeat rows of one scan.
     pub fn observe(&mut self, beats: &[NodeBeat], now: Instant) {
         for b in beats {
-            let entry = self.seen.entry(b.owner.clone()).or_insert((b.beat, now));
-            if entry.0 != b.beat {
-                *entry = (b.beat, now);
+            let entry =
+                self.seen.entry(b.owner.clone()).or_insert(Seen { row: b.row.clone(), beat: b.beat, since: now });
+            if entry.beat != b.beat || entry.row != b.row {
+                *entry = Seen { row: b.row.clone(), beat: b.beat, since: now };
             }
         }
         let present: BTreeSet<&str> = beats.iter().map(|b| b.owner.as_str()).collect();
@@ -47,7 +54,7 @@ impl Membership {
             return true;
         }
         match self.seen.get(owner) {
-            Some((_, since)) => now.duration_since(*since) < self.timeout,
+            Some(seen) => now.duration_since(seen.since) < self.timeout,
             None => now.duration_since(self.started) < self.timeout,
         }
     }
@@ -70,19 +77,20 @@ impl Membership {
         let mut live: BTreeSet<String> = self
             .seen
             .iter()
-            .filter(|(_, (_, since))| now.duration_since(*since) < self.timeout)
+            .filter(|(_, seen)| now.duration_since(seen.since) < self.timeout)
             .map(|(o, _)| o.clone())
             .collect();
         live.insert(self.me.clone());
         live
     }
 
-    /// Heartbeat rows unchanged for ten timeouts: nodes long dead whose rows can be removed.
-    pub fn long_dead(&self, now: Instant) -> Vec<String> {
+    /// Heartbeat rows unchanged for ten timeouts: nodes long dead whose rows can be removed (each
+    /// with the counter it stands at, so a row beating again meanwhile is not removed).
+    pub fn long_dead(&self, now: Instant) -> Vec<NodeBeat> {
         self.seen
             .iter()
-            .filter(|(owner, (_, since))| *owner != &self.me && now.duration_since(*since) > self.timeout * 10)
-            .map(|(o, _)| o.clone())
+            .filter(|(owner, seen)| *owner != &self.me && now.duration_since(seen.since) > self.timeout * 10)
+            .map(|(owner, seen)| NodeBeat { owner: owner.clone(), row: seen.row.clone(), beat: seen.beat })
             .collect()
     }
 }
@@ -92,7 +100,7 @@ mod tests {
     use super::*;
 
     fn beat(owner: &str, beat: u64) -> NodeBeat {
-        NodeBeat { owner: owner.into(), beat }
+        NodeBeat { owner: owner.into(), row: format!("row-{owner}"), beat }
     }
 
     #[test]
@@ -196,7 +204,7 @@ mod tests {
         let mut m = Membership::new("me", Duration::from_secs(1));
         m.observe(&[beat("a", 5), beat("b", 1)], t0);
         m.observe(&[beat("a", 5), beat("b", 2)], t0 + Duration::from_secs(9));
-        assert_eq!(m.long_dead(t0 + Duration::from_secs(11)), vec!["a".to_owned()]);
+        assert_eq!(m.long_dead(t0 + Duration::from_secs(11)), vec![beat("a", 5)]);
         m.observe(&[beat("b", 3)], t0 + Duration::from_secs(11));
         assert!(m.long_dead(t0 + Duration::from_secs(11)).is_empty(), "a's row is gone");
     }

@@ -9,7 +9,8 @@
 //! `subSequenceNumber` (resume exact to the KPL sub-record; NiFi ignores it), `leaseCounter`
 //! (fencing token, bumped on every take), `shardEnd` (the shard was read to its end and committed)
 //! and `parentShardIds` (written from ChildShards). Among our nodes a lease is valid while its
-//! owner's heartbeat row (`shardId` = `__node__<owner>`, counter `heartbeat`) keeps changing, so
+//! owner's heartbeat row (`shardId` = `__node__slot<N>`, owner `nodeOwner`, counter `heartbeat`; see
+//! `node_row`) keeps changing, so
 //! keeping N leases costs one write per heartbeat, not N; the `leaseExpiry` ours writes on each
 //! take and checkpoint is for NiFi, which holds (and lets others take) leases by that time. A
 //! lease of NiFi's (its owner has no heartbeat row of ours) is taken only after its `leaseExpiry`.
@@ -22,6 +23,7 @@ pub mod kcl;
 pub mod membership;
 pub mod migration;
 pub mod migration_lock;
+pub mod node_row;
 pub mod store;
 pub mod table;
 pub mod tombstone;

@@ -103,8 +103,14 @@ pub enum LoadedOnTake {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeBeat {
     pub owner: String,
+    /// The row's name after `__node__`: a slot (see [`super::node_row`]), or the owner itself in a
+    /// row written before slots.
+    pub row: String,
     pub beat: u64,
 }
+
+/// The attribute of a heartbeat slot that names the node beating on it.
+const NODE_OWNER: &str = "nodeOwner";
 
 /// Everything of one stream in the table, read in one consistent query.
 #[derive(Debug, Clone, Default)]
@@ -337,34 +343,82 @@ impl LeaseStore {
         }
     }
 
-    /// Bumps this node's heartbeat counter (creating its row).
-    pub async fn heartbeat(&self, owner: &str) -> Result<(), LeaseError> {
+    /// Takes the heartbeat slot `row` for `owner` with a first beat, if no live row holds it (it is
+    /// absent or a tombstone). Returns whether it did: another node may take it first.
+    pub async fn claim_node_row(&self, row: &str, owner: &str) -> Result<bool, LeaseError> {
         self.count_write();
-        self.client
+        let out = self
+            .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(&format!("{NODE_PREFIX}{owner}"))))
-            .update_expression(reviving("SET lastUpdateTimestamp = :now ADD heartbeat :one"))
+            .set_key(Some(self.key(&format!("{NODE_PREFIX}{row}"))))
+            .update_expression(reviving("SET nodeOwner = :owner, lastUpdateTimestamp = :now, heartbeat = :one"))
+            .condition_expression(tombstone::ABSENT)
+            .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":one", n(1))
             .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| service_error(&self.table, e))
+            .await;
+        match out {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(service_error(&self.table, e)),
+        }
     }
 
-    /// Removes a node's heartbeat row (on stop, or a long-dead node's row): a tombstone, which the
-    /// node's next heartbeat, if it beats again, overwrites.
-    pub async fn remove_node(&self, owner: &str) -> Result<(), LeaseError> {
+    /// Bumps `owner`'s heartbeat counter on its slot `row`. Returns false, writing nothing, when the
+    /// row is no longer `owner`'s (removed by a peer after a long silence, or taken over since).
+    pub async fn heartbeat(&self, row: &str, owner: &str) -> Result<bool, LeaseError> {
         self.count_write();
-        self.client
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(&format!("{NODE_PREFIX}{row}"))))
+            .update_expression("SET lastUpdateTimestamp = :now ADD heartbeat :one")
+            .condition_expression("nodeOwner = :owner AND attribute_not_exists(removedAt)")
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(service_error(&self.table, e)),
+        }
+    }
+
+    /// Removes a node's heartbeat row (on stop, or a long-dead node's row): a tombstone, which a
+    /// later start may take. Only while the row is still `owner`'s and, with `beat`, its counter
+    /// still stands there (a row written before slots, named after its owner, has no `nodeOwner`).
+    /// A row that has moved on is left alone.
+    pub async fn remove_node(&self, row: &str, owner: &str, beat: Option<u64>) -> Result<(), LeaseError> {
+        self.count_write();
+        let legacy = row == owner;
+        let mut condition =
+            if legacy { format!("attribute_not_exists({NODE_OWNER})") } else { format!("{NODE_OWNER} = :owner") };
+        condition.push_str(" AND attribute_not_exists(removedAt)");
+        if beat.is_some() {
+            condition.push_str(" AND heartbeat = :beat");
+        }
+        let values: HashMap<String, AttributeValue> =
+            [(!legacy).then(|| (":owner".to_owned(), s(owner))), beat.map(|b| (":beat".to_owned(), n(b as i64)))]
+                .into_iter()
+                .flatten()
+                .collect();
+        let put = self
+            .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(tombstone::tombstone(self.key(&format!("{NODE_PREFIX}{owner}")), now_ms())))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| service_error(&self.table, e))
+            .set_item(Some(tombstone::tombstone(self.key(&format!("{NODE_PREFIX}{row}")), now_ms())))
+            .condition_expression(condition)
+            .set_expression_attribute_values(Some(values).filter(|v| !v.is_empty()));
+        match put.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e) => Err(service_error(&self.table, e)),
+        }
     }
 
     /// Every row of this stream: shard leases and our node heartbeats (NiFi's node rows, other `__`
@@ -389,8 +443,12 @@ impl LeaseStore {
                 if id.starts_with(NIFI_NODE_PREFIX) {
                     continue;
                 }
-                if let Some(owner) = id.strip_prefix(NODE_PREFIX) {
-                    view.nodes.push(NodeBeat { owner: owner.to_owned(), beat: number(item, "heartbeat").unwrap_or(0) });
+                if let Some(row) = id.strip_prefix(NODE_PREFIX) {
+                    view.nodes.push(NodeBeat {
+                        owner: string(item, NODE_OWNER).unwrap_or_else(|| row.to_owned()),
+                        row: row.to_owned(),
+                        beat: number(item, "heartbeat").unwrap_or(0),
+                    });
                 } else if !id.starts_with("__") {
                     match lease_row(id.clone(), item) {
                         Ok(row) => view.leases.push(row),
