@@ -111,6 +111,45 @@ async fn with_latest_a_rollback_before_the_first_checkpoint_reads_the_same_recor
     engine.stop().await;
 }
 
+/// Issue 34, item 4 (the rest): with LATEST, a lease handed on before its first checkpoint (a stop,
+/// a hand-back, a kill) left the next owner starting at a new LATEST, past the records the first
+/// owner read and NiFi never committed. The first take now pins LATEST to a time in the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_latest_a_lease_handed_on_before_the_first_checkpoint_reads_the_same_records_again() {
+    log();
+    let emulators = Emulators::start("latest-handon");
+    let c = clients(&aws(&emulators)).await;
+    create_stream(&c, "handon", 1).await;
+    let mut s = settings("handon", "handon-app");
+    s.initial_position = kinesnow_core::config::consume_kinesis::InitialPosition::Latest;
+    let first_owner = ConsumerEngine::start(s.clone(), clients(&aws(&emulators)).await).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await; // the first owner's reader has started
+    let rows = LeaseStore::new(c.dynamodb.clone(), "handon-app", "handon").scan().await.unwrap().leases;
+    assert!(
+        matches!(rows[0].start, Some(kinesnow_core::lease::kcl::StartHint::AtTimestamp(_))),
+        "the first take pinned LATEST to a time: {:?}",
+        rows[0].start
+    );
+    let first = put(&c, "handon", 0, 20).await;
+    let (got, batches) = drain(&first_owner, 20, false).await;
+    assert_eq!(got, by_shard(&first));
+    for id in &batches {
+        first_owner.nack(*id).unwrap(); // NiFi's commit failed, then the processor was stopped
+    }
+    first_owner.stop().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second_owner = ConsumerEngine::start(s, clients(&aws(&emulators)).await).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await; // a reader starting at a new LATEST would have it now
+    let second = put(&c, "handon", 20, 5).await;
+    let (again, _) = drain(&second_owner, 25, true).await;
+    let mut expected = by_shard(&first);
+    for (shard, records) in by_shard(&second) {
+        expected.entry(shard).or_default().extend(records);
+    }
+    assert_eq!(again, expected, "the next owner reads what the first read and NiFi never committed, then the new ones");
+    second_owner.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kpl_aggregates_resume_exactly_at_the_committed_sub_record() {
     log();

@@ -404,11 +404,27 @@ impl Keeper {
             );
             let parents =
                 readable.iter().find(|r| r.shard_id == shard_id).map(|r| r.parents.clone()).unwrap_or_default();
-            let initial = if resume.trim_horizon {
+            let mut initial = if resume.trim_horizon {
                 Some(InitialPosition::TrimHorizon)
             } else {
                 start_without_checkpoint(rows, &shard_id, &parents)
             };
+            if committed.is_none() && starts_at_latest(initial.as_ref(), &self.shared.settings.initial_position) {
+                let at = now_ms();
+                match self.shared.store.pin_latest_start(&lease, at).await {
+                    Ok(true) => initial = initial_of(StartHint::AtTimestamp(at)),
+                    outcome => {
+                        // Reading at a new LATEST could skip what an earlier owner read: not now.
+                        let why = outcome.err().map_or("the row changed".to_owned(), |e| e.to_string());
+                        warn!(
+                            component = self.shared.settings.component,
+                            "start time of shard {shard_id} not written, so it is not read yet: {why}"
+                        );
+                        let _ = self.shared.store.release(&lease).await;
+                        continue;
+                    }
+                }
+            }
             self.shared.start_reading(lease, committed, parents, initial, resume.loaded);
         }
         Ok(())
@@ -445,12 +461,28 @@ fn start_without_checkpoint(rows: &[LeaseRow], shard_id: &str, parents: &[String
     let row = |id: &str| rows.iter().find(|r| r.shard_id == id);
     let parent_read =
         parents.iter().any(|p| row(p).is_some_and(|r| matches!(r.checkpoint, Checkpoint::ShardEnd(Some(_)))));
-    match row(shard_id).and_then(|r| r.start) {
-        _ if parent_read => Some(InitialPosition::TrimHorizon),
-        Some(StartHint::TrimHorizon) => Some(InitialPosition::TrimHorizon),
-        Some(StartHint::Latest) => Some(InitialPosition::Latest),
-        None => None,
+    if parent_read {
+        return Some(InitialPosition::TrimHorizon);
     }
+    row(shard_id).and_then(|r| r.start).and_then(initial_of)
+}
+
+fn initial_of(hint: StartHint) -> Option<InitialPosition> {
+    Some(match hint {
+        StartHint::TrimHorizon => InitialPosition::TrimHorizon,
+        StartHint::Latest => InitialPosition::Latest,
+        StartHint::AtTimestamp(ms) => {
+            InitialPosition::AtTimestamp(std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
+        }
+    })
+}
+
+/// Whether a shard without a checkpoint would start at LATEST: such a start is pinned to a time in
+/// its row first (`StartHint::AtTimestamp`), so that an owner after this one, taking the lease
+/// before any checkpoint (a stop, a hand-back, a kill, a rollback then a stop), starts where this
+/// one did and not at a new LATEST past the records this one read.
+fn starts_at_latest(initial: Option<&InitialPosition>, configured: &InitialPosition) -> bool {
+    matches!(initial.unwrap_or(configured), InitialPosition::Latest)
 }
 
 /// A finished shard's row to remove, and the children to give a start position first.

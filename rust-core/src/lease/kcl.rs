@@ -15,18 +15,25 @@ pub const KCL_KEY: &str = "leaseKey";
 
 pub type Item = HashMap<String, AttributeValue>;
 
-/// Where a shard without a checkpoint starts, when KCL recorded it (its sentinel checkpoints).
+/// Where a shard without a checkpoint starts, as its row's `startPosition` says: KCL's sentinel
+/// checkpoints, a child read from its start, or the time the first LATEST read was pinned to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartHint {
     TrimHorizon,
     Latest,
+    /// `AT_TIMESTAMP:<ms since the epoch>`: the first owner's LATEST, kept so that every later
+    /// owner without a checkpoint starts where it did (see `consumer::keeper`).
+    AtTimestamp(i64),
 }
 
+const AT_TIMESTAMP_PREFIX: &str = "AT_TIMESTAMP:";
+
 impl StartHint {
-    pub fn as_str(self) -> &'static str {
+    pub fn text(self) -> String {
         match self {
-            Self::TrimHorizon => "TRIM_HORIZON",
-            Self::Latest => "LATEST",
+            Self::TrimHorizon => "TRIM_HORIZON".to_owned(),
+            Self::Latest => "LATEST".to_owned(),
+            Self::AtTimestamp(ms) => format!("{AT_TIMESTAMP_PREFIX}{ms}"),
         }
     }
 
@@ -34,7 +41,7 @@ impl StartHint {
         match text {
             "TRIM_HORIZON" => Some(Self::TrimHorizon),
             "LATEST" => Some(Self::Latest),
-            _ => None,
+            _ => text.strip_prefix(AT_TIMESTAMP_PREFIX).and_then(|ms| ms.parse().ok()).map(Self::AtTimestamp),
         }
     }
 }
@@ -163,7 +170,7 @@ pub fn to_item(row: &MigratedRow) -> Item {
         );
     }
     if let Some(start) = row.start {
-        item.insert("startPosition".to_owned(), AttributeValue::S(start.as_str().to_owned()));
+        item.insert("startPosition".to_owned(), AttributeValue::S(start.text()));
     }
     item
 }
@@ -225,6 +232,15 @@ mod tests {
             [Some(StartHint::TrimHorizon), Some(StartHint::Latest), None]
         );
         assert!(rows[..3].iter().all(|r| r.position.is_none()));
+    }
+
+    #[test]
+    fn start_hints_read_back_as_written() {
+        for hint in [StartHint::TrimHorizon, StartHint::Latest, StartHint::AtTimestamp(1_796_470_412_954)] {
+            assert_eq!(StartHint::parse(&hint.text()), Some(hint));
+        }
+        assert_eq!(StartHint::parse("AT_TIMESTAMP:soon"), None);
+        assert_eq!(StartHint::parse("AT_TIMESTAMP"), None, "KCL's sentinel carries no time");
     }
 
     #[test]

@@ -314,12 +314,40 @@ impl LeaseStore {
             .set_key(Some(self.key(child)))
             .update_expression(reviving("SET startPosition = if_not_exists(startPosition, :start)"))
             .condition_expression("attribute_not_exists(sequenceNumber)")
-            .expression_attribute_values(":start", s(StartHint::TrimHorizon.as_str()))
+            .expression_attribute_values(":start", s(&StartHint::TrimHorizon.text()))
             .send()
             .await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failure(&e) => Ok(()), // it has a checkpoint now: nothing to keep
+            Err(e) => Err(service_error(&self.table, e)),
+        }
+    }
+
+    /// Pins the LATEST start of `lease`'s shard to `at_ms` (`StartHint::AtTimestamp`), while the
+    /// lease is still held and the row has no checkpoint and no other start position (KCL's
+    /// `LATEST` sentinel is replaced). Returns false, writing nothing, when that no longer holds.
+    pub async fn pin_latest_start(&self, lease: &Lease, at_ms: i64) -> Result<bool, LeaseError> {
+        self.count_write();
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(&lease.shard_id)))
+            .update_expression("SET startPosition = :start")
+            .condition_expression(
+                "leaseOwner = :owner AND leaseCounter = :counter AND attribute_not_exists(sequenceNumber) \
+                 AND (attribute_not_exists(startPosition) OR startPosition = :latest)",
+            )
+            .expression_attribute_values(":start", s(&StartHint::AtTimestamp(at_ms).text()))
+            .expression_attribute_values(":latest", s(&StartHint::Latest.text()))
+            .expression_attribute_values(":owner", s(&lease.owner))
+            .expression_attribute_values(":counter", n(lease.counter as i64))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
             Err(e) => Err(service_error(&self.table, e)),
         }
     }

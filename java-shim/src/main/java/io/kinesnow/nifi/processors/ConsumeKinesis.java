@@ -81,7 +81,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     static final AllowableValue TRIM_HORIZON = new AllowableValue("TRIM_HORIZON", "Trim Horizon",
             "Start from the oldest record still in the stream.");
     static final AllowableValue LATEST = new AllowableValue("LATEST", "Latest",
-            "Start with records written after the processor starts.");
+            "Start with records written after the processor first takes each shard (that time is kept in the lease table).");
     static final AllowableValue AT_TIMESTAMP = new AllowableValue("AT_TIMESTAMP", "At Timestamp",
             "Start from the records written at or after the Stream Position Timestamp.");
 
