@@ -45,6 +45,9 @@ impl ParseFailures {
     /// The record a FlowFile whose record before is `previous` really follows on from: back over
     /// every record routed to `parse.failure` (`None`: none before it).
     pub fn before_failures(&self, stream: &str, shard: &str, previous: Position) -> Option<Position> {
+        if self.is_empty() {
+            return Some(previous);
+        }
         let mut current = previous;
         for _ in 0..=MAX_NOTED {
             match self.before.get(&key(stream, shard, &current)) {

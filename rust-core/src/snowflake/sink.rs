@@ -175,6 +175,19 @@ struct Report {
     previous: Option<Position>,
 }
 
+impl Report {
+    fn of(tracked: &link::Tracked, destination: &impl std::fmt::Display) -> Self {
+        Self {
+            key: tracked.key.clone(),
+            destination: destination.to_string(),
+            shard_id: tracked.shard_id.clone(),
+            tenure: tracked.tenure,
+            last: tracked.last.clone(),
+            previous: tracked.previous.clone(),
+        }
+    }
+}
+
 /// Who keeps a shared channel's FlowFiles in their shard's order.
 enum Order {
     /// `link`'s chain: the FlowFile follows on from what this JVM put of its lease into the channel.
@@ -450,15 +463,7 @@ impl SinkEngine {
                 if links.put_in.len() < crate::feedback::MAX_SHARDS_PER_KEY {
                     links.put_in.insert((tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure));
                 }
-                let report = Report {
-                    key: tracked.key.clone(),
-                    destination: destination.to_string(),
-                    shard_id: tracked.shard_id.clone(),
-                    tenure: tracked.tenure,
-                    last: tracked.last.clone(),
-                    previous: tracked.previous.clone(),
-                };
-                links.reports.insert(id, report);
+                links.reports.insert(id, Report::of(&tracked, destination));
                 Ok(Some((tracked, Order::Chain)))
             }
             Decision::Superseded { current } => {
@@ -500,15 +505,7 @@ impl SinkEngine {
                     tracked.tenure,
                     self.settings.retry_limit.as_secs()
                 );
-                let report = Report {
-                    key: tracked.key.clone(),
-                    destination: destination.to_string(),
-                    shard_id: tracked.shard_id.clone(),
-                    tenure: tracked.tenure,
-                    last: tracked.last.clone(),
-                    previous: tracked.previous.clone(),
-                };
-                links.reports.insert(id, report);
+                links.reports.insert(id, Report::of(&tracked, destination));
                 Ok(Some((tracked, Order::Book)))
             }
             Decision::AwaitChain { reason } => {
