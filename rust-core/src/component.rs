@@ -17,10 +17,7 @@ use crate::consumer::output::ShardFlowFiles;
 use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
 use crate::feedback::{LinkKey, Skip};
-use crate::ffi::batch::BatchError;
-use crate::ffi::sink_io::{self, SinkIoError};
-use crate::ffi::skips::{self, SkipsError};
-use crate::snowflake::{SinkEngine, SinkError, SinkSettings};
+use crate::snowflake::{FlowFileIn, Outcome, SinkEngine, SinkError, SinkSettings};
 pub use outgoing::OutgoingBatch;
 use startup::{Backoff, Startup};
 
@@ -35,13 +32,7 @@ pub enum ComponentError {
     #[error("{0}")]
     Consumer(#[from] ConsumerError),
     #[error("{0}")]
-    Batch(#[from] BatchError),
-    #[error("{0}")]
     Sink(#[from] SinkError),
-    #[error("{0}")]
-    SinkIo(#[from] SinkIoError),
-    #[error("{0}")]
-    Skips(#[from] SkipsError),
     #[error("{0} is not started")]
     NotStarted(&'static str),
 }
@@ -53,7 +44,6 @@ impl Classify for ComponentError {
             Self::Consumer(e) => e.class(),
             Self::Sink(SinkError::Api(e)) => e.class(),
             Self::Sink(SinkError::NoInstance) => ErrorClass::Configuration,
-            Self::Batch(_) | Self::SinkIo(_) | Self::Skips(_) => ErrorClass::Fatal,
             Self::NotStarted(_) => ErrorClass::Retryable,
         }
     }
@@ -116,20 +106,18 @@ impl Component {
         }
     }
 
-    /// PutSnowflake: hands FlowFiles (the JNI layout of `sink_io`) to the engine.
-    pub fn submit(&self, flow_files: &[u8]) -> Result<(), ComponentError> {
+    /// PutSnowflake: hands FlowFiles to the engine.
+    pub fn submit(&self, flow_files: Vec<FlowFileIn>) -> Result<(), ComponentError> {
         let engine = self.sink()?;
-        let flow_files = sink_io::decode_flow_files(flow_files)?;
         let _runtime = crate::runtime::get().enter();
         engine.submit(flow_files);
         Ok(())
     }
 
-    /// PutSnowflake: the outcomes known so far (JNI layout), waiting up to `wait` for one; `None` if none.
-    pub fn outcomes(&self, wait: std::time::Duration) -> Result<Option<Vec<u8>>, ComponentError> {
+    /// PutSnowflake: the outcomes known so far, waiting up to `wait` for one (empty if none).
+    pub fn outcomes(&self, wait: std::time::Duration) -> Result<Vec<Outcome>, ComponentError> {
         let engine = self.sink()?;
-        let outcomes = crate::runtime::get().block_on(engine.outcomes(wait, 10_000));
-        Ok((!outcomes.is_empty()).then(|| sink_io::encode_outcomes(&outcomes)))
+        Ok(crate::runtime::get().block_on(engine.outcomes(wait, 10_000)))
     }
 
     /// PutSnowflake: bytes of FlowFile content the engine can still take.
@@ -157,19 +145,9 @@ impl Component {
         }
     }
 
-    /// The next batch of FlowFiles in the JNI layout, or `None` when nothing arrived in time (or
-    /// the engine is still starting). A batch that cannot be encoded is nacked, so its shards are
-    /// read again from their checkpoint instead of freezing with it in flight.
-    pub fn poll(&self) -> Result<Option<Vec<u8>>, ComponentError> {
-        match self.poll_batch()? {
-            Some(batch) => Ok(Some(batch.into_bytes()?)),
-            None => Ok(None),
-        }
-    }
-
-    /// The next batch, not yet encoded, so the caller can write it straight into its own buffer
-    /// (the JNI hand-off writes it into the Java array). Dropped without being handed over, it is
-    /// nacked.
+    /// The next batch of FlowFiles, or `None` when nothing arrived in time (or the engine is
+    /// still starting). Dropped without being handed over (it could not be encoded or copied into
+    /// Java), it is nacked, so its shards are read again from their checkpoint.
     pub fn poll_batch(&self) -> Result<Option<OutgoingBatch>, ComponentError> {
         let (engine, config) = match self.consumer() {
             Ok(running) => running,
@@ -191,12 +169,13 @@ impl Component {
         Ok(Some(OutgoingBatch::new(id, link, shards, move |id| engine.nack(id))))
     }
 
-    /// Processing Strategy RECORD: the Kinesis records of a batch the shim sent to `parse.failure`
-    /// (the `ffi::skips` layout), before it commits the batch, so PutSnowflake's chain of their
-    /// lease passes over them; nothing to do without Failover Position `SNOWFLAKE_COMMIT`.
-    pub fn note_skipped(&self, skips: &[u8]) -> Result<(), ComponentError> {
+    /// Processing Strategy RECORD: the Kinesis records of a batch the shim sent to `parse.failure`,
+    /// before it commits the batch, so PutSnowflake's order (and, with Failover Position
+    /// `SNOWFLAKE_COMMIT`, the chain of their lease) passes over them.
+    pub fn note_skipped(&self, skips: Vec<Skip>) -> Result<(), ComponentError> {
         let (engine, config) = self.consumer()?;
-        note_skipped_records(&config.stream_name, engine.link(), skips)
+        note_skips(&config.stream_name, engine.link(), skips);
+        Ok(())
     }
 
     pub fn ack(&self, batch_id: i64) -> Result<(), ComponentError> {
@@ -256,7 +235,7 @@ impl Component {
 /// Spawns the start of a ConsumeKinesis engine on the runtime (clients, then the engine's two steps).
 fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> Startup<ConsumerEngine> {
     let settings = EngineSettings::from_config(config, id);
-    let aws = config.aws();
+    let aws = crate::aws::AwsSettings::of(config);
     let _runtime = crate::runtime::get().enter();
     Startup::spawn(
         id,
@@ -289,13 +268,6 @@ fn note_parse_failures(stream: &str, key: Option<&LinkKey>, shards: &[ShardFlowF
     note_skips(stream, key, failures);
 }
 
-/// Processing Strategy RECORD: the Kinesis records of a batch the shim's Record Reader sent to
-/// `parse.failure` (the `ffi::skips` layout), as [`note_parse_failures`] notes the engine's own.
-fn note_skipped_records(stream: &str, key: Option<&LinkKey>, skips: &[u8]) -> Result<(), ComponentError> {
-    note_skips(stream, key, skips::decode(skips)?);
-    Ok(())
-}
-
 /// Tells PutSnowflake's order and, for tracked leases, the board of skipped records, locking each
 /// only when there is one.
 fn note_skips(stream: &str, key: Option<&LinkKey>, skips: impl IntoIterator<Item = Skip>) {
@@ -323,21 +295,21 @@ mod tests {
         board().put_in_channel(&key, "shard-1", 7, &at("11"));
         let chain = |previous: &str| board().chain(&key, "shard-1", 7, Some(&at(previous)));
         assert_eq!(chain("12"), Chain::Broken, "record 12 went to parse.failure, unreported");
-        let skips = skips::encode(&[
+        let skips = crate::ffi::skips::encode(&[
             ("shard-1", 7, Some(at("11")), at("12")),
             ("shard-1", 7, Some(at("12")), at("13")),
             ("shard-1", -1, Some(at("13")), at("14")),
         ]);
-        note_skipped_records("record-gap", None, &skips).unwrap();
+        let skips = crate::ffi::skips::decode(&skips).unwrap();
+        note_skips("record-gap", None, skips.clone());
         assert_eq!(chain("12"), Chain::Broken, "no link: nothing to note on the board");
         let noted = |previous: &str| {
             crate::feedback::parse_failures::noted().before_failures("record-gap", "shard-1", at(previous))
         };
         assert_eq!(noted("14"), Some(at("11")), "PutSnowflake's order passes over all three, link or not");
-        note_skipped_records("record-gap", Some(&key), &skips).unwrap();
+        note_skips("record-gap", Some(&key), skips);
         assert_eq!(chain("13"), Chain::Linked, "12 and 13 went to parse.failure: the next FlowFile follows on");
         assert_eq!(chain("14"), Chain::Broken, "14's skip names no lease");
-        assert!(matches!(note_skipped_records("record-gap", Some(&key), &skips[..9]), Err(ComponentError::Skips(_))));
     }
 
     #[test]
@@ -357,7 +329,7 @@ mod tests {
         c.start(5).unwrap();
         assert!(t.elapsed() < std::time::Duration::from_millis(500), "start took {:?}", t.elapsed());
         assert!(c.startup_status().unwrap().starts_with("the engine is starting"), "{:?}", c.startup_status());
-        assert_eq!(c.poll().unwrap(), None, "nothing to poll while starting");
+        assert!(c.poll_batch().unwrap().is_none(), "nothing to poll while starting");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !c.startup_status().unwrap().contains("could not start") {
             assert!(std::time::Instant::now() < deadline, "no failure reported: {:?}", c.startup_status());
@@ -389,7 +361,7 @@ mod tests {
         assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
         c.start(1).unwrap();
         assert_eq!(c.capacity().unwrap(), 64 * 1024 * 1024);
-        assert_eq!(c.outcomes(std::time::Duration::ZERO).unwrap(), None);
+        assert!(c.outcomes(std::time::Duration::ZERO).unwrap().is_empty());
         c.stop();
         assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
         std::fs::remove_file(dir).unwrap();

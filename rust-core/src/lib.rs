@@ -1,8 +1,13 @@
 //! kinesnow-core: the engine behind the kinesnow NiFi processors.
 //!
 //! Everything that decides anything lives here; the Java shim only declares properties, moves
-//! batches across JNI and talks to the NiFi session. `unsafe` and `jni` types appear only under
-//! [`ffi`]; every other module is plain Rust, testable without a JVM.
+//! batches across JNI and talks to the NiFi session. `jni` types and byte layouts appear only
+//! under [`ffi`]; `unsafe` only there and in `kinesis::digest` (one call into AWS-LC's MD5).
+//! Every other module is plain Rust, testable without a JVM.
+//!
+//! The modules stand in floors, each using only floors below it (checked by `layers`):
+//! `error`, `runtime`, `secrets`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
+//! `snowflake`; `verify`, `component`; `ffi`.
 
 pub mod aws;
 pub mod component;
@@ -14,5 +19,14 @@ pub mod ffi;
 pub mod kinesis;
 pub mod lease;
 pub mod runtime;
+pub mod secrets;
 pub mod snowflake;
 pub mod verify;
+
+#[cfg(test)]
+mod layers;
+
+/// Model test of exactly once across failover: the feedback board, the consumer's resume and
+/// PutSnowflake's link and book together.
+#[cfg(test)]
+mod failover_model;

@@ -52,7 +52,7 @@ fn poll_flow_files(c: &Component, n: usize) -> Vec<ShardFlowFiles> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while got.iter().map(|s: &ShardFlowFiles| s.flow_files.len()).sum::<usize>() < n {
         assert!(Instant::now() < deadline, "only {got:?} arrived");
-        if let Some(bytes) = c.poll().unwrap() {
+        if let Some(bytes) = c.poll_batch().unwrap().map(|b| batch::outgoing_bytes(b).unwrap()) {
             let (id, shards) = batch::decode(&bytes).expect("a well-formed batch");
             got.extend(shards);
             c.ack(id).unwrap();
@@ -158,7 +158,7 @@ fn a_start_waiting_for_another_nodes_migration_returns_at_once_is_cancelled_clea
     std::thread::sleep(Duration::from_secs(3));
     let status = first.startup_status().expect("still starting: the other node holds the lock");
     assert!(status.starts_with("the engine is starting"), "{status}");
-    assert_eq!(first.poll().unwrap(), None);
+    assert!(first.poll_batch().unwrap().is_none());
 
     // Stopped during the start: returns at once and nothing of this node is left, nor comes later.
     let t = Instant::now();

@@ -79,7 +79,7 @@ fn describe_source(source: &CredentialSource) -> String {
 
 /// The credentials service's provider; without the supplier the shim registers (settings parsed
 /// outside an open or a verification) one that says so.
-fn service_provider(service: &crate::aws::credentials_service::ServiceRef) -> SharedCredentialsProvider {
+fn service_provider(service: &crate::secrets::credentials_service::ServiceRef) -> SharedCredentialsProvider {
     match &service.supplier {
         Some(supplier) => SharedCredentialsProvider::new(crate::aws::credentials_service::ServiceProvider::new(service.clone(), supplier.clone())),
         None => SharedCredentialsProvider::new(Unusable(format!(

@@ -1,5 +1,5 @@
-//! AWS SDK clients built from the processor's settings: region, credentials (see `credentials`),
-//! endpoint overrides (one for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. Retries are left to the
+//! AWS SDK clients built from the processor's settings: region, credentials (see `credentials`, and
+//! `credentials_service` for NiFi's credentials service), proxies (`http`), endpoint overrides (one for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. Retries are left to the
 //! engine, which knows Kinesis' limits better than a generic policy.
 //!
 //! Every Kinesis client the engine makes for its fan-out pool has an HTTP client (connection pool)
@@ -30,6 +30,19 @@ pub struct AwsSettings {
     pub dynamodb_endpoint_override: Option<url::Url>,
     /// How the calls reach AWS (see `config::proxy`).
     pub proxy: Proxy,
+}
+
+impl AwsSettings {
+    /// Where and as whom ConsumeKinesis calls AWS.
+    pub fn of(config: &crate::config::ConsumeKinesisConfig) -> Self {
+        Self {
+            region: config.region.clone(),
+            credentials: config.credentials.clone(),
+            endpoint_override: config.endpoint_override.clone(),
+            dynamodb_endpoint_override: config.dynamodb_endpoint_override.clone(),
+            proxy: config.proxy.clone(),
+        }
+    }
 }
 
 pub struct AwsClients {

@@ -5,7 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use super::properties::{PropertyMap, Reader};
 use super::{ConfigProblems, Secret};
-pub use crate::consumer::resume::FailoverPosition;
+
+/// ConsumeKinesis' Failover Position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailoverPosition {
+    NiFiCommit,
+    SnowflakeCommit,
+}
 
 pub const STREAM_NAME: &str = "Stream Name";
 pub const APPLICATION_NAME: &str = "Application Name";
@@ -43,7 +49,7 @@ pub const FAILOVER_POSITION: &str = "Failover Position";
 /// PutSnowflake can tell FlowFiles of its own node's consumers from others').
 pub const NODE_IDENTITY: &str = "Node Identity";
 /// Not a property: the handle of the callback the shim registered for the credentials service
-/// (`aws::credentials_service::register`), while it opens or verifies the processor.
+/// (`secrets::credentials_service::register`), while it opens or verifies the processor.
 pub const CREDENTIALS_SERVICE_HANDLE: &str = "AWS Credentials Provider Service Handle";
 /// Not a property: the credentials service's name on the canvas, for messages.
 pub const CREDENTIALS_SERVICE_NAME: &str = "AWS Credentials Provider Service Name";
@@ -179,7 +185,7 @@ pub enum CredentialSource {
     },
     /// NiFi's AWS credentials controller service, through the shim. Exclusive: no other credential
     /// property may be set with it (as NiFi's own AWS processors, where the service is the only source).
-    Service(crate::aws::credentials_service::ServiceRef),
+    Service(crate::secrets::credentials_service::ServiceRef),
 }
 
 /// A role to assume, as NiFi's AWS credentials service names its settings.
@@ -229,16 +235,6 @@ pub struct ConsumeKinesisConfig {
 }
 
 impl ConsumeKinesisConfig {
-    pub fn aws(&self) -> crate::aws::AwsSettings {
-        crate::aws::AwsSettings {
-            region: self.region.clone(),
-            credentials: self.credentials.clone(),
-            endpoint_override: self.endpoint_override.clone(),
-            dynamodb_endpoint_override: self.dynamodb_endpoint_override.clone(),
-            proxy: self.proxy.clone(),
-        }
-    }
-
     pub fn parse(props: &PropertyMap) -> Result<Self, ConfigProblems> {
         let mut r = Reader::new(props);
         let stream_name = r.required(STREAM_NAME);
@@ -428,7 +424,7 @@ fn credentials(r: &mut Reader) -> AwsCredentials {
 /// (NiFi's own AWS processors take their credentials from the service alone; NiFi 1.x refused a
 /// service together with keys or a credentials file). The supplier comes from the handle Java
 /// registered, absent in validation.
-fn credentials_service(r: &mut Reader) -> Option<crate::aws::credentials_service::ServiceRef> {
+fn credentials_service(r: &mut Reader) -> Option<crate::secrets::credentials_service::ServiceRef> {
     let id = r.optional(CREDENTIALS_SERVICE)?;
     let others: Vec<&str> =
         [ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN]
@@ -448,14 +444,14 @@ fn credentials_service(r: &mut Reader) -> Option<crate::aws::credentials_service
     let supplier = match r.optional(CREDENTIALS_SERVICE_HANDLE) {
         None => None,
         Some(text) => match text.parse::<u64>() {
-            Ok(handle) => crate::aws::credentials_service::lookup(handle),
+            Ok(handle) => crate::secrets::credentials_service::lookup(handle),
             Err(_) => {
                 r.problem(CREDENTIALS_SERVICE, format!("the shim passed '{text}' as the service's handle (a bug)"));
                 None
             }
         },
     };
-    Some(crate::aws::credentials_service::ServiceRef { id, name: r.optional(CREDENTIALS_SERVICE_NAME), supplier })
+    Some(crate::secrets::credentials_service::ServiceRef { id, name: r.optional(CREDENTIALS_SERVICE_NAME), supplier })
 }
 
 /// At most one of: static keys, a profile (name and/or credentials file), a web identity token
@@ -744,7 +740,7 @@ mod tests {
 
     #[test]
     fn the_service_s_supplier_comes_from_the_handle_the_shim_registered() {
-        use crate::aws::credentials_service::{self as svc, CredentialsSupplier, Supplied, SupplyError};
+        use crate::secrets::credentials_service::{self as svc, CredentialsSupplier, Supplied, SupplyError};
         struct Never;
         impl CredentialsSupplier for Never {
             fn supply(&self) -> Result<Supplied, SupplyError> {

@@ -8,12 +8,11 @@ pub mod consume_kinesis;
 pub mod properties;
 pub mod proxy;
 pub mod put_snowflake;
-pub mod secret;
 
+pub use crate::secrets::Secret;
 pub use consume_kinesis::ConsumeKinesisConfig;
 pub use properties::PropertyMap;
 pub use put_snowflake::PutSnowflakeConfig;
-pub use secret::Secret;
 
 use std::fmt;
 

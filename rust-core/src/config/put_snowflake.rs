@@ -28,6 +28,11 @@ pub const MAX_LATENCY: &str = "Max Latency";
 pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
 pub const MAX_IN_FLIGHT_SIZE: &str = "Max In-Flight Size";
 pub const ORDER_WAIT: &str = "Order Wait";
+/// Order Wait's default: how long a channel's FlowFiles wait for an earlier one before the gap is
+/// passed (or, with `SNOWFLAKE_COMMIT`, before a broken chain goes per-node). Longer than NiFi's
+/// default penalty (30 s), so a FlowFile routed to `failure` and sent back, or given back while the
+/// budget was full, usually comes back in time.
+pub const DEFAULT_ORDER_WAIT: Duration = Duration::from_secs(60);
 /// Not a property: this PutSnowflake's own id, which Java keeps in the processor's local state and
 /// passes on every start. It is part of every channel name (see `snowflake::naming`).
 pub const INSTANCE: &str = "PutSnowflake Instance";
@@ -195,12 +200,8 @@ impl PutSnowflakeConfig {
         let commit_timeout =
             r.duration_in(COMMIT_TIMEOUT, Duration::from_secs(90), Duration::from_secs(1), Duration::from_secs(3600));
         let max_in_flight_size = r.data_size_in(MAX_IN_FLIGHT_SIZE, 64 * MIB, MIB, 4096 * MIB);
-        let order_wait = r.duration_in(
-            ORDER_WAIT,
-            crate::snowflake::book::ORDER_WAIT,
-            Duration::from_secs(1),
-            Duration::from_secs(3600),
-        );
+        let order_wait =
+            r.duration_in(ORDER_WAIT, DEFAULT_ORDER_WAIT, Duration::from_secs(1), Duration::from_secs(3600));
         if max_in_flight_size < max_batch_size {
             r.problem(MAX_IN_FLIGHT_SIZE, "must be at least Max Batch Size");
         }

@@ -672,7 +672,7 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
     if config.consumer_type != ConsumerType::EnhancedFanOut {
         return Ok(None);
     }
-    let clients = crate::aws::clients(&config.aws()).await;
+    let clients = crate::aws::clients(&crate::aws::AwsSettings::of(config)).await;
     fan_out::deregister(&clients.kinesis, &config.stream_name, &config.application_name).await?;
     Ok(Some(config.application_name.clone()))
 }

@@ -258,7 +258,9 @@ impl Keeper {
         let mine: Vec<(String, Holder)> = self.shared.lock_ledger().held();
         let behind = mine.iter().any(|(shard, _)| {
             rows.iter().find(|r| &r.shard_id == shard).is_some_and(|r| match (&r.checkpoint, &r.loaded) {
-                (Checkpoint::At(c), Some(crate::feedback::Loaded::Through(l))) => super::ledger::is_after(c, l),
+                (Checkpoint::At(c), Some(crate::feedback::Loaded::Through(l))) => {
+                    crate::kinesis::position::is_after(c, l)
+                }
                 (Checkpoint::At(_), Some(crate::feedback::Loaded::FromTrimHorizon)) => true,
                 _ => false,
             })

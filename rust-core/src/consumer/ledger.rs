@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use super::state::{Buffered, InFlight, ShardState};
 use crate::config::consume_kinesis::InitialPosition;
 use crate::feedback::Loaded;
-use crate::kinesis::position::{compare_sequence_numbers, Position};
+use crate::kinesis::position::{is_after, Position};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 use crate::lease::{Holder, Lease};
 
@@ -132,19 +132,6 @@ pub struct Ledger {
     next_batch: i64,
     last_generation: u64,
     cursor: usize,
-}
-
-/// True when `a` lies after `b` (a whole-record position is after any of its sub-records).
-pub fn is_after(a: &Position, b: &Position) -> bool {
-    match compare_sequence_numbers(&a.sequence_number, &b.sequence_number) {
-        std::cmp::Ordering::Greater => true,
-        std::cmp::Ordering::Less => false,
-        std::cmp::Ordering::Equal => match (a.sub_sequence_number, b.sub_sequence_number) {
-            (None, Some(_)) => true,
-            (Some(x), Some(y)) => x > y,
-            (_, None) => false,
-        },
-    }
 }
 
 fn later(a: Option<&Position>, b: Option<&Position>) -> bool {

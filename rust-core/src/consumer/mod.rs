@@ -1,6 +1,9 @@
-//! The Kinesis consumer engine of one ConsumeKinesis processor: leases its shards, runs a polling
-//! reader per shard into bounded buffers, hands batches to NiFi, and writes each shard's checkpoint
-//! only when NiFi acknowledges that the batch holding its records is committed.
+//! The Kinesis consumer engine of one ConsumeKinesis processor: leases its shards (`keeper`, with
+//! `resume` deciding where a take starts), reads each into bounded buffers (`reader` polling, or
+//! `subscriber` with Enhanced Fan-Out; `budget`, `end_probe`), keeps every shard's batches and
+//! decisions without I/O (`ledger`, `state`), hands batches to NiFi as FlowFiles (`intake`,
+//! `output`), and writes each shard's checkpoint only when NiFi acknowledges that the batch
+//! holding its records is committed (`engine`).
 
 pub mod budget;
 mod end_probe;

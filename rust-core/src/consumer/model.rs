@@ -23,9 +23,10 @@ use proptest::prelude::*;
 use tokio::time::Instant;
 
 use super::budget::MemoryBudget;
-use super::ledger::{is_after, Batch, CheckpointWrite, FinishShard, Ledger, Next, ReadFrom, ReaderStart, WriteOutcome};
+use super::ledger::{Batch, CheckpointWrite, FinishShard, Ledger, Next, ReadFrom, ReaderStart, WriteOutcome};
 use super::reader::record_cost;
 use super::state::Buffered;
+use crate::kinesis::position::is_after;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
 use crate::lease::{Checkpoint, Lease};

@@ -13,14 +13,9 @@ use crate::feedback::Loaded;
 use crate::kinesis::position::Position;
 use crate::lease::{Checkpoint, LoadedOnTake};
 
-use super::ledger::is_after;
+use crate::kinesis::position::is_after;
 
-/// ConsumeKinesis' Failover Position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailoverPosition {
-    NiFiCommit,
-    SnowflakeCommit,
-}
+pub use crate::config::consume_kinesis::FailoverPosition;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume {

@@ -57,32 +57,7 @@ pub struct LinkKey {
     pub application: String,
 }
 
-/// What a lease row says Snowflake has of a shard.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loaded {
-    /// Nothing is known to be loaded since tracking began at the shard's start: a new owner
-    /// reads it from TRIM_HORIZON.
-    FromTrimHorizon,
-    /// Every record up to here is in Snowflake.
-    Through(Position),
-}
-
-impl Loaded {
-    /// The later of two facts.
-    pub fn max(self, other: Loaded) -> Loaded {
-        match (&self, &other) {
-            (Loaded::FromTrimHorizon, _) => other,
-            (_, Loaded::FromTrimHorizon) => self,
-            (Loaded::Through(a), Loaded::Through(b)) => {
-                if crate::consumer::ledger::is_after(b, a) {
-                    other
-                } else {
-                    self
-                }
-            }
-        }
-    }
-}
+pub use crate::lease::Loaded;
 
 /// What a report did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,12 +129,12 @@ fn reaches(previous: Option<&Position>, end: Option<&Position>) -> bool {
     match (previous, end) {
         (None, _) => true,
         (Some(_), None) => false,
-        (Some(p), Some(end)) => !crate::consumer::ledger::is_after(p, end),
+        (Some(p), Some(end)) => !crate::kinesis::position::is_after(p, end),
     }
 }
 
 fn extend(end: &mut Option<Position>, last: &Position) {
-    if end.as_ref().is_none_or(|e| crate::consumer::ledger::is_after(last, e)) {
+    if end.as_ref().is_none_or(|e| crate::kinesis::position::is_after(last, e)) {
         *end = Some(last.clone());
     }
 }
@@ -230,7 +205,7 @@ fn later(a: Option<&Position>, b: Option<&Position>) -> bool {
     match (a, b) {
         (None, _) => false,
         (Some(_), None) => true,
-        (Some(a), Some(b)) => crate::consumer::ledger::is_after(a, b),
+        (Some(a), Some(b)) => crate::kinesis::position::is_after(a, b),
     }
 }
 
@@ -283,7 +258,7 @@ impl Board {
         let full = state.loaded.len() >= MAX_SHARDS_PER_KEY;
         match state.loaded.get_mut(shard) {
             Some(known) => {
-                if crate::consumer::ledger::is_after(&position, known) {
+                if crate::kinesis::position::is_after(&position, known) {
                     *known = position;
                 }
             }
@@ -521,9 +496,6 @@ pub fn board() -> MutexGuard<'static, Board> {
 }
 
 pub mod parse_failures;
-
-#[cfg(test)]
-mod model;
 
 #[cfg(test)]
 mod tests {

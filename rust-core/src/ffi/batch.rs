@@ -27,6 +27,7 @@
 //! The decoder is `io.kinesnow.nifi.nativebridge.RecordBatch`. Every other text is short by
 //! construction (shard ids, sequence numbers) or cut (errors).
 
+use crate::component::outgoing::OutgoingBatch;
 use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
@@ -40,6 +41,13 @@ pub enum BatchError {
     TooLong { what: &'static str, len: usize, max: usize },
     #[error("a buffer of {capacity} bytes cannot hold a batch of {len}")]
     BufferTooSmall { len: usize, capacity: usize },
+}
+
+impl crate::error::Classify for BatchError {
+    /// Bytes the shim wrote that do not follow the layout: a defect of ours.
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Fatal
+    }
 }
 
 /// Where the encoder writes.
@@ -146,6 +154,23 @@ pub fn encode_linked_into(
         return Err(BatchError::BufferTooSmall { len: sink.written.max(len), capacity: len });
     }
     Ok(len)
+}
+
+/// Bytes of `batch` in this layout.
+pub fn outgoing_len(batch: &OutgoingBatch) -> usize {
+    encoded_len_linked(batch.link(), batch.shards())
+}
+
+/// Writes `batch` at the start of `out` (see [`encode_linked_into`]); the length written.
+pub fn encode_outgoing_into(batch: &OutgoingBatch, out: &mut [u8]) -> Result<usize, BatchError> {
+    encode_linked_into(batch.id(), batch.link(), batch.shards(), out)
+}
+
+/// `batch` in this layout, handed over; nacked (dropped) if it cannot be encoded.
+pub fn outgoing_bytes(batch: OutgoingBatch) -> Result<Vec<u8>, BatchError> {
+    let bytes = encode_linked(batch.id(), batch.link(), batch.shards())?;
+    batch.handed_over();
+    Ok(bytes)
 }
 
 fn write_batch(
@@ -508,5 +533,52 @@ mod tests {
         let mut shards = synthetic(1, 1, 1);
         shards[0].shard_id = "s".repeat(70_000);
         assert_eq!(encode(1, &shards).unwrap_err(), BatchError::TooLong { what: "shard id", len: 70_000, max: 65_535 });
+    }
+
+    mod outgoing {
+        use super::super::*;
+        use std::sync::{Arc, Mutex};
+
+        fn outgoing(id: i64, shards: Vec<ShardFlowFiles>) -> (OutgoingBatch, Arc<Mutex<Vec<i64>>>) {
+            let nacked = Arc::new(Mutex::new(vec![]));
+            let seen = nacked.clone();
+            let batch = OutgoingBatch::new(id, String::new(), shards, move |id| {
+                seen.lock().unwrap().push(id);
+                Ok(())
+            });
+            (batch, nacked)
+        }
+
+        #[test]
+        fn a_batch_that_cannot_be_encoded_is_nacked() {
+            let mut shards = synthetic(2, 3, 10);
+            shards[1].shard_id = "s".repeat(70_000);
+            let (batch, nacked) = outgoing(42, shards);
+            let err = outgoing_bytes(batch).unwrap_err();
+            assert!(matches!(err, BatchError::TooLong { what: "shard id", .. }), "{err}");
+            assert_eq!(*nacked.lock().unwrap(), vec![42]);
+        }
+
+        #[test]
+        fn an_encoded_batch_stays_in_flight_until_nifi_settles_it() {
+            let (batch, nacked) = outgoing(43, synthetic(1, 1, 1));
+            let bytes = outgoing_bytes(batch).unwrap();
+            assert_eq!(bytes, encode(43, &synthetic(1, 1, 1)).unwrap());
+            assert!(nacked.lock().unwrap().is_empty());
+        }
+
+        #[test]
+        fn a_batch_dropped_before_it_is_handed_over_is_nacked_once() {
+            let (batch, nacked) = outgoing(44, synthetic(2, 2, 4));
+            let mut small = vec![0u8; outgoing_len(&batch) - 1];
+            assert!(matches!(encode_outgoing_into(&batch, &mut small), Err(BatchError::BufferTooSmall { .. })));
+            drop(batch);
+            assert_eq!(*nacked.lock().unwrap(), vec![44]);
+            let (batch, nacked) = outgoing(45, synthetic(2, 2, 4));
+            let mut room = vec![0u8; outgoing_len(&batch)];
+            assert_eq!(encode_outgoing_into(&batch, &mut room).unwrap(), room.len());
+            batch.handed_over();
+            assert!(nacked.lock().unwrap().is_empty());
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use jni::objects::{GlobalRef, JObject, JObjectArray, JString};
 use jni::{JNIEnv, JavaVM};
 
-use crate::aws::credentials_service::{parse_answer, CredentialsSupplier, Supplied, SupplyError};
+use crate::secrets::credentials_service::{parse_answer, CredentialsSupplier, Supplied, SupplyError};
 
 /// `String[] credentials()` of `io.kinesnow.nifi.nativebridge.CredentialsCallback`.
 const METHOD: &str = "credentials";

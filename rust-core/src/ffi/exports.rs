@@ -133,7 +133,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_registerC
         }
         let supplier =
             super::credentials_callback::JavaCredentials::new(env.get_java_vm()?, env.new_global_ref(&callback)?);
-        Ok(crate::aws::credentials_service::register(std::sync::Arc::new(supplier)) as jlong)
+        Ok(crate::secrets::credentials_service::register(std::sync::Arc::new(supplier)) as jlong)
     })
 }
 
@@ -145,7 +145,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_releaseCr
     handle: jlong,
 ) {
     guard::call(&mut env, |_env| {
-        crate::aws::credentials_service::release(handle as u64);
+        crate::secrets::credentials_service::release(handle as u64);
         Ok(())
     })
 }
@@ -156,7 +156,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_registere
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
 ) -> jint {
-    guard::call(&mut env, |_env| Ok(crate::aws::credentials_service::registered() as jint))
+    guard::call(&mut env, |_env| Ok(crate::secrets::credentials_service::registered() as jint))
 }
 
 /// Parses the settings and creates the component; returns its handle. Log events of the
@@ -233,7 +233,8 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
         let c = COMPONENTS.get(handle(component))?;
         let Some(batch) = c.poll_batch().map_err(|e| BridgeError::core(&e))? else { return Ok(std::ptr::null_mut()) };
         // Dropped on any error below, which nacks it.
-        let array = hand_over(env, batch.encoded_len(), reusable, |out| batch.encode_into(out))?;
+        let array =
+            hand_over(env, batch::outgoing_len(&batch), reusable, |out| batch::encode_outgoing_into(&batch, out))?;
         batch.handed_over();
         Ok(array)
     })
@@ -313,7 +314,8 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_noteSkipp
     guard::call(&mut env, |env| {
         let c = COMPONENTS.get(handle(component))?;
         let bytes = env.convert_byte_array(&skips)?;
-        c.note_skipped(&bytes).map_err(|e| BridgeError::core(&e))
+        let skips = super::skips::decode(&bytes).map_err(|e| BridgeError::core(&e))?;
+        c.note_skipped(skips).map_err(|e| BridgeError::core(&e))
     })
 }
 
@@ -356,7 +358,8 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_submit<'l
     guard::call(&mut env, |env| {
         let c = COMPONENTS.get(handle(component))?;
         let bytes = env.convert_byte_array(&flow_files)?;
-        c.submit(&bytes).map_err(|e| BridgeError::core(&e))
+        let flow_files = super::sink_io::decode_flow_files(&bytes).map_err(|e| BridgeError::core(&e))?;
+        c.submit(flow_files).map_err(|e| BridgeError::core(&e))
     })
 }
 
@@ -372,10 +375,11 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_outcomes<
     guard::call(&mut env, |env| {
         let c = COMPONENTS.get(handle(component))?;
         let wait = std::time::Duration::from_millis(wait_millis.clamp(0, 10_000) as u64);
-        match c.outcomes(wait).map_err(|e| BridgeError::core(&e))? {
-            Some(bytes) => Ok(env.byte_array_from_slice(&bytes)?.into_raw()),
-            None => Ok(std::ptr::null_mut()),
+        let outcomes = c.outcomes(wait).map_err(|e| BridgeError::core(&e))?;
+        if outcomes.is_empty() {
+            return Ok(std::ptr::null_mut());
         }
+        Ok(env.byte_array_from_slice(&super::sink_io::encode_outcomes(&outcomes))?.into_raw())
     })
 }
 

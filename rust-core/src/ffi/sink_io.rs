@@ -29,6 +29,13 @@ pub enum SinkIoError {
     NotUtf8,
 }
 
+impl crate::error::Classify for SinkIoError {
+    /// Bytes the shim wrote that do not follow the layout: a defect of ours.
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Fatal
+    }
+}
+
 impl From<WireError> for SinkIoError {
     fn from(e: WireError) -> Self {
         match e {

@@ -30,6 +30,13 @@ pub enum SkipsError {
     Trailing(usize),
 }
 
+impl crate::error::Classify for SkipsError {
+    /// Bytes the shim wrote that do not follow the layout: a defect of ours.
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Fatal
+    }
+}
+
 impl From<WireError> for SkipsError {
     fn from(e: WireError) -> Self {
         match e {

@@ -31,6 +31,19 @@ impl Position {
 }
 
 /// Sequence numbers are decimal strings of up to 128 digits: compare them as numbers.
+/// True when `a` lies after `b` (a whole-record position is after any of its sub-records).
+pub fn is_after(a: &Position, b: &Position) -> bool {
+    match compare_sequence_numbers(&a.sequence_number, &b.sequence_number) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => match (a.sub_sequence_number, b.sub_sequence_number) {
+            (None, Some(_)) => true,
+            (Some(x), Some(y)) => x > y,
+            (_, None) => false,
+        },
+    }
+}
+
 pub fn compare_sequence_numbers(a: &str, b: &str) -> Ordering {
     let a = a.trim_start_matches('0');
     let b = b.trim_start_matches('0');

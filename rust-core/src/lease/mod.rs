@@ -28,7 +28,7 @@ pub mod store;
 pub mod table;
 pub mod tombstone;
 
-pub use store::{Checkpoint, Holder, Lease, LeaseRow, LeaseStore, LoadedOnTake, NodeBeat, TableView};
+pub use store::{Checkpoint, Holder, Lease, LeaseRow, LeaseStore, Loaded, LoadedOnTake, NodeBeat, TableView};
 
 use crate::error::{Classify, ErrorClass};
 

@@ -14,7 +14,6 @@ use super::kcl::StartHint;
 use super::table::{service_error, HASH_KEY, RANGE_KEY};
 use super::tombstone::{self, is_tombstone, reviving};
 use super::{now_ms, LeaseError};
-use crate::feedback::Loaded;
 use crate::kinesis::position::Position;
 
 /// Heartbeat rows share the stream's partition, under shard ids no Kinesis shard can have.
@@ -23,6 +22,33 @@ const NODE_PREFIX: &str = "__node__";
 /// time): not nodes of ours, never counted for balancing nor removed (our owners never start with
 /// `#`).
 const NIFI_NODE_PREFIX: &str = "__node__#";
+
+/// What a lease row says Snowflake has of a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// Nothing is known to be loaded since tracking began at the shard's start: a new owner
+    /// reads it from TRIM_HORIZON.
+    FromTrimHorizon,
+    /// Every record up to here is in Snowflake.
+    Through(Position),
+}
+
+impl Loaded {
+    /// The later of two facts.
+    pub fn max(self, other: Loaded) -> Loaded {
+        match (&self, &other) {
+            (Loaded::FromTrimHorizon, _) => other,
+            (_, Loaded::FromTrimHorizon) => self,
+            (Loaded::Through(a), Loaded::Through(b)) => {
+                if crate::kinesis::position::is_after(b, a) {
+                    other
+                } else {
+                    self
+                }
+            }
+        }
+    }
+}
 
 /// What the row says about where reading resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,10 +44,8 @@ use super::rows::{Delivery, Row};
 pub const MIN_APPEND_SPACING: Duration = Duration::from_millis(100);
 
 /// How long FlowFiles wait for the records before them with nothing lined up, before the line
-/// passes over the gap (PutSnowflake's Order Wait, by default). Longer than NiFi's default penalty
-/// (30 s), so a FlowFile routed to `failure` and sent back, or given back while the budget was
-/// full, usually comes back in time.
-pub const ORDER_WAIT: Duration = Duration::from_secs(60);
+/// passes over the gap: PutSnowflake's Order Wait, by default.
+pub use crate::config::put_snowflake::DEFAULT_ORDER_WAIT as ORDER_WAIT;
 
 /// Gaps a channel remembers (the oldest is forgotten first; a FlowFile of a forgotten gap would
 /// be skipped, see PutSnowflake's additionalDetails).

@@ -1,8 +1,10 @@
 //! The Snowpipe Streaming v2 client behind PutSnowflake: authentication (`auth`), the REST calls
 //! (`api`), FlowFile-to-row mapping (`rows`), offset tokens (`offset`), channel names (`naming`),
-//! the destinations a FlowFile's names resolve to (`destinations`), a channel's bookkeeping (`book`) and its writer task (`channel`), the running writers
-//! (`writers`, watched through `supervise`), parent-before-child (`lineage`), commit tracking
-//! (`status`) and the engine Java talks to (`sink`).
+//! the destinations a FlowFile's names resolve to (`destinations`), a channel's bookkeeping and
+//! order (`book`) and its writer task (`channel`), the running writers (`writers`, watched through
+//! `supervise`), parent-before-child (`lineage`), the exactly-once path across nodes with
+//! `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit tracking
+//! (`status`) and the engine the processor drives (`sink`).
 
 pub mod api;
 pub mod auth;

@@ -93,7 +93,7 @@ pub struct Facts {
 
 /// Probes the services and returns the steps.
 pub async fn verify(config: &ConsumeKinesisConfig) -> Vec<Step> {
-    let clients = aws::clients(&config.aws()).await;
+    let clients = aws::clients(&aws::AwsSettings::of(config)).await;
     let facts = probe(&clients, config).await;
     steps(config, &facts)
 }
@@ -111,7 +111,9 @@ pub async fn probe(clients: &AwsClients, config: &ConsumeKinesisConfig) -> Facts
 
 async fn resolve_credentials(config: &ConsumeKinesisConfig) -> Result<Resolved, String> {
     let source = aws::credentials::describe(&config.credentials.source, config.credentials.role.as_ref());
-    let provider = aws::credentials_provider(&config.aws()).await.ok_or("no credentials provider is configured")?;
+    let provider = aws::credentials_provider(&aws::AwsSettings::of(config))
+        .await
+        .ok_or("no credentials provider is configured")?;
     let resolved = bounded("the credentials provider", async {
         provider.provide_credentials().await.map_err(|e| crate::kinesis::sdk_error_text(&e))
     })

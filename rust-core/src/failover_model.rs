@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, VecDeque};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use super::{Board, LinkKey, Loaded, ShardTenure};
 use crate::consumer::resume::{on_take, resume, FailoverPosition};
+use crate::feedback::{Board, LinkKey, Loaded, ShardTenure};
 use crate::kinesis::position::Position;
 use crate::lease::{Checkpoint, LoadedOnTake};
 use crate::snowflake::book::{ChannelBook, Done, Follows, Route, Work};
