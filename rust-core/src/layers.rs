@@ -8,7 +8,7 @@ use std::path::Path;
 /// Floor by floor, bottom first.
 const FLOORS: &[&[&str]] = &[
     // Plain values and services nothing else is needed for.
-    &["error", "runtime", "secrets"],
+    &["contract", "error", "runtime", "secrets"],
     // Kinesis records and positions; the processors' settings.
     &["kinesis", "config"],
     // AWS clients and credentials.

@@ -6,13 +6,14 @@
 //! Every other module is plain Rust, testable without a JVM.
 //!
 //! The modules stand in floors, each using only floors below it (checked by `layers`):
-//! `error`, `runtime`, `secrets`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
+//! `contract`, `error`, `runtime`, `secrets`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
 //! `snowflake`; `verify`, `component`; `ffi`.
 
 pub mod aws;
 pub mod component;
 pub mod config;
 pub mod consumer;
+pub mod contract;
 pub mod error;
 pub mod feedback;
 pub mod ffi;

@@ -22,10 +22,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig, DATABASE, PIPE, SCHEMA, TABLE};
 
 /// The resolved Database, Schema, Table and Pipe Java passes with each FlowFile.
-pub const ATTR_DATABASE: &str = "kinesnow.snowflake.database";
-pub const ATTR_SCHEMA: &str = "kinesnow.snowflake.schema";
-pub const ATTR_TABLE: &str = "kinesnow.snowflake.table";
-pub const ATTR_PIPE: &str = "kinesnow.snowflake.pipe";
+pub use crate::contract::attributes::DATABASE as ATTR_DATABASE;
+pub use crate::contract::attributes::PIPE as ATTR_PIPE;
+pub use crate::contract::attributes::SCHEMA as ATTR_SCHEMA;
+pub use crate::contract::attributes::TABLE as ATTR_TABLE;
 
 /// Snowflake identifiers are at most 255 characters.
 pub const MAX_NAME_CHARS: usize = 255;

@@ -39,13 +39,13 @@ use crate::kinesis::position::Position;
 
 use super::rows::{ATTR_LAST_SEQUENCE, ATTR_LAST_SUB, ATTR_SHARD};
 
-pub const ATTR_STREAM_ARN: &str = "kinesnow.stream.arn";
-pub const ATTR_APPLICATION: &str = "kinesnow.application.name";
-pub const ATTR_NODE: &str = "kinesnow.node";
-pub const ATTR_LEASE_COUNTER: &str = "kinesnow.lease.counter";
 pub use super::rows::{ATTR_PREVIOUS_SEQUENCE, ATTR_PREVIOUS_SUB};
+pub use crate::contract::attributes::APPLICATION as ATTR_APPLICATION;
 /// The prefix of the attributes above, which Java passes across JNI.
-pub const ATTRIBUTE_PREFIX: &str = "kinesnow.";
+pub use crate::contract::attributes::KINESNOW_PREFIX as ATTRIBUTE_PREFIX;
+pub use crate::contract::attributes::LEASE_COUNTER as ATTR_LEASE_COUNTER;
+pub use crate::contract::attributes::NODE as ATTR_NODE;
+pub use crate::contract::attributes::STREAM_ARN as ATTR_STREAM_ARN;
 
 /// A FlowFile of a tracking consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,30 +37,30 @@ use serde_json::{Map, Value};
 
 use super::offset::{sharded_sequence_number, OffsetToken};
 
-pub const ATTR_STREAM: &str = "aws.kinesis.stream.name";
-pub const ATTR_REGION: &str = "aws.kinesis.region";
-pub const ATTR_SHARD: &str = "aws.kinesis.shard.id";
-pub const ATTR_PARTITION_KEY: &str = "aws.kinesis.partition.key";
-pub const ATTR_FIRST_SEQUENCE: &str = "aws.kinesis.first.sequence.number";
-pub const ATTR_FIRST_SUB: &str = "aws.kinesis.first.subsequence.number";
-pub const ATTR_LAST_SEQUENCE: &str = "aws.kinesis.last.sequence.number";
-pub const ATTR_LAST_SUB: &str = "aws.kinesis.last.subsequence.number";
-pub const ATTR_ARRIVAL_MS: &str = "aws.kinesis.approximate.arrival.timestamp.ms";
-pub const ATTR_RECORD_COUNT: &str = "record.count";
-/// Set by PutSnowflake's Java side (never taken from the FlowFile) when its Record Reader could not
-/// read any record of the FlowFile: why, for the FlowFile's `snowflake.error.message`.
-pub const ATTR_RECORDS_UNREADABLE: &str = "kinesnow.records.unreadable";
+pub use crate::contract::attributes::ARRIVAL_MS as ATTR_ARRIVAL_MS;
+pub use crate::contract::attributes::AT_LEAST_ONCE;
+/// Set by PutSnowflake on a FlowFile it sends back to its own queue for the at-least-once channels
+/// (`book::Route::Reload`), with the value [`AT_LEAST_ONCE`].
+pub use crate::contract::attributes::DELIVERY as ATTR_DELIVERY;
+pub use crate::contract::attributes::FIRST_SEQUENCE as ATTR_FIRST_SEQUENCE;
+pub use crate::contract::attributes::FIRST_SUB as ATTR_FIRST_SUB;
+pub use crate::contract::attributes::LAST_SEQUENCE as ATTR_LAST_SEQUENCE;
+pub use crate::contract::attributes::LAST_SUB as ATTR_LAST_SUB;
 /// The shard's parents (comma-separated) when it was created by a split or merge.
-pub const ATTR_PARENT_SHARDS: &str = "aws.kinesis.parent.shard.ids";
+pub use crate::contract::attributes::PARENT_SHARDS as ATTR_PARENT_SHARDS;
+pub use crate::contract::attributes::PARTITION_KEY as ATTR_PARTITION_KEY;
 /// The shard's record ConsumeKinesis read just before the FlowFile's first one in the same lease:
 /// empty when there is none (read from the shard's start, or the lease's first read from LATEST or a
 /// timestamp); absent when the FlowFile does not say (see `book::Follows`).
-pub const ATTR_PREVIOUS_SEQUENCE: &str = "kinesnow.previous.sequence.number";
-pub const ATTR_PREVIOUS_SUB: &str = "kinesnow.previous.subsequence.number";
-/// Set by PutSnowflake on a FlowFile it sends back to its own queue for the at-least-once channels
-/// (`book::Route::Reload`), with the value [`AT_LEAST_ONCE`].
-pub const ATTR_DELIVERY: &str = "kinesnow.delivery";
-pub const AT_LEAST_ONCE: &str = "at-least-once";
+pub use crate::contract::attributes::PREVIOUS_SEQUENCE as ATTR_PREVIOUS_SEQUENCE;
+pub use crate::contract::attributes::PREVIOUS_SUB as ATTR_PREVIOUS_SUB;
+/// Set by PutSnowflake's Java side (never taken from the FlowFile) when its Record Reader could not
+/// read any record of the FlowFile: why, for the FlowFile's `snowflake.error.message`.
+pub use crate::contract::attributes::RECORDS_UNREADABLE as ATTR_RECORDS_UNREADABLE;
+pub use crate::contract::attributes::RECORD_COUNT as ATTR_RECORD_COUNT;
+pub use crate::contract::attributes::REGION as ATTR_REGION;
+pub use crate::contract::attributes::SHARD as ATTR_SHARD;
+pub use crate::contract::attributes::STREAM as ATTR_STREAM;
 /// What NiFi's split processors set on each piece (`fragment.identifier`, `.index`, `.count`).
 pub const FRAGMENT_PREFIX: &str = "fragment.";
 

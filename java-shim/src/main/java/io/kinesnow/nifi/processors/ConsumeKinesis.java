@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.processors;
 
+import io.kinesnow.nifi.contract.Attributes;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.NativeException;
 import io.kinesnow.nifi.nativebridge.NativeLibrary;
@@ -47,28 +48,28 @@ import java.util.concurrent.atomic.AtomicBoolean;
         + "cluster) share a stream. A shard's checkpoint is written only after NiFi has committed the FlowFiles that hold "
         + "its records. KPL aggregated records are split into their user records.")
 @WritesAttributes({
-    @WritesAttribute(attribute = "aws.kinesis.stream.name", description = "The stream the records came from"),
-    @WritesAttribute(attribute = "aws.kinesis.region", description = "The AWS region of the stream (the Region property); "
+    @WritesAttribute(attribute = Attributes.STREAM, description = "The stream the records came from"),
+    @WritesAttribute(attribute = Attributes.REGION, description = "The AWS region of the stream (the Region property); "
             + "PutSnowflake names its channels with it, so same-named streams of two regions do not share channels"),
-    @WritesAttribute(attribute = "aws.kinesis.shard.id", description = "The shard the records came from"),
-    @WritesAttribute(attribute = "aws.kinesis.parent.shard.ids", description = "The shard's parents (comma-separated) when "
+    @WritesAttribute(attribute = Attributes.SHARD, description = "The shard the records came from"),
+    @WritesAttribute(attribute = Attributes.PARENT_SHARDS, description = "The shard's parents (comma-separated) when "
             + "a split or merge created it; PutSnowflake uses it to load a parent's records before its children's"),
-    @WritesAttribute(attribute = "aws.kinesis.partition.key", description = "Partition key of the (first) record"),
-    @WritesAttribute(attribute = "aws.kinesis.first.sequence.number", description = "Sequence number of the first record"),
-    @WritesAttribute(attribute = "aws.kinesis.last.sequence.number", description = "Sequence number of the last record"),
-    @WritesAttribute(attribute = "aws.kinesis.first.subsequence.number", description = "Sub-sequence number of the first record, for KPL aggregated records"),
-    @WritesAttribute(attribute = "aws.kinesis.last.subsequence.number", description = "Sub-sequence number of the last record, for KPL aggregated records"),
-    @WritesAttribute(attribute = "aws.kinesis.approximate.arrival.timestamp.ms", description = "Approximate arrival time of the (first) record, epoch milliseconds"),
-    @WritesAttribute(attribute = "kinesis.millis.behind", description = "How far the shard's reader was behind the tip of the stream, in milliseconds"),
+    @WritesAttribute(attribute = Attributes.PARTITION_KEY, description = "Partition key of the (first) record"),
+    @WritesAttribute(attribute = Attributes.FIRST_SEQUENCE, description = "Sequence number of the first record"),
+    @WritesAttribute(attribute = Attributes.LAST_SEQUENCE, description = "Sequence number of the last record"),
+    @WritesAttribute(attribute = Attributes.FIRST_SUB, description = "Sub-sequence number of the first record, for KPL aggregated records"),
+    @WritesAttribute(attribute = Attributes.LAST_SUB, description = "Sub-sequence number of the last record, for KPL aggregated records"),
+    @WritesAttribute(attribute = Attributes.ARRIVAL_MS, description = "Approximate arrival time of the (first) record, epoch milliseconds"),
+    @WritesAttribute(attribute = Attributes.MILLIS_BEHIND, description = "How far the shard's reader was behind the tip of the stream, in milliseconds"),
     @WritesAttribute(attribute = "mime.type", description = "application/json for wrapped or metadata-injected output; "
             + "with Processing Strategy RECORD, the Record Writer's mime type"),
-    @WritesAttribute(attribute = "record.count", description = "Number of records in the FlowFile (with RECORD, the "
+    @WritesAttribute(attribute = Attributes.RECORD_COUNT, description = "Number of records in the FlowFile (with RECORD, the "
             + "records the Record Writer wrote)"),
-    @WritesAttribute(attribute = "record.error.message", description = "Why a record went to parse.failure"),
-    @WritesAttribute(attribute = "kinesnow.previous.sequence.number", description = "The shard's record this processor read just "
+    @WritesAttribute(attribute = Attributes.RECORD_ERROR_MESSAGE, description = "Why a record went to parse.failure"),
+    @WritesAttribute(attribute = Attributes.PREVIOUS_SEQUENCE, description = "The shard's record this processor read just "
             + "before the FlowFile's first one (empty when none): PutSnowflake restores each shard's order by it, whatever "
             + "order NiFi's queue hands FlowFiles over in"),
-    @WritesAttribute(attribute = "kinesnow.previous.subsequence.number", description = "The sub-sequence number of that "
+    @WritesAttribute(attribute = Attributes.PREVIOUS_SUB, description = "The sub-sequence number of that "
             + "record, when it is a KPL sub-record")
 })
 public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
@@ -451,9 +452,9 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         final String region = context.getProperty(REGION).getValue();
         final boolean json = records == null && !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
         final Map<String, String> link = batch.link().isEmpty() ? Map.of() : Map.of(
-                "kinesnow.stream.arn", batch.link(),
-                "kinesnow.application.name", context.getProperty(APPLICATION_NAME).getValue(),
-                "kinesnow.node", node);
+                Attributes.STREAM_ARN, batch.link(),
+                Attributes.APPLICATION, context.getProperty(APPLICATION_NAME).getValue(),
+                Attributes.NODE, node);
         final Tally tally = new Tally();
         final SkippedRecords skipped = new SkippedRecords();
         for (final RecordBatch.Shard shard : batch.shards()) {
@@ -489,13 +490,13 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     private static Map<String, String> linkAttributes(final Map<String, String> link, final RecordBatch.Shard shard,
                                                       final RecordBatch.FlowFileData data) {
         final Map<String, String> attributes = new HashMap<>();
-        attributes.put("kinesnow.previous.sequence.number", data.previousSequence());
+        attributes.put(Attributes.PREVIOUS_SEQUENCE, data.previousSequence());
         if (!data.previousSequence().isEmpty() && data.previousSubSequence() >= 0) {
-            attributes.put("kinesnow.previous.subsequence.number", Long.toString(data.previousSubSequence()));
+            attributes.put(Attributes.PREVIOUS_SUB, Long.toString(data.previousSubSequence()));
         }
         if (!link.isEmpty() && shard.tenure() >= 0) {
             attributes.putAll(link);
-            attributes.put("kinesnow.lease.counter", Long.toString(shard.tenure()));
+            attributes.put(Attributes.LEASE_COUNTER, Long.toString(shard.tenure()));
         }
         return attributes;
     }
@@ -575,33 +576,33 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     private static Map<String, String> attributes(final String stream, final String region, final RecordBatch.Shard shard,
                                                   final RecordBatch.FlowFileData data, final boolean json) {
         final Map<String, String> attributes = new HashMap<>();
-        attributes.put("aws.kinesis.stream.name", stream);
+        attributes.put(Attributes.STREAM, stream);
         if (region != null && !region.isBlank()) {
-            attributes.put("aws.kinesis.region", region.trim());
+            attributes.put(Attributes.REGION, region.trim());
         }
-        attributes.put("aws.kinesis.shard.id", shard.shardId());
+        attributes.put(Attributes.SHARD, shard.shardId());
         if (!shard.parentShardIds().isEmpty()) {
-            attributes.put("aws.kinesis.parent.shard.ids", shard.parentShardIds());
+            attributes.put(Attributes.PARENT_SHARDS, shard.parentShardIds());
         }
-        attributes.put("aws.kinesis.partition.key", data.partitionKey());
-        attributes.put("aws.kinesis.first.sequence.number", data.firstSequence());
-        attributes.put("aws.kinesis.last.sequence.number", data.lastSequence());
+        attributes.put(Attributes.PARTITION_KEY, data.partitionKey());
+        attributes.put(Attributes.FIRST_SEQUENCE, data.firstSequence());
+        attributes.put(Attributes.LAST_SEQUENCE, data.lastSequence());
         if (data.firstSubSequence() >= 0) {
-            attributes.put("aws.kinesis.first.subsequence.number", Long.toString(data.firstSubSequence()));
+            attributes.put(Attributes.FIRST_SUB, Long.toString(data.firstSubSequence()));
         }
         if (data.lastSubSequence() >= 0) {
-            attributes.put("aws.kinesis.last.subsequence.number", Long.toString(data.lastSubSequence()));
+            attributes.put(Attributes.LAST_SUB, Long.toString(data.lastSubSequence()));
         }
-        attributes.put("aws.kinesis.approximate.arrival.timestamp.ms", Long.toString(data.approximateArrivalMillis()));
+        attributes.put(Attributes.ARRIVAL_MS, Long.toString(data.approximateArrivalMillis()));
         if (shard.millisBehind() >= 0) {
-            attributes.put("kinesis.millis.behind", Long.toString(shard.millisBehind()));
+            attributes.put(Attributes.MILLIS_BEHIND, Long.toString(shard.millisBehind()));
         }
-        attributes.put("record.count", Integer.toString(data.recordCount()));
+        attributes.put(Attributes.RECORD_COUNT, Integer.toString(data.recordCount()));
         if (json && data.route() == RecordBatch.ROUTE_SUCCESS) {
             attributes.put(CoreAttributes.MIME_TYPE.key(), "application/json");
         }
         if (!data.error().isEmpty()) {
-            attributes.put("record.error.message", data.error());
+            attributes.put(Attributes.RECORD_ERROR_MESSAGE, data.error());
         }
         return attributes;
     }

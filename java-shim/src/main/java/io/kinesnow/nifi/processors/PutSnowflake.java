@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.processors;
 
+import io.kinesnow.nifi.contract.Attributes;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.SinkBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
@@ -60,20 +61,20 @@ import java.util.UUID;
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
         + "that load again.")
 @WritesAttributes({
-    @WritesAttribute(attribute = "snowflake.channel", description = "The Snowpipe Streaming channel the rows went through"),
-    @WritesAttribute(attribute = "kinesnow.delivery", description = "at-least-once on a FlowFile sent back to the incoming "
+    @WritesAttribute(attribute = Attributes.CHANNEL, description = "The Snowpipe Streaming channel the rows went through"),
+    @WritesAttribute(attribute = Attributes.DELIVERY, description = "at-least-once on a FlowFile sent back to the incoming "
             + "queue because its records came after its channel had waited for them and gone on without them: it then "
             + "loads through the shard's at-least-once channel"),
-    @WritesAttribute(attribute = "snowflake.offset.token", description = "The offset token of the FlowFile's last row"),
-    @WritesAttribute(attribute = "snowflake.rows.sent", description = "Rows of the FlowFile sent by this processor"),
-    @WritesAttribute(attribute = "snowflake.rows.skipped",
+    @WritesAttribute(attribute = Attributes.OFFSET_TOKEN, description = "The offset token of the FlowFile's last row"),
+    @WritesAttribute(attribute = Attributes.ROWS_SENT, description = "Rows of the FlowFile sent by this processor"),
+    @WritesAttribute(attribute = Attributes.ROWS_SKIPPED,
             description = "Rows of the FlowFile skipped because Snowflake had already committed them (a replay)"),
-    @WritesAttribute(attribute = "snowflake.error.message", description = "Why the FlowFile went to failure or invalid"),
-    @WritesAttribute(attribute = "snowflake.records.invalid", description = "With a Record Reader: the numbers (from 1, "
+    @WritesAttribute(attribute = Attributes.ERROR_MESSAGE, description = "Why the FlowFile went to failure or invalid"),
+    @WritesAttribute(attribute = Attributes.RECORDS_INVALID, description = "With a Record Reader: the numbers (from 1, "
             + "comma-separated) of the records that could not be read or become rows, on the FlowFile and on its invalid child"),
-    @WritesAttribute(attribute = "snowflake.records.sent", description = "With a Record Reader, on the invalid child: how "
+    @WritesAttribute(attribute = Attributes.RECORDS_SENT, description = "With a Record Reader, on the invalid child: how "
             + "many records of the parent FlowFile were handed to Snowflake with it (they load when the parent goes to success)"),
-    @WritesAttribute(attribute = "snowflake.records.unread", description = "With a Record Reader, on the invalid child: true "
+    @WritesAttribute(attribute = Attributes.RECORDS_UNREAD, description = "With a Record Reader, on the invalid child: true "
             + "when reading stopped at a record the reader could not get past, so the content after it was not loaded")
 })
 public class PutSnowflake extends AbstractSessionFactoryProcessor implements VerifiableProcessor {
@@ -242,16 +243,16 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             .autoTerminateDefault(true).build();
 
     /** The attributes in which each FlowFile's evaluated destination crosses JNI (read by rust-core's destinations). */
-    static final String ATTR_DATABASE = "kinesnow.snowflake.database";
-    static final String ATTR_SCHEMA = "kinesnow.snowflake.schema";
-    static final String ATTR_TABLE = "kinesnow.snowflake.table";
-    static final String ATTR_PIPE = "kinesnow.snowflake.pipe";
+    static final String ATTR_DATABASE = Attributes.DATABASE;
+    static final String ATTR_SCHEMA = Attributes.SCHEMA;
+    static final String ATTR_TABLE = Attributes.TABLE;
+    static final String ATTR_PIPE = Attributes.PIPE;
     /** Why no record of the FlowFile could be read with the Record Reader (read by rust-core's rows, which routes it to invalid). */
-    static final String ATTR_RECORDS_UNREADABLE = "kinesnow.records.unreadable";
+    static final String ATTR_RECORDS_UNREADABLE = Attributes.RECORDS_UNREADABLE;
 
     /** Set on a FlowFile sent back to the queue for the at-least-once channels (rust-core's {@code rows::ATTR_DELIVERY}). */
-    static final String ATTR_DELIVERY = "kinesnow.delivery";
-    static final String AT_LEAST_ONCE = "at-least-once";
+    static final String ATTR_DELIVERY = Attributes.DELIVERY;
+    static final String AT_LEAST_ONCE = Attributes.AT_LEAST_ONCE;
 
     /** The local-state key of this processor's own id. */
     static final String INSTANCE_STATE_KEY = "instance.id";
@@ -474,8 +475,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private static Map<String, String> sourceAttributes(final FlowFile flowFile) {
         final Map<String, String> attributes = new HashMap<>();
         for (final Map.Entry<String, String> e : flowFile.getAttributes().entrySet()) {
-            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().startsWith("fragment.") || e.getKey().equals("record.count")
-                    || e.getKey().startsWith("kinesnow.")) {
+            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().startsWith("fragment.") || e.getKey().equals(Attributes.RECORD_COUNT)
+                    || e.getKey().startsWith(Attributes.KINESNOW_PREFIX)) {
                 attributes.put(e.getKey(), e.getValue());
             }
         }
@@ -522,24 +523,24 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         attributes.remove(ATTR_RECORDS_UNREADABLE);
         if (read.wholeInvalid()) {
             attributes.put(ATTR_RECORDS_UNREADABLE, read.reason());
-            return read.problems().isEmpty() ? flowFile : session.putAttribute(flowFile, "snowflake.records.invalid", read.indexes());
+            return read.problems().isEmpty() ? flowFile : session.putAttribute(flowFile, Attributes.RECORDS_INVALID, read.indexes());
         }
         if (read.problems().isEmpty()) {
             return flowFile;
         }
         FlowFile invalid = session.clone(flowFile);
         final Map<String, String> said = new HashMap<>();
-        said.put("snowflake.error.message", read.reason() + ". The other " + read.rowCount() + " record(s) were sent with FlowFile "
+        said.put(Attributes.ERROR_MESSAGE, read.reason() + ". The other " + read.rowCount() + " record(s) were sent with FlowFile "
                 + flowFile.getAttribute("uuid"));
-        said.put("snowflake.records.invalid", read.indexes());
-        said.put("snowflake.records.sent", Long.toString(read.rowCount()));
+        said.put(Attributes.RECORDS_INVALID, read.indexes());
+        said.put(Attributes.RECORDS_SENT, Long.toString(read.rowCount()));
         if (read.stoppedAt() > 0) {
-            said.put("snowflake.records.unread", "true");
+            said.put(Attributes.RECORDS_UNREAD, "true");
         }
         invalid = session.putAllAttributes(invalid, said);
-        getLogger().warn("{}: {}", flowFile, said.get("snowflake.error.message"));
+        getLogger().warn("{}: {}", flowFile, said.get(Attributes.ERROR_MESSAGE));
         session.transfer(invalid, REL_INVALID);
-        return session.putAttribute(flowFile, "snowflake.records.invalid", read.indexes());
+        return session.putAttribute(flowFile, Attributes.RECORDS_INVALID, read.indexes());
     }
 
     private static byte[] content(final ProcessSession session, final FlowFile flowFile) {
@@ -562,15 +563,15 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             final ProcessSession session = h.session;
             final Map<String, String> attributes = new HashMap<>();
             if (!outcome.channel().isEmpty()) {
-                attributes.put("snowflake.channel", outcome.channel());
+                attributes.put(Attributes.CHANNEL, outcome.channel());
             }
             if (!outcome.offsetToken().isEmpty()) {
-                attributes.put("snowflake.offset.token", outcome.offsetToken());
+                attributes.put(Attributes.OFFSET_TOKEN, outcome.offsetToken());
             }
-            attributes.put("snowflake.rows.sent", Integer.toString(outcome.rowsSent()));
-            attributes.put("snowflake.rows.skipped", Integer.toString(outcome.rowsSkipped()));
+            attributes.put(Attributes.ROWS_SENT, Integer.toString(outcome.rowsSent()));
+            attributes.put(Attributes.ROWS_SKIPPED, Integer.toString(outcome.rowsSkipped()));
             if (!outcome.message().isEmpty()) {
-                attributes.put("snowflake.error.message", outcome.message());
+                attributes.put(Attributes.ERROR_MESSAGE, outcome.message());
             }
             flowFile = session.putAllAttributes(flowFile, attributes);
             h.rowsSent += outcome.rowsSent();

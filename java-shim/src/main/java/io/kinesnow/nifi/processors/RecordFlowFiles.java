@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.processors;
 
+import io.kinesnow.nifi.contract.Attributes;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import org.apache.nifi.flowfile.FlowFile;
 import org.apache.nifi.flowfile.attributes.CoreAttributes;
@@ -134,7 +135,7 @@ final class RecordFlowFiles {
         final Map<String, String> extra = new HashMap<>();
         FlowFile flowFile = session.create();
         flowFile = session.write(flowFile, out -> run.writeTo(out, extra));
-        emitter.emit(flowFile, run.span(Integer.parseInt(extra.get("record.count"))), extra);
+        emitter.emit(flowFile, run.span(Integer.parseInt(extra.get(Attributes.RECORD_COUNT))), extra);
     }
 
     /** Consecutive Kinesis records of one shard whose records share a write schema: one FlowFile. */
@@ -171,7 +172,7 @@ final class RecordFlowFiles {
                 }
                 final WriteResult result = writer.finishRecordSet();
                 extra.putAll(result.getAttributes());
-                extra.put("record.count", Integer.toString(result.getRecordCount()));
+                extra.put(Attributes.RECORD_COUNT, Integer.toString(result.getRecordCount()));
                 extra.put(CoreAttributes.MIME_TYPE.key(), writer.getMimeType());
             } catch (final SchemaNotFoundException e) {
                 throw new IOException("The Record Writer could not be created: " + e, e);
