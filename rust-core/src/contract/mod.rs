@@ -1,19 +1,28 @@
 //! What the engine and the Java processors must agree on, written once: FlowFile attribute names
-//! (`attributes`). Java gets them from a generated, checked-in twin
-//! (`io.kinesnow.nifi.contract.Attributes`), which a unit test here keeps current. Depends on
-//! nothing but `std`.
+//! (`attributes`) and the exactly-once key (`exactly_once`). Java gets the names from a generated,
+//! checked-in twin (`io.kinesnow.nifi.contract.Attributes`) and tests its own key against cases
+//! generated here; unit tests here keep both current. Depends on nothing but `std`.
 
 pub mod attributes;
+pub mod exactly_once;
 
 /// Where the generated Java twins live, from the crate's directory.
 #[cfg(test)]
 const JAVA_DIR: &str = "../java-shim/src/main/java/io/kinesnow/nifi/contract";
+/// Where the cases Java's tests check live, from the crate's directory.
+#[cfg(test)]
+const JAVA_TEST_RESOURCES: &str = "../java-shim/src/test/resources/contract";
 
 /// Compares `generated` with the checked-in Java file `name`, or writes it when
 /// `KINESNOW_WRITE_CONTRACT=1`.
 #[cfg(test)]
 fn check_java_twin(name: &str, generated: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(JAVA_DIR).join(name);
+    check_twin(JAVA_DIR, name, generated);
+}
+
+#[cfg(test)]
+fn check_twin(dir: &str, name: &str, generated: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
     if std::env::var("KINESNOW_WRITE_CONTRACT").is_ok_and(|v| v == "1") {
         std::fs::write(&path, generated).expect("the Java twin is written");
         return;

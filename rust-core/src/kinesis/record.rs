@@ -36,7 +36,10 @@ impl KinesisRecord {
     /// The sequence number followed by the sub-sequence number zero-padded to 20 digits, as NiFi's
     /// `shardedSequenceNumber`: monotonic within a shard, so it can serve as an offset token.
     pub fn sharded_sequence_number(&self) -> String {
-        format!("{}{:020}", self.sequence_number, self.sub_sequence_number.unwrap_or(0))
+        crate::contract::exactly_once::sharded_sequence_number(
+            &self.sequence_number,
+            self.sub_sequence_number.unwrap_or(0),
+        )
     }
 }
 

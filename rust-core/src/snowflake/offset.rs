@@ -78,9 +78,7 @@ impl OffsetToken {
     }
 }
 
-pub fn sharded_sequence_number(sequence: &str, sub_sequence: u64) -> String {
-    format!("{sequence}{sub_sequence:020}")
-}
+pub use crate::contract::exactly_once::sharded_sequence_number;
 
 impl Ord for OffsetToken {
     fn cmp(&self, other: &Self) -> Ordering {
