@@ -17,6 +17,7 @@ use crate::consumer::output::ShardFlowFiles;
 use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
 use crate::feedback::{LinkKey, Skip};
+use crate::snowflake::take_order::Candidate;
 use crate::snowflake::{FlowFileIn, Outcome, SinkEngine, SinkError, SinkSettings};
 pub use outgoing::OutgoingBatch;
 use startup::{Backoff, Startup};
@@ -123,6 +124,12 @@ impl Component {
     /// PutSnowflake: bytes of FlowFile content the engine can still take.
     pub fn capacity(&self) -> Result<u64, ComponentError> {
         Ok(self.sink()?.capacity())
+    }
+
+    /// PutSnowflake: which of the queued FlowFiles (in the queue's order) to take now, within
+    /// the room left in the in-flight budget (see `snowflake::take_order`).
+    pub fn choose(&self, candidates: &[Candidate]) -> Result<Vec<usize>, ComponentError> {
+        Ok(crate::snowflake::take_order::choose(candidates, self.sink()?.capacity()))
     }
 
     fn sink(&self) -> Result<Arc<SinkEngine>, ComponentError> {

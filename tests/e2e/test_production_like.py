@@ -24,13 +24,14 @@ One NiFi (the session's shared one) runs, all at the same time:
   stand-in refuses some of that flow's appends with a 403 (a final refusal: the FlowFiles not yet sent on the
   channel go to failure and come back behind later ones).
 
-PutSnowflake's Penalty Duration is 5 s, not NiFi's 30 s: a FlowFile that waits for the record before it while
-the in-flight budget is full is given back to the queue penalized, so with a queue that hands FlowFiles over
-newest first (or brings failed ones back late) and is longer than the budget, loading advances about once per
-Penalty Duration. With 30 s the newest-first flow had 2,213 of its 3,000 rows after 3 minutes (nothing lost,
-nothing twice: only slow), which this module cannot wait for. The failure-loop flow shows the same: FlowFiles
-sent to failure may be back only after PutSnowflake's 60 s wait for missing records, which then loads them
-through an at-least-once channel (allowed here, the table must still hold each record once; shown in the notes).
+PutSnowflake starts only once ConsumeKinesis has queued the backlog (as after a stop for maintenance, or a sink
+that fell behind): every flow's queue then holds more FlowFiles than Max In-Flight Size lets in, in whatever order
+its prioritizer (or none) hands them over. PutSnowflake keeps NiFi's default Penalty Duration (30 s). Before
+PutSnowflake took FlowFiles by shard order when some waited for earlier ones, a queue that hands FlowFiles over newest
+first loaded about one in-flight budget per Penalty Duration (the newest-first flow had 2,213 of its 3,000 rows
+after 3 minutes: nothing lost, nothing twice, only slow). The failure-loop flow may still wait out PutSnowflake's
+60 s wait for missing records (FlowFiles sent to failure come back late), which then loads them through an
+at-least-once channel (allowed here, the table must still hold each record once; shown in the notes).
 
 2,000 records per stream are put before the flows start (a backlog) and 1,000 while they run. Then each table
 is counted: rows, distinct ids, missing ids, ids loaded twice (printed as a table: `pytest -s` shows it, and the
@@ -73,9 +74,11 @@ BACKLOG = 2000        # records per stream put before the flows start
 WHILE_RUNNING = 1000  # and put while they run
 TOTAL = BACKLOG + WHILE_RUNNING
 PAD = "x" * 500       # makes each FlowFile ~0.8 KB
-SINK_PENALTY = "5 sec"  # see the module's docstring
 DEADLINE = 300        # seconds for every table to get its records, from the flows' start (a failure-loop flow may
                       # wait out PutSnowflake's 60 s gap timer more than once on a busy machine)
+LIVELY = 90           # seconds after PutSnowflake's start by which a flow without the failure loop must have loaded
+                      # everything (about 20 s here): a queue order that makes loading wait out penalties (30 s
+                      # each) takes longer (131 s before PutSnowflake took FlowFiles by shard order)
 QUIET = 20            # a flow whose queues are empty and whose table did not change for this long is done
 INJECTED = "refused by test_production_like"  # the message of the stand-in's injected 403s
 
@@ -158,7 +161,7 @@ def add_flow(env, index: int, v: Variant) -> dict:
                                    "Processing Strategy": "FLOW_FILE", "Output Strategy": "INJECT_METADATA",
                                    "Max Batch Size": "64 KB"}))["id"]
     sink = c.add_processor(group, SINK, bundle=BUNDLE, name="PutSnowflake", scheduling_period="500 ms",
-                           penalty_duration=SINK_PENALTY, auto_terminate=["success"], position=(0, 300), properties={
+                           auto_terminate=["success"], position=(0, 300), properties={
                                "Account Identifier": ACCOUNT, "Snowflake URL Override": sf.url, "User": USER,
                                "Role": "KINESNOW_ROLE", "Private Key File": env["key_file"], "Database": "KINESNOW",
                                "Schema": "PUBLIC", "Table": table, "Schema Evolution Enabled": "true",
@@ -175,7 +178,8 @@ def add_flow(env, index: int, v: Variant) -> dict:
     for pid in (consumer, sink):
         validation = c.processor_validation(pid)
         assert validation["status"] == "VALID", (v, validation)
-    return {"variant": v, "stream": stream, "table": f"{DB}.{table}", "group": group, "sink": sink, "loop": loop}
+    return {"variant": v, "stream": stream, "table": f"{DB}.{table}", "group": group, "consumer": consumer, "sink": sink,
+            "loop": loop}
 
 
 # ---- records ----------------------------------------------------------------------------------------------
@@ -289,8 +293,16 @@ def test_every_record_lands_once_with_many_flows_and_noise_in_one_nifi(env):
 
     c.set_process_group_state(noise, "RUNNING")
     for flow in flows:
-        c.set_process_group_state(flow["group"], "RUNNING")
+        c.start_processor(flow["consumer"])
     started = time.monotonic()
+    queued_by = time.monotonic() + 120  # PutSnowflake starts once the backlog waits in front of it
+    while time.monotonic() < queued_by and any(group_queued(c, f["group"]) < BACKLOG for f in flows):
+        time.sleep(0.5)
+    backlog = {f["variant"].name: group_queued(c, f["group"]) for f in flows}
+    assert all(n >= BACKLOG for n in backlog.values()), f"the backlog did not reach the queues: {backlog}"
+    for flow in flows:
+        c.start_processor(flow["sink"])
+    sinks_after = time.monotonic() - started
     refusals: dict = {}
     refuser = threading.Thread(target=refuse_appends, args=(sf, loop_flow, refusals), daemon=True)
     refuser.start()
@@ -333,11 +345,14 @@ def test_every_record_lands_once_with_many_flows_and_noise_in_one_nifi(env):
     for flow in flows:
         flow["channels"] = channels_of(sf, flow["table"])
     table = render(flows, results)
-    print(f"\n{table}\n(records put by {put_after:.0f} s, flows done by {loaded_after:.0f} s after the start; module "
+    print(f"\n{table}\n(backlog queued and PutSnowflake started at {sinks_after:.0f} s; records put by {put_after:.0f} s, flows done by {loaded_after:.0f} s after the start; module "
           f"{time.monotonic() - t0:.0f} s so far; appends refused on the failure loop: {refusals})")
 
     bad = [n for n, r in results.items() if r["missing"] or r["twice"] or r["rows"] != TOTAL]
     assert not bad, f"records lost or loaded twice in {bad}:\n{table}"
+    slow = [f["variant"].name for f in flows if not f["variant"].failure_loop
+            and f.get("done_after", DEADLINE) - sinks_after > LIVELY]
+    assert not slow, f"flows that took over {LIVELY} s after PutSnowflake's start: {slow}\n{table}"
     ours = {f["group"] for f in flows}
     errors = [(b.get("sourceName"), b.get("message")) for b in bulletins.values()
               if b.get("level") == "ERROR" and b.get("groupId") in ours

@@ -2,7 +2,7 @@
 //! Each body runs inside [`guard::call`]; none of them may panic into the JVM.
 
 use jni::objects::{JByteArray, JClass, JObject, JObjectArray, JString};
-use jni::sys::{jbyteArray, jint, jlong, jobjectArray, jstring};
+use jni::sys::{jbyteArray, jint, jintArray, jlong, jobjectArray, jstring};
 use jni::JNIEnv;
 use once_cell::sync::Lazy;
 
@@ -380,6 +380,27 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_outcomes<
             return Ok(std::ptr::null_mut());
         }
         Ok(env.byte_array_from_slice(&super::sink_io::encode_outcomes(&outcomes))?.into_raw())
+    })
+}
+
+/// PutSnowflake: which queued FlowFiles to take now (candidates in the layout of `sink_io`, in
+/// the queue's order), as indexes into the candidates, in the order of their places.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_choose<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+    candidates: JByteArray<'l>,
+) -> jintArray {
+    guard::call(&mut env, |env| {
+        let c = COMPONENTS.get(handle(component))?;
+        let bytes = env.convert_byte_array(&candidates)?;
+        let candidates = super::sink_io::decode_candidates(&bytes).map_err(|e| BridgeError::core(&e))?;
+        let chosen: Vec<i32> =
+            c.choose(&candidates).map_err(|e| BridgeError::core(&e))?.into_iter().map(|i| i as i32).collect();
+        let out = env.new_int_array(chosen.len() as i32)?;
+        env.set_int_array_region(&out, 0, &chosen)?;
+        Ok(out.into_raw())
     })
 }
 

@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! flowFiles := magic:i32 ("KSF1") count:i32 flowFile*
-//! flowFile  := id:i64 attributeCount:i32 (name:str32 value:str32)* contentLength:i32 content
+//! flowFile  := id:i64 attributes contentLength:i32 content
+//! attributes := count:i32 (name:str32 value:str32)*
+//! candidates := magic:i32 ("KSC1") count:i32 (size:i64 attributes)*   (the queue, as PutSnowflake saw it)
 //! outcomes  := magic:i32 ("KSO1") count:i32 outcome*
 //! outcome   := id:i64 route:u8 (0 success, 1 invalid, 2 failure, 3 empty, 4 reload, 5 retry) rowsSent:i32 rowsSkipped:i32
 //!              channel:str32 offsetToken:str32 message:str32
@@ -14,17 +16,19 @@
 use std::collections::HashMap;
 
 use super::wire::{Reader, WireError};
+use crate::snowflake::take_order::Candidate;
 use crate::snowflake::{FlowFileIn, Outcome};
 
 pub const FLOW_FILES_MAGIC: i32 = 0x4B53_4631; // "KSF1"
 pub const OUTCOMES_MAGIC: i32 = 0x4B53_4F31; // "KSO1"
+pub const CANDIDATES_MAGIC: i32 = 0x4B53_4331; // "KSC1"
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SinkIoError {
     #[error("the FlowFile batch is cut short at byte {0}")]
     Truncated(usize),
-    #[error("the FlowFile batch does not start with KSF1")]
-    BadMagic,
+    #[error("the FlowFile batch does not start with {0}")]
+    BadMagic(&'static str),
     #[error("an attribute of the FlowFile batch is not UTF-8")]
     NotUtf8,
 }
@@ -48,24 +52,44 @@ impl From<WireError> for SinkIoError {
 pub fn decode_flow_files(bytes: &[u8]) -> Result<Vec<FlowFileIn>, SinkIoError> {
     let mut r = Reader::new(bytes);
     if r.i32()? != FLOW_FILES_MAGIC {
-        return Err(SinkIoError::BadMagic);
+        return Err(SinkIoError::BadMagic("KSF1"));
     }
     let count = r.len()?;
     let mut out = Vec::with_capacity(count.min(100_000));
     for _ in 0..count {
         let id = r.i64()?;
-        let attribute_count = r.len()?;
-        let mut attributes = HashMap::with_capacity(attribute_count.min(64));
-        for _ in 0..attribute_count {
-            let name = r.str32()?;
-            let value = r.str32()?;
-            attributes.insert(name, value);
-        }
+        let attributes = read_attributes(&mut r)?;
         let n = r.len()?;
         let content = r.take(n)?.to_vec();
         out.push(FlowFileIn { id, attributes, content });
     }
     Ok(out)
+}
+
+/// The queued FlowFiles PutSnowflake may take, in the queue's order (see `take_order`).
+pub fn decode_candidates(bytes: &[u8]) -> Result<Vec<Candidate>, SinkIoError> {
+    let mut r = Reader::new(bytes);
+    if r.i32()? != CANDIDATES_MAGIC {
+        return Err(SinkIoError::BadMagic("KSC1"));
+    }
+    let count = r.len()?;
+    let mut out = Vec::with_capacity(count.min(100_000));
+    for _ in 0..count {
+        let size = r.i64()?.max(0) as u64;
+        out.push(Candidate { size, attributes: read_attributes(&mut r)? });
+    }
+    Ok(out)
+}
+
+fn read_attributes(r: &mut Reader<'_>) -> Result<HashMap<String, String>, SinkIoError> {
+    let count = r.len()?;
+    let mut attributes = HashMap::with_capacity(count.min(64));
+    for _ in 0..count {
+        let name = r.str32()?;
+        let value = r.str32()?;
+        attributes.insert(name, value);
+    }
+    Ok(attributes)
 }
 
 pub fn encode_outcomes(outcomes: &[Outcome]) -> Vec<u8> {
@@ -92,17 +116,33 @@ pub fn encode_flow_files(flow_files: &[FlowFileIn]) -> Vec<u8> {
     out.extend_from_slice(&(flow_files.len() as i32).to_be_bytes());
     for f in flow_files {
         out.extend_from_slice(&f.id.to_be_bytes());
-        out.extend_from_slice(&(f.attributes.len() as i32).to_be_bytes());
-        for (k, v) in &f.attributes {
-            for s in [k, v] {
-                out.extend_from_slice(&(s.len() as i32).to_be_bytes());
-                out.extend_from_slice(s.as_bytes());
-            }
-        }
+        write_attributes(&mut out, &f.attributes);
         out.extend_from_slice(&(f.content.len() as i32).to_be_bytes());
         out.extend_from_slice(&f.content);
     }
     out
+}
+
+/// Encodes candidates as Java does (tests).
+pub fn encode_candidates(candidates: &[Candidate]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&CANDIDATES_MAGIC.to_be_bytes());
+    out.extend_from_slice(&(candidates.len() as i32).to_be_bytes());
+    for c in candidates {
+        out.extend_from_slice(&(c.size as i64).to_be_bytes());
+        write_attributes(&mut out, &c.attributes);
+    }
+    out
+}
+
+fn write_attributes(out: &mut Vec<u8>, attributes: &HashMap<String, String>) {
+    out.extend_from_slice(&(attributes.len() as i32).to_be_bytes());
+    for (k, v) in attributes {
+        for s in [k, v] {
+            out.extend_from_slice(&(s.len() as i32).to_be_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +159,19 @@ mod tests {
         let bytes = encode_flow_files(std::slice::from_ref(&ff));
         assert_eq!(decode_flow_files(&bytes).unwrap(), vec![ff]);
         assert_eq!(decode_flow_files(&bytes[..bytes.len() - 1]), Err(SinkIoError::Truncated(bytes.len() - 7)));
-        assert_eq!(decode_flow_files(b"NOPE\0\0\0\0"), Err(SinkIoError::BadMagic));
+        assert_eq!(decode_flow_files(b"NOPE\0\0\0\0"), Err(SinkIoError::BadMagic("KSF1")));
+    }
+
+    #[test]
+    fn candidates_round_trip_and_truncation_is_an_error() {
+        let c = Candidate {
+            size: 1234,
+            attributes: [("aws.kinesis.shard.id".to_string(), "shardId-0".to_string())].into(),
+        };
+        let bytes = encode_candidates(std::slice::from_ref(&c));
+        let back = decode_candidates(&bytes).unwrap();
+        assert_eq!((back[0].size, &back[0].attributes), (c.size, &c.attributes));
+        assert!(matches!(decode_candidates(&bytes[..bytes.len() - 1]), Err(SinkIoError::Truncated(_))));
+        assert_eq!(decode_candidates(&encode_flow_files(&[])).unwrap_err(), SinkIoError::BadMagic("KSC1"));
     }
 }

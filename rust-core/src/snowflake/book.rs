@@ -28,9 +28,10 @@
 //! - On an at-least-once channel the book gives each row a fresh token above every token it knows
 //!   of once the channel is open, so such rows are never skipped.
 //! - A FlowFile without rows is done at once (`empty`): it has no token to wait for.
-//! - Waiting FlowFiles count against PutSnowflake's in-flight budget: when the budget is full, the
-//!   writer gives them back to NiFi's queue, penalized ([`Route::Retry`]), so the FlowFile they wait
-//!   for can come in.
+//! - Waiting FlowFiles count against PutSnowflake's in-flight budget. Java takes each shard's
+//!   earliest queued records first (`take_order`), so what waits is mostly what the queue did not
+//!   hold yet; when the budget is full, the writer gives waiting FlowFiles back to NiFi's queue,
+//!   penalized ([`Route::Retry`]), so the FlowFile they wait for can come in.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;

@@ -308,9 +308,10 @@ impl ChannelWriter {
                 warn!(
                     component = self.settings.component,
                     "channel {}: {} FlowFile(s) waited for earlier ones of their shard while Max In-Flight Size was full, \
-                     and went back to the queue, penalized: loading goes on once per Penalty Duration. A prioritizer that \
-                     hands out older FlowFiles first (First In First Out, Oldest FlowFile First), a larger Max In-Flight \
-                     Size or a shorter Penalty Duration keeps it going",
+                     and went back to the queue, penalized, so the earlier ones can come in (they were not among the \
+                     queued FlowFiles PutSnowflake could take: still on their way, penalized, swapped out of the queue's \
+                     memory, or on another node). While this lasts the shard loads about once per Penalty Duration; a \
+                     larger Max In-Flight Size or a shorter Penalty Duration keeps it going",
                     self.name(),
                     done.len()
                 );

@@ -4,7 +4,8 @@
 //! order (`book`) and its writer task (`channel`), the running writers (`writers`, watched through
 //! `supervise`), parent-before-child (`lineage`), the exactly-once path across nodes with
 //! `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit tracking
-//! (`status`) and the engine the processor drives (`sink`).
+//! (`status`), which queued FlowFiles to take (`take_order`) and the engine the processor drives
+//! (`sink`).
 
 pub mod api;
 pub mod auth;
@@ -20,6 +21,7 @@ pub mod rows;
 pub mod sink;
 pub mod status;
 pub mod supervise;
+pub mod take_order;
 pub mod writers;
 
 pub use book::{Outcome, Route};

@@ -243,7 +243,7 @@ impl Mapping {
 }
 
 /// Where the FlowFile's records came from, by its attributes.
-fn source_of(attrs: &HashMap<String, String>) -> Source {
+pub(super) fn source_of(attrs: &HashMap<String, String>) -> Source {
     match (attrs.get(ATTR_STREAM), attrs.get(ATTR_SHARD)) {
         (Some(stream), Some(shard)) => Source::Shard {
             region: attrs.get(ATTR_REGION).map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()),
@@ -272,7 +272,22 @@ fn tokens(source: &Source, attrs: &HashMap<String, String>, objects: &[Parsed<'_
 
 /// PutSnowflake sent the FlowFile back for the at-least-once channels.
 fn marked_at_least_once(flow_file: &FlowFileIn) -> bool {
-    flow_file.attributes.get(ATTR_DELIVERY).is_some_and(|v| v.trim() == AT_LEAST_ONCE)
+    marked_at_least_once_by(&flow_file.attributes)
+}
+
+pub(super) fn marked_at_least_once_by(attrs: &HashMap<String, String>) -> bool {
+    attrs.get(ATTR_DELIVERY).is_some_and(|v| v.trim() == AT_LEAST_ONCE)
+}
+
+/// The token of the FlowFile's first record, by `aws.kinesis.first.sequence.number` (and its
+/// sub-sequence number): `None` when absent or malformed.
+pub(super) fn first_record_token(attrs: &HashMap<String, String>) -> Option<OffsetToken> {
+    let sequence = attrs.get(ATTR_FIRST_SEQUENCE)?.trim();
+    let sub = match attrs.get(ATTR_FIRST_SUB).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        Some(sub) => sub.parse::<u64>().ok()?,
+        None => 0,
+    };
+    OffsetToken::sharded(sequence, sub)
 }
 
 /// What the FlowFile says of the record ConsumeKinesis read before its first one: `None` when it

@@ -103,6 +103,12 @@ public final class NativeBridge {
     /** PutSnowflake: bytes of FlowFile content the engine can take before its in-flight budget is full. */
     public static native long capacity(long handle);
 
+    /**
+     * PutSnowflake: which of the queued FlowFiles (encoded by {@link SinkBatch.Candidates}, in the queue's order) to
+     * take now, as indexes into them: within each shard the records read first, within the room left in the budget.
+     */
+    public static native int[] choose(long handle, byte[] candidates);
+
     /** How many components are open in this JVM. */
     public static native int openComponents();
 

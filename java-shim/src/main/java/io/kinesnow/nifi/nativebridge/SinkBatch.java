@@ -17,6 +17,7 @@ import java.util.Map;
 public final class SinkBatch {
     static final int FLOW_FILES_MAGIC = 0x4B534631; // "KSF1"
     static final int OUTCOMES_MAGIC = 0x4B534F31; // "KSO1"
+    static final int CANDIDATES_MAGIC = 0x4B534331; // "KSC1"
 
     public static final int ROUTE_SUCCESS = 0;
     public static final int ROUTE_INVALID = 1;
@@ -35,11 +36,7 @@ public final class SinkBatch {
     public void add(final long id, final Map<String, String> attributes, final byte[] content) {
         try {
             out.writeLong(id);
-            out.writeInt(attributes.size());
-            for (final Map.Entry<String, String> e : attributes.entrySet()) {
-                writeString(e.getKey());
-                writeString(e.getValue());
-            }
+            writeAttributes(out, attributes);
             out.writeInt(content.length);
             out.write(content);
             count++;
@@ -52,12 +49,42 @@ public final class SinkBatch {
         return count;
     }
 
+    /** The queued FlowFiles PutSnowflake may take, in the queue's order: each one's size and the attributes the core reads. */
+    public static final class Candidates {
+        private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        private final DataOutputStream out = new DataOutputStream(bytes);
+        private int count;
+
+        public void add(final long size, final Map<String, String> attributes) {
+            try {
+                out.writeLong(size);
+                writeAttributes(out, attributes);
+                count++;
+            } catch (final IOException e) {
+                throw new UncheckedIOException(e); // a ByteArrayOutputStream does not fail
+            }
+        }
+
+        public byte[] encode() {
+            final byte[] body = bytes.toByteArray();
+            return ByteBuffer.allocate(8 + body.length).putInt(CANDIDATES_MAGIC).putInt(count).put(body).array();
+        }
+    }
+
     public byte[] encode() {
         final byte[] body = bytes.toByteArray();
         return ByteBuffer.allocate(8 + body.length).putInt(FLOW_FILES_MAGIC).putInt(count).put(body).array();
     }
 
-    private void writeString(final String s) throws IOException {
+    private static void writeAttributes(final DataOutputStream out, final Map<String, String> attributes) throws IOException {
+        out.writeInt(attributes.size());
+        for (final Map.Entry<String, String> e : attributes.entrySet()) {
+            writeString(out, e.getKey());
+            writeString(out, e.getValue());
+        }
+    }
+
+    private static void writeString(final DataOutputStream out, final String s) throws IOException {
         final byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
         out.writeInt(utf8.length);
         out.write(utf8);

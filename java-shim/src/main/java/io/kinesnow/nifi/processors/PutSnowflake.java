@@ -21,6 +21,7 @@ import org.apache.nifi.components.Validator;
 import org.apache.nifi.components.state.Scope;
 import org.apache.nifi.components.state.StateManager;
 import org.apache.nifi.components.state.StateMap;
+import org.apache.nifi.controller.queue.QueueSize;
 import org.apache.nifi.expression.ExpressionLanguageScope;
 import org.apache.nifi.flowfile.FlowFile;
 import org.apache.nifi.processor.AbstractSessionFactoryProcessor;
@@ -39,7 +40,9 @@ import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Comparator;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -260,6 +263,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** A FlowFile batch waits this long for its outcomes when nothing else is to be done. */
     private static final long OUTCOME_WAIT_MILLIS = 100;
     private static final int MAX_FLOW_FILES_PER_SUBMIT = 10_000;
+    /** The most queued FlowFiles looked at to choose from (NiFi's default swap threshold: a queue's part held in memory). */
+    private static final int MAX_PEEK = 20_000;
 
     private final NativeComponent engine = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
@@ -392,12 +397,13 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         final HeldSession h = new HeldSession(session);
         final SinkBatch batch = new SinkBatch();
         try {
+            final List<FlowFile> chosen = chosen(session, handle, capacity);
             if (reader == null) {
-                for (final FlowFile flowFile : session.get(sizeLimit(capacity))) {
+                for (final FlowFile flowFile : chosen == null ? session.get(sizeLimit(capacity)) : chosen) {
                     add(context, h, batch, flowFile, sourceAttributes(flowFile), content(session, flowFile));
                 }
             } else {
-                addRecords(context, session, reader, h, batch, capacity);
+                addRecords(context, sessionFactory, session, reader, h, batch, capacity, chosen);
             }
             if (h.waiting.isEmpty()) {
                 session.commitAsync();
@@ -415,23 +421,98 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         return true;
     }
 
-    /** Reads FlowFiles with the Record Reader, one at a time, until their rows reach {@code capacity} bytes (at least one). */
-    private void addRecords(final ProcessContext context, final ProcessSession session, final RecordReaderFactory reader,
-                            final HeldSession h, final SinkBatch batch, final long capacity) {
+    /**
+     * Reads FlowFiles with the Record Reader, one at a time, until their rows reach {@code capacity} bytes (at least one):
+     * the {@code chosen} ones in their order (those not read go back to the queue at once), or else as the queue hands
+     * them out.
+     */
+    private void addRecords(final ProcessContext context, final ProcessSessionFactory sessionFactory, final ProcessSession session,
+                            final RecordReaderFactory reader, final HeldSession h, final SinkBatch batch, final long capacity,
+                            final List<FlowFile> chosen) {
         final RecordRows rows = new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
+        final Iterator<FlowFile> order = chosen == null ? null : chosen.iterator();
         long taken = 0;
         while (taken < capacity && h.waiting.size() < MAX_FLOW_FILES_PER_SUBMIT) {
-            final List<FlowFile> next = session.get(oneWithin(capacity - taken, h.waiting.isEmpty()));
-            if (next.isEmpty()) {
-                return;
+            final FlowFile next = order == null ? first(session.get(oneWithin(capacity - taken, h.waiting.isEmpty())))
+                    : order.hasNext() ? order.next() : null;
+            if (next == null) {
+                break;
             }
-            FlowFile flowFile = next.get(0);
-            final Map<String, String> attributes = sourceAttributes(flowFile);
-            final RecordContent.Read read = readRecords(session, reader, rows, flowFile);
-            flowFile = splitOffInvalid(session, flowFile, read, attributes);
-            add(context, h, batch, flowFile, attributes, read.rows());
+            final Map<String, String> attributes = sourceAttributes(next);
+            final RecordContent.Read read = readRecords(session, reader, rows, next);
+            add(context, h, batch, splitOffInvalid(session, next, read, attributes), attributes, read.rows());
             taken += read.rows().length;
         }
+        final List<FlowFile> unread = new ArrayList<>();
+        while (order != null && order.hasNext()) {
+            unread.add(order.next());
+        }
+        if (!unread.isEmpty()) { // back to the queue as they were, now: the session that took them waits for Snowflake
+            final ProcessSession back = sessionFactory.createSession();
+            session.migrate(back, unread);
+            back.transfer(unread);
+            back.commitAsync();
+        }
+    }
+
+    private static FlowFile first(final List<FlowFile> flowFiles) {
+        return flowFiles.isEmpty() ? null : flowFiles.get(0);
+    }
+
+    /**
+     * When the queue holds more than {@code capacity} bytes (or more FlowFiles than one submission takes), which FlowFiles
+     * come matters: a FlowFile waits in its channel for the records before it, and waiting ones hold the budget. Then the
+     * core chooses from what the queue would hand out (up to {@link #MAX_PEEK} FlowFiles, the queue's order unchanged):
+     * the queue's order decides how many each shard gets, and within a shard the records read first come first (rust-core's
+     * {@code snowflake::take_order}). Returns the chosen FlowFiles, taken into the session in that order; {@code null}
+     * when the queue fits and everything may come as the queue hands it out.
+     */
+    private static List<FlowFile> chosen(final ProcessSession session, final long handle, final long capacity) {
+        final QueueSize queued = session.getQueueSize();
+        if (queued.getByteCount() <= capacity && queued.getObjectCount() <= MAX_FLOW_FILES_PER_SUBMIT) {
+            return null;
+        }
+        final List<FlowFile> seen = peek(session);
+        if (seen.isEmpty()) {
+            return List.of();
+        }
+        final SinkBatch.Candidates candidates = new SinkBatch.Candidates();
+        for (final FlowFile flowFile : seen) {
+            candidates.add(flowFile.getSize(), sourceAttributes(flowFile));
+        }
+        final int[] picks = NativeBridge.choose(handle, candidates.encode());
+        final Map<Long, Integer> rank = new HashMap<>();
+        for (int i = 0; i < picks.length && rank.size() < MAX_FLOW_FILES_PER_SUBMIT; i++) {
+            rank.putIfAbsent(seen.get(picks[i]).getId(), rank.size());
+        }
+        final List<FlowFile> taken = new ArrayList<>(session.get(only(rank.keySet())));
+        taken.sort(Comparator.comparing(flowFile -> rank.get(flowFile.getId())));
+        return taken;
+    }
+
+    /** The FlowFiles the queue would hand out, in its order, up to {@link #MAX_PEEK}; none is taken. */
+    private static List<FlowFile> peek(final ProcessSession session) {
+        final List<FlowFile> seen = new ArrayList<>();
+        session.get(flowFile -> {
+            if (seen.size() >= MAX_PEEK) {
+                return FlowFileFilter.FlowFileFilterResult.REJECT_AND_TERMINATE;
+            }
+            seen.add(flowFile);
+            return FlowFileFilter.FlowFileFilterResult.REJECT_AND_CONTINUE;
+        });
+        return seen;
+    }
+
+    /** Exactly the FlowFiles with these ids (those still queued). */
+    private static FlowFileFilter only(final Set<Long> ids) {
+        final int[] left = {ids.size()};
+        return flowFile -> {
+            if (!ids.contains(flowFile.getId())) {
+                return FlowFileFilter.FlowFileFilterResult.REJECT_AND_CONTINUE;
+            }
+            return --left[0] > 0 ? FlowFileFilter.FlowFileFilterResult.ACCEPT_AND_CONTINUE
+                    : FlowFileFilter.FlowFileFilterResult.ACCEPT_AND_TERMINATE;
+        };
     }
 
     /** Adds one FlowFile, with its evaluated destination, to the batch and to the FlowFiles its session waits on. */

@@ -11,6 +11,8 @@ import org.apache.nifi.avro.AvroReader;
 import org.apache.nifi.controller.ControllerService;
 import org.apache.nifi.csv.CSVReader;
 import org.apache.nifi.csv.CSVUtils;
+import org.apache.nifi.flowfile.FlowFile;
+import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.json.JsonTreeReader;
 import org.apache.nifi.reporting.InitializationException;
 import org.apache.nifi.schema.access.SchemaAccessUtils;
@@ -318,5 +320,42 @@ class PutSnowflakeRecordReaderTest {
         }
         runner.run(1);
         assertEquals(2, runner.getQueueSize().getObjectCount(), "one FlowFile taken, whose rows filled the budget");
+    }
+
+    /**
+     * The queue holds more than Max In-Flight Size and hands newer FlowFiles out first: each shard's earliest FlowFiles are
+     * read, until their rows fill the budget (rows are larger than CSV), and the FlowFiles chosen but not read go back to
+     * the queue at once, not when Snowflake commits.
+     */
+    @Test
+    void withMoreQueuedThanTheBudgetEachShardsEarliestAreReadAndTheRestGoBackAtOnce() throws InitializationException {
+        csvWithSchema();
+        runner.setProperty(PutSnowflake.MAX_BATCH_SIZE, "1 MB");
+        runner.setProperty(PutSnowflake.MAX_IN_FLIGHT_SIZE, "1 MB");
+        final StringBuilder csv = new StringBuilder("id,item\n");
+        for (int row = 0; row < 2500; row++) {
+            csv.append(row).append(",item-").append(row).append('\n');
+        }
+        for (int n = 14; n >= 0; n--) { // newest first, two shards interleaved: 30 FlowFiles of ~40 KB
+            for (final String shard : List.of("shardId-000000000000", "shardId-000000000001")) {
+                runner.enqueue(csv.toString(), Map.of("table", "ORDERS", "aws.kinesis.stream.name", "orders",
+                        "aws.kinesis.shard.id", shard, "aws.kinesis.first.sequence.number", String.format("4959%020d", n)));
+            }
+        }
+        final long each = runner.getQueueSize().getByteCount() / 30;
+        runner.run(1, false, true); // Snowflake cannot be reached: what was read stays taken
+        final ProcessSession look = runner.getProcessSessionFactory().createSession();
+        final List<FlowFile> left = look.get(100);
+        look.rollback();
+        runner.run(0, true, false);
+        final int read = 30 - left.size();
+        final long chosen = (1024 * 1024) / each;
+        assertTrue(read > 0 && read < chosen, "read " + read + " of the " + chosen + " chosen; the rest came back");
+        for (final String shard : List.of("shardId-000000000000", "shardId-000000000001")) {
+            final int leftOfShard = (int) left.stream().filter(f -> shard.equals(f.getAttribute("aws.kinesis.shard.id"))).count();
+            final int lowestLeft = left.stream().filter(f -> shard.equals(f.getAttribute("aws.kinesis.shard.id")))
+                    .mapToInt(f -> Integer.parseInt(f.getAttribute("aws.kinesis.first.sequence.number").substring(4))).min().orElse(15);
+            assertEquals(15 - leftOfShard, lowestLeft, shard + ": the ones read are its earliest");
+        }
     }
 }

@@ -5,6 +5,8 @@ import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.processor.VerifiableProcessor;
 import org.apache.nifi.components.state.Scope;
+import org.apache.nifi.flowfile.FlowFile;
+import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.expression.ExpressionLanguageScope;
 import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
@@ -192,6 +194,41 @@ class PutSnowflakeTest {
         runner.assertTransferCount(PutSnowflake.REL_FAILURE, 0);
         assertEquals(2, runner.getQueueSize().getObjectCount(), "both FlowFiles are back in the queue");
         assertEquals(0, NativeBridge.openComponents(), "the engine is closed");
+    }
+
+    /**
+     * A queue that hands newer FlowFiles out first and holds more than Max In-Flight Size: what is taken is each shard's
+     * earliest records (which its channel can load now), not the newest ones (which would all wait for earlier ones,
+     * holding the budget, and go back penalized: loading then moved on about once per Penalty Duration).
+     */
+    @Test
+    void whenTheQueueHoldsMoreThanTheBudgetEachShardsEarliestRecordsAreTaken(@TempDir final Path dir) throws IOException {
+        unreachableSnowflake(dir);
+        runner.setProperty(PutSnowflake.MAX_BATCH_SIZE, "1 MB");
+        runner.setProperty(PutSnowflake.MAX_IN_FLIGHT_SIZE, "1 MB");
+        final String pad = "x".repeat(100_000);
+        for (int n = 14; n >= 0; n--) { // newest first, the two shards interleaved: 30 FlowFiles of ~100 KB
+            for (final String shard : List.of("shardId-000000000000", "shardId-000000000001")) {
+                final String sequence = String.format("4959%020d", n);
+                runner.enqueue("{\"id\":" + n + ",\"pad\":\"" + pad + "\"}", Map.of(
+                        "aws.kinesis.stream.name", "orders", "aws.kinesis.shard.id", shard,
+                        "aws.kinesis.first.sequence.number", sequence, "aws.kinesis.last.sequence.number", sequence,
+                        "record.count", "1", "kinesnow.previous.sequence.number", n == 0 ? "" : String.format("4959%020d", n - 1)));
+            }
+        }
+        runner.run(1, false, true); // takes what the budget holds; Snowflake cannot be reached, so they stay taken
+        final ProcessSession look = runner.getProcessSessionFactory().createSession();
+        final List<FlowFile> left = look.get(100);
+        look.rollback();
+        runner.run(0, true, false);
+        final Map<String, List<Integer>> leftByShard = left.stream().collect(Collectors.groupingBy(
+                f -> f.getAttribute("aws.kinesis.shard.id"),
+                Collectors.mapping(f -> Integer.parseInt(f.getAttribute("aws.kinesis.first.sequence.number").substring(4)),
+                        Collectors.toList())));
+        assertEquals(20, left.size(), "ten FlowFiles of ~100 KB fill 1 MB");
+        for (final List<Integer> sequences : leftByShard.values()) {
+            assertEquals(List.of(14, 13, 12, 11, 10, 9, 8, 7, 6, 5), sequences, "each shard's five earliest were taken");
+        }
     }
 
     /** Openflow's PublishSnowpipeStreaming evaluates these four against each FlowFile; so does PutSnowflake. */
