@@ -5,6 +5,8 @@ import io.kinesnow.nifi.contract.PutSnowflakeSpecs;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.SinkBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.ReadsAttribute;
+import org.apache.nifi.annotation.behavior.ReadsAttributes;
 import org.apache.nifi.annotation.behavior.Stateful;
 import org.apache.nifi.annotation.behavior.TriggerSerially;
 import org.apache.nifi.annotation.behavior.TriggerWhenEmpty;
@@ -64,6 +66,32 @@ import java.util.UUID;
         + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
         + "that load again.")
+@ReadsAttributes({
+    @ReadsAttribute(attribute = Attributes.STREAM, description = "With aws.kinesis.shard.id: the shard whose channel the rows go to"),
+    @ReadsAttribute(attribute = Attributes.SHARD, description = "With aws.kinesis.stream.name: the shard whose channel the rows go to"),
+    @ReadsAttribute(attribute = Attributes.REGION, description = "Part of the channel name, when set"),
+    @ReadsAttribute(attribute = Attributes.FIRST_SEQUENCE, description = "The first record's sequence number: which queued "
+            + "FlowFiles of a shard are taken first, and (with the sub-sequence number) a single record's offset token"),
+    @ReadsAttribute(attribute = Attributes.FIRST_SUB, description = "The first record's sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.LAST_SEQUENCE, description = "A single record's offset token, with its sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.LAST_SUB, description = "The last record's sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.RECORD_COUNT, description = "1: the FlowFile is one whole record, exactly once"),
+    @ReadsAttribute(attribute = Attributes.PARTITION_KEY, description = "kinesisMetadata.partitionKey of a single record"),
+    @ReadsAttribute(attribute = Attributes.ARRIVAL_MS, description = "kinesisMetadata.approximateArrival of a single record"),
+    @ReadsAttribute(attribute = Attributes.PARENT_SHARDS, description = "A child shard's rows wait until its parents' channels "
+            + "have committed what they were given"),
+    @ReadsAttribute(attribute = Attributes.PREVIOUS_SEQUENCE, description = "The shard's record read before the FlowFile's first: "
+            + "the FlowFile waits until its channel holds it (empty: none before it)"),
+    @ReadsAttribute(attribute = Attributes.PREVIOUS_SUB, description = "That record's sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.DELIVERY, description = "at-least-once: load through the shard's at-least-once "
+            + "channel (set by this processor on FlowFiles it sends back)"),
+    @ReadsAttribute(attribute = Attributes.APPLICATION, description = "With Failover Position SNOWFLAKE_COMMIT: the consumer "
+            + "whose lease the records were read under"),
+    @ReadsAttribute(attribute = Attributes.STREAM_ARN, description = "With SNOWFLAKE_COMMIT: the stream, as the lease table names it"),
+    @ReadsAttribute(attribute = Attributes.NODE, description = "With SNOWFLAKE_COMMIT: the node that read the records"),
+    @ReadsAttribute(attribute = Attributes.LEASE_COUNTER, description = "With SNOWFLAKE_COMMIT: the lease's counter when read"),
+    @ReadsAttribute(attribute = "fragment.*", description = "Set by split processors: the rows load at least once")
+})
 @WritesAttributes({
     @WritesAttribute(attribute = Attributes.CHANNEL, description = "The Snowpipe Streaming channel the rows went through"),
     @WritesAttribute(attribute = Attributes.DELIVERY, description = "at-least-once on a FlowFile sent back to the incoming "
