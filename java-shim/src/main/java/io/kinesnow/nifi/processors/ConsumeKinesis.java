@@ -8,6 +8,8 @@ import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import io.kinesnow.nifi.nativebridge.SkippedRecords;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.SystemResource;
+import org.apache.nifi.annotation.behavior.SystemResourceConsideration;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
 import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
@@ -44,6 +46,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 @Tags({"amazon", "aws", "kinesis", "consume", "stream", "snowflake", "kinesnow"})
 @InputRequirement(InputRequirement.Requirement.INPUT_FORBIDDEN)
+@SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "
+        + "records read ahead, outside the Java heap, whatever the number of shards; each concurrent task keeps one batch array "
+        + "(up to about Max Batch Size) on the heap between runs.")
+@SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Reads each leased shard up to Kinesis' "
+        + "limits (2 MiB/s per shard, 5 GetRecords calls a second, or an Enhanced Fan-Out subscription) and reads and writes "
+        + "the DynamoDB lease table about once a second.")
 @CapabilityDescription("Reads records from an Amazon Kinesis Data Stream, in shard order, with its engine written in Rust. "
         + "Shards are leased through a DynamoDB table named after the Application Name, so several processors (or a NiFi "
         + "cluster) share a stream. A shard's checkpoint is written only after NiFi has committed the FlowFiles that hold "

@@ -5,6 +5,8 @@ import io.kinesnow.nifi.contract.PutSnowflakeSpecs;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.SinkBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.SystemResource;
+import org.apache.nifi.annotation.behavior.SystemResourceConsideration;
 import org.apache.nifi.annotation.behavior.ReadsAttribute;
 import org.apache.nifi.annotation.behavior.ReadsAttributes;
 import org.apache.nifi.annotation.behavior.Stateful;
@@ -56,6 +58,11 @@ import java.util.UUID;
 @InputRequirement(InputRequirement.Requirement.INPUT_REQUIRED)
 @TriggerSerially
 @TriggerWhenEmpty
+@SystemResourceConsideration(resource = SystemResource.MEMORY, description = "Holds up to Max In-Flight Size of row data "
+        + "outside the Java heap until Snowflake reports it committed (a single FlowFile larger than the room left can go over "
+        + "by its own size); the FlowFiles it takes are read into the heap once, to be handed over.")
+@SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Appends compressed rows to Snowflake, at most "
+        + "ten requests a second per channel, and polls the channels' status.")
 @CapabilityDescription("Streams records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
         + "high-performance REST API, with its client written in Rust. Each source shard gets its own channel and its records' "
         + "shardedSequenceNumber is the offset token, so every record lands exactly once across restarts and replays. A "
