@@ -5,7 +5,11 @@ additionalDetails.md) against the repository:
 - every relative link names a file that exists, and its #anchor a heading of that file (GitHub's slugs);
 - every repository path written in backticks (`tests/run-all.sh`, `parameter-contexts/flow/...json`) exists;
 - every command in a fenced shell block or in backticks that runs one of the repository's scripts names a script
-  that exists and is executable, and each --option it passes appears in that script (its usage).
+  that exists and is executable, and each --option it passes appears in that script (its usage);
+- every warning and error the engine logs (`warn!`/`error!` in rust-core/src) and the processors log
+  (`getLogger().warn/error`) is in docs/troubleshooting.md: the longest literal part of its message (between
+  placeholders; its first 60 characters) must appear there. Messages with no literal part of 12 characters or more are passed through from
+  elsewhere and are covered by that page's last section.
 
 Prints each problem and exits 1 if there is any. Run from anywhere: python3 tests/docs/check_docs.py
 """
@@ -110,8 +114,50 @@ def check_commands(md: str, text: str, problems: list) -> None:
                     problems.append(f"{md}: `{command}`: {script} knows no {option}")
 
 
+def logged_messages():
+    """(where, message template) of every warning and error the engine and the processors log."""
+    src = os.path.join(REPO, "rust-core", "src")
+    for root, _, names in os.walk(src):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            if not name.endswith(".rs") or name in ("tests.rs", "model.rs", "failover_model.rs") or "/tests" in path:
+                continue
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            cut = text.find("#[cfg(test)]\nmod tests")
+            text = text[:cut] if cut > 0 else text
+            for m in re.finditer(r"\b(?:warn|error)!\(", text):
+                depth, end = 0, m.end() - 1
+                for end in range(m.end() - 1, len(text)):
+                    depth += {"(": 1, ")": -1}.get(text[end], 0)
+                    if depth == 0:
+                        break
+                literals = re.findall(r'"((?:[^"\\]|\\[\s\S])*)"', text[m.start():end])
+                message = re.sub(r"\\\n\s*", "", "".join(literals))
+                yield f"{os.path.relpath(path, REPO)}:{text[:m.start()].count(chr(10)) + 1}", message
+    java = os.path.join(REPO, "java-shim", "src", "main", "java")
+    for root, _, names in os.walk(java):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for m in re.finditer(r'getLogger\(\)\.(?:warn|error)\("((?:[^"\\]|\\.)*)"', text):
+                yield f"{os.path.relpath(path, REPO)}:{text[:m.start()].count(chr(10)) + 1}", m.group(1)
+
+
+def check_troubleshooting(problems: list) -> None:
+    with open(os.path.join(REPO, "docs", "troubleshooting.md"), encoding="utf-8") as f:
+        page = re.sub(r"[`'\\]", "", f.read())
+    for where, message in logged_messages():
+        parts = [p.strip(" ;:,.()'") for p in re.split(r"\{[^}]*\}", message.replace("\\'", "'"))]
+        longest = max(parts, key=len, default="").replace("'", "")[:60]
+        if len(longest) >= 12 and longest not in page:
+            problems.append(f"docs/troubleshooting.md: no entry for the message at {where}: \"{longest}\"")
+
+
 def main() -> int:
     problems: list = []
+    check_troubleshooting(problems)
     for md in markdown_files():
         with open(os.path.join(REPO, md), encoding="utf-8") as f:
             text = f.read()
