@@ -6,8 +6,8 @@
 #   tests/run-all.sh fast            the inner loop: the gates, the Rust unit and model tests, the Java tests and the NAR
 #   tests/run-all.sh e2e [PATTERN]   the end-to-end tests alone (pytest -k PATTERN), against the NAR already built
 #
-# The gates come first (cargo fmt --check, clippy with -D warnings, javac with -Xlint -Werror): if one fails, the run
-# stops there. Each step prints its time; a summary lists them all. Exits non-zero if any step failed.
+# The gates come first (cargo fmt --check, clippy with -D warnings, javac with -Xlint -Werror, the docs' links and
+# commands): if one fails, the run stops there. Each step prints its time; a summary lists them all. Exits non-zero if any step failed.
 #
 # Rust tests build in the `suite` profile (Cargo.toml: release optimisations without LTO, so no test binary pays
 # for a thin-LTO link of the AWS SDK); the NAR, and the Java tests that load its library, keep the release profile.
@@ -77,6 +77,7 @@ gates() {
   step "Gate: cargo fmt --check (workspace, bench/kinesis-source, fuzz)" fmt_gate
   step "Gate: cargo clippy -D warnings (workspace, stand-in, bench/kinesis-source)" clippy_gate
   step "Gate: javac -Xlint:all -Werror (java-shim, main and tests)" javac_gate
+  step "Gate: docs (links, repository paths, script commands and their options)" python3 tests/docs/check_docs.py
   if [ ${#failed[@]} -gt 0 ]; then
     echo "A gate failed: nothing else runs (fix it, then run again)."
     finish

@@ -6,6 +6,11 @@ use std::time::{Duration, SystemTime};
 use super::properties::{PropertyMap, Reader};
 use super::{ConfigProblems, Secret};
 
+/// The properties' names (and, in the contract, their defaults and allowed values).
+pub use crate::contract::properties::consume_kinesis::{
+    STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME, ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP, MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY, MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION,
+};
+
 /// ConsumeKinesis' Failover Position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailoverPosition {
@@ -13,38 +18,9 @@ pub enum FailoverPosition {
     SnowflakeCommit,
 }
 
-pub const STREAM_NAME: &str = "Stream Name";
-pub const APPLICATION_NAME: &str = "Application Name";
-pub const REGION: &str = "Region";
 /// NiFi's AWS credentials controller service (only offered where its API NAR is the parent).
 pub const CREDENTIALS_SERVICE: &str = "AWS Credentials Provider Service";
-pub const ACCESS_KEY_ID: &str = "AWS Access Key ID";
-pub const SECRET_ACCESS_KEY: &str = "AWS Secret Access Key";
-pub const PROFILE_NAME: &str = "Profile Name";
-pub const CREDENTIALS_FILE: &str = "Credentials File";
-pub const WEB_IDENTITY_TOKEN_FILE: &str = "Web Identity Token File";
-pub const ASSUME_ROLE_ARN: &str = "Assume Role ARN";
-pub const ASSUME_ROLE_SESSION_NAME: &str = "Assume Role Session Name";
-pub const ASSUME_ROLE_EXTERNAL_ID: &str = "Assume Role External ID";
-pub const ASSUME_ROLE_SESSION_TIME: &str = "Assume Role Session Time";
-pub const ASSUME_ROLE_STS_REGION: &str = "Assume Role STS Region";
-pub const ASSUME_ROLE_STS_ENDPOINT: &str = "Assume Role STS Endpoint Override";
-pub const ENDPOINT_OVERRIDE: &str = "Endpoint Override URL";
-pub const DYNAMODB_ENDPOINT_OVERRIDE: &str = "DynamoDB Endpoint Override URL";
-pub const CONSUMER_TYPE: &str = "Consumer Type";
-pub const INITIAL_POSITION: &str = "Initial Stream Position";
-pub const POSITION_TIMESTAMP: &str = "Stream Position Timestamp";
-pub const MAX_RECORDS_PER_REQUEST: &str = "Max Records Per Request";
-pub const MAX_BATCH_DURATION: &str = "Max Batch Duration";
-pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
-pub const MAX_BUFFER_SIZE: &str = "Max Buffer Size";
-pub const PROCESSING_STRATEGY: &str = "Processing Strategy";
-pub const OUTPUT_STRATEGY: &str = "Output Strategy";
 /// The bytes between records with Processing Strategy DEMARCATOR (as NiFi's ConsumeKinesis).
-pub const MESSAGE_DEMARCATOR: &str = "Message Demarcator";
-pub const LAG_WARNING_THRESHOLD: &str = "Lag Warning Threshold";
-pub const FAILOVER_TIMEOUT: &str = "Failover Timeout";
-pub const FAILOVER_POSITION: &str = "Failover Position";
 /// Not a property: the NiFi node this processor runs on, as Java names it (FlowFiles carry it, so
 /// PutSnowflake can tell FlowFiles of its own node's consumers from others').
 pub const NODE_IDENTITY: &str = "Node Identity";
@@ -583,6 +559,15 @@ mod tests {
             .unwrap_or_else(|| panic!("no problem for {property}: {problems:?}"))
             .message
             .clone()
+    }
+
+    /// The contract's defaults (which Java's descriptors show and NiFi hands over) are what these
+    /// settings assume for a property that is not set.
+    #[test]
+    fn the_contracts_defaults_are_what_an_unset_property_means() {
+        let unset = parse(minimal()).unwrap();
+        let given = parse(super::super::with_defaults(&minimal(), crate::contract::properties::consume_kinesis::ALL)).unwrap();
+        assert_eq!(format!("{unset:?}"), format!("{given:?}"));
     }
 
     #[test]

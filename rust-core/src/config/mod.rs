@@ -94,3 +94,19 @@ impl ComponentType {
         result.err().map(|p| p.0).unwrap_or_default()
     }
 }
+
+/// `pairs` and every default of `specs` that `pairs` leave unset: what NiFi hands over when a user
+/// leaves those properties alone.
+#[cfg(test)]
+pub(crate) fn with_defaults<'a>(
+    pairs: &[(&'a str, &'a str)],
+    specs: &'a [crate::contract::properties::PropertySpec],
+) -> Vec<(&'a str, &'a str)> {
+    let mut all = pairs.to_vec();
+    for spec in specs {
+        if let (Some(default), false) = (spec.default, pairs.iter().any(|(name, _)| *name == spec.name)) {
+            all.push((spec.name, default));
+        }
+    }
+    all
+}

@@ -5,29 +5,11 @@ use std::time::Duration;
 use super::properties::{PropertyMap, Reader};
 use super::{ConfigProblems, Secret};
 
-pub const ACCOUNT_IDENTIFIER: &str = "Account Identifier";
-pub const URL_OVERRIDE: &str = "Snowflake URL Override";
-pub const USER: &str = "User";
-pub const ROLE: &str = "Role";
-pub const AUTHENTICATION_STRATEGY: &str = "Authentication Strategy";
-pub const PRIVATE_KEY: &str = "Private Key";
-pub const PRIVATE_KEY_FILE: &str = "Private Key File";
-pub const PRIVATE_KEY_PASSWORD: &str = "Private Key Password";
-pub const TOKEN_FILE: &str = "Session Token File";
-pub const SERVICE_ACCOUNT_TOKEN_FILE: &str = "Service Account Token File";
-pub const DATABASE: &str = "Database";
-pub const SCHEMA: &str = "Schema";
-pub const TABLE: &str = "Table";
-pub const DESTINATION_TYPE: &str = "Destination Type";
-pub const PIPE: &str = "Pipe";
-pub const ICEBERG_ENABLED: &str = "Iceberg Enabled";
-pub const SCHEMA_EVOLUTION_ENABLED: &str = "Schema Evolution Enabled";
-pub const CHANNEL_PREFIX: &str = "Channel Name Prefix";
-pub const MAX_BATCH_SIZE: &str = "Max Batch Size";
-pub const MAX_LATENCY: &str = "Max Latency";
-pub const COMMIT_TIMEOUT: &str = "Commit Timeout";
-pub const MAX_IN_FLIGHT_SIZE: &str = "Max In-Flight Size";
-pub const ORDER_WAIT: &str = "Order Wait";
+/// The properties' names (and, in the contract, their defaults and allowed values).
+pub use crate::contract::properties::put_snowflake::{
+    ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY, USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE, DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE, MAX_LATENCY, COMMIT_TIMEOUT, ORDER_WAIT, MAX_IN_FLIGHT_SIZE,
+};
+
 /// Order Wait's default: how long a channel's FlowFiles wait for an earlier one before the gap is
 /// passed (or, with `SNOWFLAKE_COMMIT`, before a broken chain goes per-node). Longer than NiFi's
 /// default penalty (30 s), so a FlowFile routed to `failure` and sent back, or given back while the
@@ -418,6 +400,15 @@ mod tests {
 
     fn messages(pairs: Vec<(&str, &str)>) -> Vec<String> {
         parse(pairs).unwrap_err().0.iter().map(ToString::to_string).collect()
+    }
+
+    /// The contract's defaults (which Java's descriptors show and NiFi hands over) are what these
+    /// settings assume for a property that is not set.
+    #[test]
+    fn the_contracts_defaults_are_what_an_unset_property_means() {
+        let unset = parse(minimal()).unwrap();
+        let given = parse(super::super::with_defaults(&minimal(), crate::contract::properties::put_snowflake::ALL)).unwrap();
+        assert_eq!(format!("{unset:?}"), format!("{given:?}"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
+use crate::contract::metadata as meta;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
@@ -104,12 +105,12 @@ impl Layout<'_> {
                 let value = parse_json(&record.data)?;
                 let mut wrapper = Map::new();
                 wrapper.insert("value".into(), value);
-                wrapper.insert("kinesisMetadata".into(), self.metadata(shard_id, record));
+                wrapper.insert(meta::KEY.into(), self.metadata(shard_id, record));
                 Ok(serde_json::to_vec(&Value::Object(wrapper)).expect("JSON values serialize"))
             }
             OutputStrategy::InjectMetadata => match parse_json(&record.data)? {
                 Value::Object(mut object) => {
-                    object.insert("kinesisMetadata".into(), self.metadata(shard_id, record));
+                    object.insert(meta::KEY.into(), self.metadata(shard_id, record));
                     Ok(serde_json::to_vec(&Value::Object(object)).expect("JSON values serialize"))
                 }
                 _ => Err("the record is JSON but not an object, so kinesisMetadata cannot be added to it".into()),
@@ -119,15 +120,16 @@ impl Layout<'_> {
 
     /// NiFi's `kinesisMetadata` fields.
     fn metadata(&self, shard_id: &str, record: &KinesisRecord) -> Value {
-        serde_json::json!({
-            "stream": self.stream,
-            "shardId": shard_id,
-            "sequenceNumber": record.sequence_number,
-            "subSequenceNumber": record.sub_sequence_number.unwrap_or(0),
-            "shardedSequenceNumber": record.sharded_sequence_number(),
-            "partitionKey": &*record.partition_key,
-            "approximateArrival": record.approximate_arrival_ms,
-        })
+        let fields: [(&str, Value); 7] = [
+            (meta::STREAM, self.stream.into()),
+            (meta::SHARD_ID, shard_id.into()),
+            (meta::SEQUENCE_NUMBER, record.sequence_number.as_str().into()),
+            (meta::SUB_SEQUENCE_NUMBER, record.sub_sequence_number.unwrap_or(0).into()),
+            (meta::SHARDED_SEQUENCE_NUMBER, record.sharded_sequence_number().into()),
+            (meta::PARTITION_KEY, (*record.partition_key).into()),
+            (meta::APPROXIMATE_ARRIVAL, record.approximate_arrival_ms.into()),
+        ];
+        Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
     }
 }
 

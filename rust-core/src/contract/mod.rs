@@ -1,10 +1,14 @@
 //! What the engine and the Java processors must agree on, written once: FlowFile attribute names
-//! (`attributes`) and the exactly-once key (`exactly_once`). Java gets the names from a generated,
-//! checked-in twin (`io.kinesnow.nifi.contract.Attributes`) and tests its own key against cases
-//! generated here; unit tests here keep both current. Depends on nothing but `std`.
+//! (`attributes`), the `kinesisMetadata` fields (`metadata`), each processor's property names, defaults and allowed values (`properties`) and
+//! the exactly-once key (`exactly_once`), and the JNI layouts' magics and route codes (`wire`). Java gets the names and specs from generated, checked-in
+//! twins (`io.kinesnow.nifi.contract.Attributes`, `PropertySpecs`) and tests its own key against
+//! cases generated here; unit tests here keep them current. Depends on nothing but `std`.
 
 pub mod attributes;
 pub mod exactly_once;
+pub mod metadata;
+pub mod properties;
+pub mod wire;
 
 /// Where the generated Java twins live, from the crate's directory.
 #[cfg(test)]

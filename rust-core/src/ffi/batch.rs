@@ -32,7 +32,7 @@ use crate::config::consume_kinesis::{OutputStrategy, ProcessingStrategy};
 use crate::consumer::output::{FlowFileOut, Layout, ShardFlowFiles};
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
-pub const MAGIC: i32 = 0x4B4E_4237; // "KNB7"
+pub use crate::contract::wire::BATCH_MAGIC as MAGIC;
 const MAX_ERROR_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -19,9 +19,7 @@ use super::wire::{Reader, WireError};
 use crate::snowflake::take_order::Candidate;
 use crate::snowflake::{FlowFileIn, Outcome};
 
-pub const FLOW_FILES_MAGIC: i32 = 0x4B53_4631; // "KSF1"
-pub const OUTCOMES_MAGIC: i32 = 0x4B53_4F31; // "KSO1"
-pub const CANDIDATES_MAGIC: i32 = 0x4B53_4331; // "KSC1"
+pub use crate::contract::wire::{CANDIDATES_MAGIC, FLOW_FILES_MAGIC, OUTCOMES_MAGIC};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SinkIoError {

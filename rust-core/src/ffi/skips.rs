@@ -16,7 +16,7 @@ use super::wire::{Reader, WireError};
 use crate::feedback::Skip;
 use crate::kinesis::position::Position;
 
-pub const MAGIC: i32 = 0x4B4E_5331; // "KNS1"
+pub use crate::contract::wire::SKIPS_MAGIC as MAGIC;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SkipsError {

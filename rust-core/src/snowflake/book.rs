@@ -39,6 +39,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::offset::OffsetToken;
+use crate::contract::wire;
 use super::rows::{Delivery, Row};
 
 /// Snowflake REST allows ten append requests a second per channel.
@@ -55,19 +56,21 @@ pub const MAX_GAPS: usize = 256;
 /// A writer that passed over a gap stays (and remembers it) at least this long after.
 pub const GAP_MEMORY: Duration = Duration::from_secs(3600);
 
+/// Where a FlowFile goes; its code crosses JNI (`contract::wire`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Route {
-    Success = 0,
-    Invalid = 1,
-    Failure = 2,
+    Success = wire::ROUTE_SUCCESS,
+    Invalid = wire::ROUTE_INVALID,
+    Failure = wire::ROUTE_FAILURE,
     /// No rows in the content: nothing was sent.
-    Empty = 3,
+    Empty = wire::ROUTE_EMPTY,
     /// Back to the queue, marked for the at-least-once channels: its records fall in a gap the
     /// channel passed over, below its token.
-    Reload = 4,
+    Reload = wire::ROUTE_RELOAD,
     /// Back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget
     /// was full.
-    Retry = 5,
+    Retry = wire::ROUTE_RETRY,
 }
 
 /// The shard's record read just before a FlowFile's first row, as its offset token.

@@ -80,16 +80,18 @@ pub const ATTRIBUTES: &[&str] = &[
     ATTR_PARENT_SHARDS,
 ];
 
-pub const METADATA_KEY: &str = "kinesisMetadata";
+pub use crate::contract::metadata::KEY as METADATA_KEY;
+use crate::contract::metadata as meta;
+
 /// The fields of `kinesisMetadata`, as NiFi's ConsumeKinesis and Openflow's Kinesis connector name them.
-pub const METADATA_FIELDS: &[&str] = &[
-    "stream",
-    "shardId",
-    "approximateArrival",
-    "partitionKey",
-    "sequenceNumber",
-    "subSequenceNumber",
-    "shardedSequenceNumber",
+pub const METADATA_FIELDS: [&str; 7] = [
+    meta::STREAM,
+    meta::SHARD_ID,
+    meta::APPROXIMATE_ARRIVAL,
+    meta::PARTITION_KEY,
+    meta::SEQUENCE_NUMBER,
+    meta::SUB_SEQUENCE_NUMBER,
+    meta::SHARDED_SEQUENCE_NUMBER,
 ];
 
 /// One FlowFile as Java hands it over.
@@ -206,22 +208,22 @@ impl Mapping {
         let mut changed = !object.contains_key(METADATA_KEY);
         let metadata = object.entry(METADATA_KEY).or_insert_with(|| {
             let mut m = Map::new();
-            m.insert("stream".into(), Value::from(stream.as_str()));
-            m.insert("shardId".into(), Value::from(shard_id.as_str()));
+            m.insert(meta::STREAM.into(), Value::from(stream.as_str()));
+            m.insert(meta::SHARD_ID.into(), Value::from(shard_id.as_str()));
             // Per-record fields are known only when the FlowFile holds a single record.
             if single {
                 if let Some(arrival) = attrs.get(ATTR_ARRIVAL_MS).and_then(|a| a.parse::<i64>().ok()) {
-                    m.insert("approximateArrival".into(), Value::from(arrival));
+                    m.insert(meta::APPROXIMATE_ARRIVAL.into(), Value::from(arrival));
                 }
                 if let Some(key) = attrs.get(ATTR_PARTITION_KEY) {
-                    m.insert("partitionKey".into(), Value::from(key.as_str()));
+                    m.insert(meta::PARTITION_KEY.into(), Value::from(key.as_str()));
                 }
                 if let Some(sequence) = attrs.get(ATTR_LAST_SEQUENCE) {
                     let sub = attrs.get(ATTR_LAST_SUB).and_then(|s| s.parse::<u64>().ok());
-                    m.insert("sequenceNumber".into(), Value::from(sequence.as_str()));
-                    m.insert("subSequenceNumber".into(), Value::from(sub.unwrap_or(0)));
+                    m.insert(meta::SEQUENCE_NUMBER.into(), Value::from(sequence.as_str()));
+                    m.insert(meta::SUB_SEQUENCE_NUMBER.into(), Value::from(sub.unwrap_or(0)));
                     m.insert(
-                        "shardedSequenceNumber".into(),
+                        meta::SHARDED_SEQUENCE_NUMBER.into(),
                         Value::from(sharded_sequence_number(sequence, sub.unwrap_or(0))),
                     );
                 }
@@ -340,10 +342,10 @@ fn row_tokens(objects: &[Parsed<'_>], stream: &str, shard_id: &str) -> Option<Ve
     for parsed in objects {
         let metadata = parsed.object.get(METADATA_KEY)?;
         let names_other = |field: &str, ours: &str| metadata.get(field).is_some_and(|v| v.as_str() != Some(ours));
-        if names_other("stream", stream) || names_other("shardId", shard_id) {
+        if names_other(meta::STREAM, stream) || names_other(meta::SHARD_ID, shard_id) {
             return None;
         }
-        let text = metadata.get("shardedSequenceNumber")?.as_str()?;
+        let text = metadata.get(meta::SHARDED_SEQUENCE_NUMBER)?.as_str()?;
         let token = OffsetToken::parse(text).filter(|t| !t.is_part())?;
         if tokens.last().is_some_and(|last| *last >= token) {
             return None;

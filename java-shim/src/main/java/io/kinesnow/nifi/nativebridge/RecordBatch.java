@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.nativebridge;
 
+import io.kinesnow.nifi.contract.Wire;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.BufferUnderflowException;
@@ -18,7 +19,7 @@ import java.util.OptionalLong;
  * batch; a decoded batch refers to the array and must be done with before the array is used again.
  */
 public final class RecordBatch {
-    static final int MAGIC = 0x4B4E4237; // "KNB7"
+    static final int MAGIC = Wire.BATCH_MAGIC;
 
     /** Magic, length and batch id: the least a batch can be before its link and shard count. */
     private static final int HEADER = 16;

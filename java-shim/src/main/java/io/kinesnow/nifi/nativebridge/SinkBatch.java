@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.nativebridge;
 
+import io.kinesnow.nifi.contract.Wire;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -15,18 +16,18 @@ import java.util.Map;
  * their outcomes come back as another. Nothing here interprets content.
  */
 public final class SinkBatch {
-    static final int FLOW_FILES_MAGIC = 0x4B534631; // "KSF1"
-    static final int OUTCOMES_MAGIC = 0x4B534F31; // "KSO1"
-    static final int CANDIDATES_MAGIC = 0x4B534331; // "KSC1"
+    static final int FLOW_FILES_MAGIC = Wire.FLOW_FILES_MAGIC;
+    static final int OUTCOMES_MAGIC = Wire.OUTCOMES_MAGIC;
+    static final int CANDIDATES_MAGIC = Wire.CANDIDATES_MAGIC;
 
-    public static final int ROUTE_SUCCESS = 0;
-    public static final int ROUTE_INVALID = 1;
-    public static final int ROUTE_FAILURE = 2;
-    public static final int ROUTE_EMPTY = 3;
+    public static final int ROUTE_SUCCESS = Wire.ROUTE_SUCCESS;
+    public static final int ROUTE_INVALID = Wire.ROUTE_INVALID;
+    public static final int ROUTE_FAILURE = Wire.ROUTE_FAILURE;
+    public static final int ROUTE_EMPTY = Wire.ROUTE_EMPTY;
     /** Back to the queue for the at-least-once channels (rust-core's {@code book::Route::Reload}). */
-    public static final int ROUTE_RELOAD = 4;
+    public static final int ROUTE_RELOAD = Wire.ROUTE_RELOAD;
     /** Back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget was full. */
-    public static final int ROUTE_RETRY = 5;
+    public static final int ROUTE_RETRY = Wire.ROUTE_RETRY;
 
     private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     private final DataOutputStream out = new DataOutputStream(bytes);

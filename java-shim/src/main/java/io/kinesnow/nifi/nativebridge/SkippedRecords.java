@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.nativebridge;
 
+import io.kinesnow.nifi.contract.Wire;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -12,7 +13,7 @@ import java.nio.charset.StandardCharsets;
  * {@link NativeBridge#noteSkipped} takes (documented in rust-core/src/ffi/skips.rs). The engine decides what they mean.
  */
 public final class SkippedRecords {
-    static final int MAGIC = 0x4B4E5331; // "KNS1"
+    static final int MAGIC = Wire.SKIPS_MAGIC;
 
     private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     private final DataOutputStream out = new DataOutputStream(bytes);

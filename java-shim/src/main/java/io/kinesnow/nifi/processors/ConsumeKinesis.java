@@ -1,12 +1,15 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.contract.Attributes;
+import io.kinesnow.nifi.contract.ConsumeKinesisSpecs;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.NativeException;
 import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import io.kinesnow.nifi.nativebridge.SkippedRecords;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.SystemResource;
+import org.apache.nifi.annotation.behavior.SystemResourceConsideration;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
 import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
@@ -43,6 +46,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 @Tags({"amazon", "aws", "kinesis", "consume", "stream", "snowflake", "kinesnow"})
 @InputRequirement(InputRequirement.Requirement.INPUT_FORBIDDEN)
+@SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "
+        + "records read ahead, outside the Java heap, whatever the number of shards; each concurrent task keeps one batch array "
+        + "(up to about Max Batch Size) on the heap between runs.")
+@SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Reads each leased shard up to Kinesis' "
+        + "limits (2 MiB/s per shard, 5 GetRecords calls a second, or an Enhanced Fan-Out subscription) and reads and writes "
+        + "the DynamoDB lease table about once a second.")
 @CapabilityDescription("Reads records from an Amazon Kinesis Data Stream, in shard order, with its engine written in Rust. "
         + "Shards are leased through a DynamoDB table named after the Application Name, so several processors (or a NiFi "
         + "cluster) share a stream. A shard's checkpoint is written only after NiFi has committed the FlowFiles that hold "
@@ -73,6 +82,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
             + "record, when it is a KPL sub-record")
 })
 public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
+
 
     static final AllowableValue SHARED_THROUGHPUT = new AllowableValue("SHARED_THROUGHPUT", "Shared Throughput",
             "Polls each shard with GetRecords, sharing the shard's 2 MiB/s read limit with other consumers.");
@@ -105,141 +115,141 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                     + "subSequenceNumber, shardedSequenceNumber) to each JSON object record.");
 
     static final PropertyDescriptor STREAM_NAME = new PropertyDescriptor.Builder()
-            .name("Stream Name").description("The name of the Kinesis stream to read.")
+            .name(ConsumeKinesisSpecs.STREAM_NAME.name()).description("The name of the Kinesis stream to read.")
             .required(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor APPLICATION_NAME = new PropertyDescriptor.Builder()
-            .name("Application Name")
+            .name(ConsumeKinesisSpecs.APPLICATION_NAME.name())
             .description("Names this consumer: the DynamoDB table of leases and checkpoints has this name, and so does the "
                     + "Enhanced Fan-Out consumer. Processors with the same Application Name share the stream's shards; a new "
                     + "name starts again from the Initial Stream Position.")
             .required(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor REGION = new PropertyDescriptor.Builder()
-            .name("Region").description("The AWS region of the stream and the DynamoDB table, such as us-east-1.")
-            .required(true).defaultValue("us-west-2").addValidator(Validator.VALID).build();
+            .name(ConsumeKinesisSpecs.REGION.name()).description("The AWS region of the stream and the DynamoDB table, such as us-east-1.")
+            .required(true).defaultValue(ConsumeKinesisSpecs.REGION.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ACCESS_KEY_ID = new PropertyDescriptor.Builder()
-            .name("AWS Access Key ID")
+            .name(ConsumeKinesisSpecs.ACCESS_KEY_ID.name())
             .description("Access key ID of static credentials. Leave empty (with the secret, the profile and the token file) "
                     + "to use the AWS default credentials chain: environment, profile, web identity, container or instance role.")
             .required(false).sensitive(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SECRET_ACCESS_KEY = new PropertyDescriptor.Builder()
-            .name("AWS Secret Access Key").description("Secret access key of static credentials; required with the access key ID.")
+            .name(ConsumeKinesisSpecs.SECRET_ACCESS_KEY.name()).description("Secret access key of static credentials; required with the access key ID.")
             .required(false).sensitive(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PROFILE_NAME = new PropertyDescriptor.Builder()
-            .name("Profile Name")
+            .name(ConsumeKinesisSpecs.PROFILE_NAME.name())
             .description("A profile of the AWS shared config and credentials files (~/.aws/config, ~/.aws/credentials of "
                     + "NiFi's user, or the Credentials File) whose credentials are used: keys, a role chain, SSO or a "
                     + "credential process, as the AWS SDKs read them. Empty with a Credentials File: the profile 'default'.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor CREDENTIALS_FILE = new PropertyDescriptor.Builder()
-            .name("Credentials File")
+            .name(ConsumeKinesisSpecs.CREDENTIALS_FILE.name())
             .description("An AWS shared credentials file (INI: [profile] sections with aws_access_key_id, "
                     + "aws_secret_access_key, aws_session_token) read instead of ~/.aws/credentials. Unlike NiFi's AWS "
                     + "credentials service, not the Java properties format (accessKey=, secretKey=).")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor WEB_IDENTITY_TOKEN_FILE = new PropertyDescriptor.Builder()
-            .name("Web Identity Token File")
+            .name(ConsumeKinesisSpecs.WEB_IDENTITY_TOKEN_FILE.name())
             .description("A file holding an OIDC token (what EKS mounts for IAM Roles for Service Accounts, "
                     + "AWS_WEB_IDENTITY_TOKEN_FILE), read at each refresh and exchanged for the Assume Role ARN's "
                     + "credentials with STS AssumeRoleWithWebIdentity. Needs Assume Role ARN.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ASSUME_ROLE_ARN = new PropertyDescriptor.Builder()
-            .name("Assume Role ARN")
+            .name(ConsumeKinesisSpecs.ASSUME_ROLE_ARN.name())
             .description("An IAM role whose temporary credentials every Kinesis and DynamoDB call uses: assumed with the "
                     + "credentials above (the access key pair, the profile, or the default chain), or, with a Web Identity "
                     + "Token File, the role the token is exchanged for. Refreshed before they expire.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ASSUME_ROLE_SESSION_NAME = new PropertyDescriptor.Builder()
-            .name("Assume Role Session Name")
+            .name(ConsumeKinesisSpecs.ASSUME_ROLE_SESSION_NAME.name())
             .description("The role session's name, seen in CloudTrail (2-64 letters, digits or = , . @ - _).")
-            .required(false).defaultValue("nifi-kinesnow").dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
+            .required(false).defaultValue(ConsumeKinesisSpecs.ASSUME_ROLE_SESSION_NAME.defaultValue()).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ASSUME_ROLE_EXTERNAL_ID = new PropertyDescriptor.Builder()
-            .name("Assume Role External ID")
+            .name(ConsumeKinesisSpecs.ASSUME_ROLE_EXTERNAL_ID.name())
             .description("The external ID the role's trust policy requires (sts:ExternalId), for access across accounts.")
             .required(false).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ASSUME_ROLE_SESSION_TIME = new PropertyDescriptor.Builder()
-            .name("Assume Role Session Time")
+            .name(ConsumeKinesisSpecs.ASSUME_ROLE_SESSION_TIME.name())
             .description("Seconds each role session lasts, 900 to 43200 (the role's maximum session duration may be lower). "
                     + "New credentials are fetched shortly before a session ends.")
-            .required(false).defaultValue("3600").dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
+            .required(false).defaultValue(ConsumeKinesisSpecs.ASSUME_ROLE_SESSION_TIME.defaultValue()).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ASSUME_ROLE_STS_REGION = new PropertyDescriptor.Builder()
-            .name("Assume Role STS Region")
+            .name(ConsumeKinesisSpecs.ASSUME_ROLE_STS_REGION.name())
             .description("The region of the STS endpoint that issues the role's credentials. Empty: the Region above.")
             .required(false).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ASSUME_ROLE_STS_ENDPOINT = new PropertyDescriptor.Builder()
-            .name("Assume Role STS Endpoint Override")
+            .name(ConsumeKinesisSpecs.ASSUME_ROLE_STS_ENDPOINT.name())
             .description("An http(s) URL used instead of the STS endpoint of the STS region (a VPC endpoint, or a local "
                     + "emulator).")
             .required(false).dependsOn(ASSUME_ROLE_ARN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ENDPOINT_OVERRIDE = new PropertyDescriptor.Builder()
-            .name("Endpoint Override URL")
+            .name(ConsumeKinesisSpecs.ENDPOINT_OVERRIDE.name())
             .description("An http(s) URL used instead of AWS's endpoints for Kinesis, DynamoDB and Enhanced Fan-Out, "
                     + "for VPC endpoints or local emulators.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor DYNAMODB_ENDPOINT_OVERRIDE = new PropertyDescriptor.Builder()
-            .name("DynamoDB Endpoint Override URL")
+            .name(ConsumeKinesisSpecs.DYNAMODB_ENDPOINT_OVERRIDE.name())
             .description("An http(s) URL for DynamoDB alone, when it differs from the Endpoint Override URL "
                     + "(for example two local emulators on different ports). Empty: the Endpoint Override URL applies.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor CONSUMER_TYPE = new PropertyDescriptor.Builder()
-            .name("Consumer Type").description("How records are read from the shards.")
-            .required(true).allowableValues(SHARED_THROUGHPUT, ENHANCED_FAN_OUT).defaultValue(SHARED_THROUGHPUT.getValue()).build();
+            .name(ConsumeKinesisSpecs.CONSUMER_TYPE.name()).description("How records are read from the shards.")
+            .required(true).allowableValues(SHARED_THROUGHPUT, ENHANCED_FAN_OUT).defaultValue(ConsumeKinesisSpecs.CONSUMER_TYPE.defaultValue()).build();
     static final PropertyDescriptor INITIAL_POSITION = new PropertyDescriptor.Builder()
-            .name("Initial Stream Position")
+            .name(ConsumeKinesisSpecs.INITIAL_POSITION.name())
             .description("Where to start reading a shard that has no checkpoint yet.")
-            .required(true).allowableValues(TRIM_HORIZON, LATEST, AT_TIMESTAMP).defaultValue(TRIM_HORIZON.getValue()).build();
+            .required(true).allowableValues(TRIM_HORIZON, LATEST, AT_TIMESTAMP).defaultValue(ConsumeKinesisSpecs.INITIAL_POSITION.defaultValue()).build();
     static final PropertyDescriptor POSITION_TIMESTAMP = new PropertyDescriptor.Builder()
-            .name("Stream Position Timestamp")
+            .name(ConsumeKinesisSpecs.POSITION_TIMESTAMP.name())
             .description("ISO-8601 time to start from with AT_TIMESTAMP, such as 2026-01-31T12:00:00Z.")
             .required(true).dependsOn(INITIAL_POSITION, AT_TIMESTAMP).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_RECORDS_PER_REQUEST = new PropertyDescriptor.Builder()
-            .name("Max Records Per Request").description("The Limit of each GetRecords call, 1 to 10000.")
-            .required(true).defaultValue("1000").dependsOn(CONSUMER_TYPE, SHARED_THROUGHPUT).addValidator(Validator.VALID).build();
+            .name(ConsumeKinesisSpecs.MAX_RECORDS_PER_REQUEST.name()).description("The Limit of each GetRecords call, 1 to 10000.")
+            .required(true).defaultValue(ConsumeKinesisSpecs.MAX_RECORDS_PER_REQUEST.defaultValue()).dependsOn(CONSUMER_TYPE, SHARED_THROUGHPUT).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_BATCH_DURATION = new PropertyDescriptor.Builder()
-            .name("Max Batch Duration")
+            .name(ConsumeKinesisSpecs.MAX_BATCH_DURATION.name())
             .description("The longest one run of the processor collects records before it commits them, such as '1 sec'.")
-            .required(true).defaultValue("1 sec").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(ConsumeKinesisSpecs.MAX_BATCH_DURATION.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_BATCH_SIZE = new PropertyDescriptor.Builder()
-            .name("Max Batch Size").description("The most record data one run of the processor commits, such as '10 MB'.")
-            .required(true).defaultValue("10 MB").addValidator(Validator.VALID).build();
+            .name(ConsumeKinesisSpecs.MAX_BATCH_SIZE.name()).description("The most record data one run of the processor commits, such as '10 MB'.")
+            .required(true).defaultValue(ConsumeKinesisSpecs.MAX_BATCH_SIZE.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_BUFFER_SIZE = new PropertyDescriptor.Builder()
-            .name("Max Buffer Size")
+            .name(ConsumeKinesisSpecs.MAX_BUFFER_SIZE.name())
             .description("The most record data the engine holds in memory for this processor, whatever the number of "
                     + "shards. When it is full, reading pauses until NiFi takes records.")
-            .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(ConsumeKinesisSpecs.MAX_BUFFER_SIZE.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PROCESSING_STRATEGY = new PropertyDescriptor.Builder()
-            .name("Processing Strategy").description("How records are laid out in FlowFiles.")
-            .required(true).allowableValues(FLOW_FILE, LINE_DELIMITED, DEMARCATOR, RECORD).defaultValue(FLOW_FILE.getValue()).build();
+            .name(ConsumeKinesisSpecs.PROCESSING_STRATEGY.name()).description("How records are laid out in FlowFiles.")
+            .required(true).allowableValues(FLOW_FILE, LINE_DELIMITED, DEMARCATOR, RECORD).defaultValue(ConsumeKinesisSpecs.PROCESSING_STRATEGY.defaultValue()).build();
     static final PropertyDescriptor MESSAGE_DEMARCATOR = new PropertyDescriptor.Builder()
-            .name("Message Demarcator")
+            .name(ConsumeKinesisSpecs.MESSAGE_DEMARCATOR.name())
             .description("The text (written as UTF-8) between two records of a FlowFile with Processing Strategy DEMARCATOR. "
                     + "Enter a new line with Shift+Enter, or use Expression Language such as ${literal('\\n')}. A record that "
                     + "contains the demarcator is written as it is (not escaped), so a split on the demarcator cuts it.")
             .required(true).dependsOn(PROCESSING_STRATEGY, DEMARCATOR)
             .expressionLanguageSupported(ExpressionLanguageScope.ENVIRONMENT).addValidator(Validator.VALID).build();
     static final PropertyDescriptor RECORD_READER = new PropertyDescriptor.Builder()
-            .name("Record Reader")
+            .name(ConsumeKinesisSpecs.RECORD_READER.name())
             .description("Reads each Kinesis record into records (JSON, Avro, CSV...); a Kinesis record it cannot read goes "
                     + "to parse.failure whole.")
             .required(true).dependsOn(PROCESSING_STRATEGY, RECORD).identifiesControllerService(RecordReaderFactory.class).build();
     static final PropertyDescriptor RECORD_WRITER = new PropertyDescriptor.Builder()
-            .name("Record Writer")
+            .name(ConsumeKinesisSpecs.RECORD_WRITER.name())
             .description("Writes a shard's records into FlowFiles, after the Output Strategy.")
             .required(true).dependsOn(PROCESSING_STRATEGY, RECORD).identifiesControllerService(RecordSetWriterFactory.class).build();
     static final PropertyDescriptor OUTPUT_STRATEGY = new PropertyDescriptor.Builder()
-            .name("Output Strategy").description("What is written for each record. With RECORD, applied to each record "
+            .name(ConsumeKinesisSpecs.OUTPUT_STRATEGY.name()).description("What is written for each record. With RECORD, applied to each record "
                     + "the Record Reader read; otherwise USE_WRAPPER and INJECT_METADATA need JSON records.")
-            .required(true).allowableValues(USE_VALUE, USE_WRAPPER, INJECT_METADATA).defaultValue(USE_VALUE.getValue()).build();
+            .required(true).allowableValues(USE_VALUE, USE_WRAPPER, INJECT_METADATA).defaultValue(ConsumeKinesisSpecs.OUTPUT_STRATEGY.defaultValue()).build();
     static final PropertyDescriptor LAG_WARNING_THRESHOLD = new PropertyDescriptor.Builder()
-            .name("Lag Warning Threshold")
+            .name(ConsumeKinesisSpecs.LAG_WARNING_THRESHOLD.name())
             .description("Warn when a shard's reader is behind by more than this percentage of the stream's retention "
                     + "period: its oldest unread records are then at risk of expiring unread.")
-            .required(true).defaultValue("50").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(ConsumeKinesisSpecs.LAG_WARNING_THRESHOLD.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor FAILOVER_TIMEOUT = new PropertyDescriptor.Builder()
-            .name("Failover Timeout")
+            .name(ConsumeKinesisSpecs.FAILOVER_TIMEOUT.name())
             .description("How long a node sharing this Application Name may stay silent before the other nodes take "
                     + "its shards over. Each node writes one heartbeat per three sevenths of it (3 s at the default), "
                     + "whatever the number of shards it reads. From 1 sec to 10 min.")
-            .required(true).defaultValue("7 sec").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(ConsumeKinesisSpecs.FAILOVER_TIMEOUT.defaultValue()).addValidator(Validator.VALID).build();
 
     static final AllowableValue NIFI_COMMIT = new AllowableValue("NIFI_COMMIT", "NiFi Commit",
             "A node that takes a shard over resumes after the last record NiFi committed (the checkpoint). Records NiFi "
@@ -253,10 +263,10 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                     + "(no load-balanced connection between them); other destinations of the same records see the "
                     + "records between that position and the checkpoint again after a failover.");
     static final PropertyDescriptor FAILOVER_POSITION = new PropertyDescriptor.Builder()
-            .name("Failover Position")
+            .name(ConsumeKinesisSpecs.FAILOVER_POSITION.name())
             .description("Where a node that takes a shard over (failover, scale-out, rebalancing) resumes reading. See "
                     + "the processor's additional details for the topologies that are exactly once.")
-            .required(true).allowableValues(NIFI_COMMIT, SNOWFLAKE_COMMIT).defaultValue(NIFI_COMMIT.getValue()).build();
+            .required(true).allowableValues(NIFI_COMMIT, SNOWFLAKE_COMMIT).defaultValue(ConsumeKinesisSpecs.FAILOVER_POSITION.defaultValue()).build();
 
     /** NiFi's AWS credentials service; offered only where its API is the parent NAR (see {@link CredentialsService}). */
     static final java.util.Optional<PropertyDescriptor> CREDENTIALS_SERVICE = CredentialsService.DESCRIPTOR;

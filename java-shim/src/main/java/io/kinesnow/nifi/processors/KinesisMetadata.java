@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.processors;
 
+import io.kinesnow.nifi.contract.KinesisMetadataFields;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import org.apache.nifi.serialization.SimpleRecordSchema;
 import org.apache.nifi.serialization.record.MapRecord;
@@ -18,16 +19,16 @@ import java.util.Map;
  * batch; the JSON strategies write the same fields in Rust ({@code consumer::output}).
  */
 final class KinesisMetadata {
-    static final String FIELD_NAME = "kinesisMetadata";
+    static final String FIELD_NAME = KinesisMetadataFields.KEY;
 
     static final RecordSchema SCHEMA = new SimpleRecordSchema(List.of(
-            new RecordField("stream", RecordFieldType.STRING.getDataType()),
-            new RecordField("shardId", RecordFieldType.STRING.getDataType()),
-            new RecordField("sequenceNumber", RecordFieldType.STRING.getDataType()),
-            new RecordField("subSequenceNumber", RecordFieldType.LONG.getDataType()),
-            new RecordField("shardedSequenceNumber", RecordFieldType.STRING.getDataType()),
-            new RecordField("partitionKey", RecordFieldType.STRING.getDataType()),
-            new RecordField("approximateArrival", RecordFieldType.TIMESTAMP.getDataType())));
+            new RecordField(KinesisMetadataFields.STREAM, RecordFieldType.STRING.getDataType()),
+            new RecordField(KinesisMetadataFields.SHARD_ID, RecordFieldType.STRING.getDataType()),
+            new RecordField(KinesisMetadataFields.SEQUENCE_NUMBER, RecordFieldType.STRING.getDataType()),
+            new RecordField(KinesisMetadataFields.SUB_SEQUENCE_NUMBER, RecordFieldType.LONG.getDataType()),
+            new RecordField(KinesisMetadataFields.SHARDED_SEQUENCE_NUMBER, RecordFieldType.STRING.getDataType()),
+            new RecordField(KinesisMetadataFields.PARTITION_KEY, RecordFieldType.STRING.getDataType()),
+            new RecordField(KinesisMetadataFields.APPROXIMATE_ARRIVAL, RecordFieldType.TIMESTAMP.getDataType())));
 
     static final RecordField FIELD = new RecordField(FIELD_NAME, RecordFieldType.RECORD.getRecordDataType(SCHEMA));
 
@@ -41,13 +42,13 @@ final class KinesisMetadata {
     static Record of(final String stream, final String shardId, final RecordBatch.FlowFileData kinesisRecord) {
         final long sub = subSequenceNumber(kinesisRecord.firstSubSequence());
         final Map<String, Object> values = new HashMap<>(8);
-        values.put("stream", stream);
-        values.put("shardId", shardId);
-        values.put("sequenceNumber", kinesisRecord.firstSequence());
-        values.put("subSequenceNumber", sub);
-        values.put("shardedSequenceNumber", shardedSequenceNumber(kinesisRecord.firstSequence(), sub));
-        values.put("partitionKey", kinesisRecord.partitionKey());
-        values.put("approximateArrival", kinesisRecord.approximateArrivalMillis());
+        values.put(KinesisMetadataFields.STREAM, stream);
+        values.put(KinesisMetadataFields.SHARD_ID, shardId);
+        values.put(KinesisMetadataFields.SEQUENCE_NUMBER, kinesisRecord.firstSequence());
+        values.put(KinesisMetadataFields.SUB_SEQUENCE_NUMBER, sub);
+        values.put(KinesisMetadataFields.SHARDED_SEQUENCE_NUMBER, shardedSequenceNumber(kinesisRecord.firstSequence(), sub));
+        values.put(KinesisMetadataFields.PARTITION_KEY, kinesisRecord.partitionKey());
+        values.put(KinesisMetadataFields.APPROXIMATE_ARRIVAL, kinesisRecord.approximateArrivalMillis());
         return new MapRecord(SCHEMA, values);
     }
 

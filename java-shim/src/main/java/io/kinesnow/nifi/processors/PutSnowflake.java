@@ -1,9 +1,14 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.contract.Attributes;
+import io.kinesnow.nifi.contract.PutSnowflakeSpecs;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.SinkBatch;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.SystemResource;
+import org.apache.nifi.annotation.behavior.SystemResourceConsideration;
+import org.apache.nifi.annotation.behavior.ReadsAttribute;
+import org.apache.nifi.annotation.behavior.ReadsAttributes;
 import org.apache.nifi.annotation.behavior.Stateful;
 import org.apache.nifi.annotation.behavior.TriggerSerially;
 import org.apache.nifi.annotation.behavior.TriggerWhenEmpty;
@@ -53,6 +58,11 @@ import java.util.UUID;
 @InputRequirement(InputRequirement.Requirement.INPUT_REQUIRED)
 @TriggerSerially
 @TriggerWhenEmpty
+@SystemResourceConsideration(resource = SystemResource.MEMORY, description = "Holds up to Max In-Flight Size of row data "
+        + "outside the Java heap until Snowflake reports it committed (a single FlowFile larger than the room left can go over "
+        + "by its own size); the FlowFiles it takes are read into the heap once, to be handed over.")
+@SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Appends compressed rows to Snowflake, at most "
+        + "ten requests a second per channel, and polls the channels' status.")
 @CapabilityDescription("Streams records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
         + "high-performance REST API, with its client written in Rust. Each source shard gets its own channel and its records' "
         + "shardedSequenceNumber is the offset token, so every record lands exactly once across restarts and replays. A "
@@ -63,6 +73,32 @@ import java.util.UUID;
         + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
         + "that load again.")
+@ReadsAttributes({
+    @ReadsAttribute(attribute = Attributes.STREAM, description = "With aws.kinesis.shard.id: the shard whose channel the rows go to"),
+    @ReadsAttribute(attribute = Attributes.SHARD, description = "With aws.kinesis.stream.name: the shard whose channel the rows go to"),
+    @ReadsAttribute(attribute = Attributes.REGION, description = "Part of the channel name, when set"),
+    @ReadsAttribute(attribute = Attributes.FIRST_SEQUENCE, description = "The first record's sequence number: which queued "
+            + "FlowFiles of a shard are taken first, and (with the sub-sequence number) a single record's offset token"),
+    @ReadsAttribute(attribute = Attributes.FIRST_SUB, description = "The first record's sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.LAST_SEQUENCE, description = "A single record's offset token, with its sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.LAST_SUB, description = "The last record's sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.RECORD_COUNT, description = "1: the FlowFile is one whole record, exactly once"),
+    @ReadsAttribute(attribute = Attributes.PARTITION_KEY, description = "kinesisMetadata.partitionKey of a single record"),
+    @ReadsAttribute(attribute = Attributes.ARRIVAL_MS, description = "kinesisMetadata.approximateArrival of a single record"),
+    @ReadsAttribute(attribute = Attributes.PARENT_SHARDS, description = "A child shard's rows wait until its parents' channels "
+            + "have committed what they were given"),
+    @ReadsAttribute(attribute = Attributes.PREVIOUS_SEQUENCE, description = "The shard's record read before the FlowFile's first: "
+            + "the FlowFile waits until its channel holds it (empty: none before it)"),
+    @ReadsAttribute(attribute = Attributes.PREVIOUS_SUB, description = "That record's sub-sequence number"),
+    @ReadsAttribute(attribute = Attributes.DELIVERY, description = "at-least-once: load through the shard's at-least-once "
+            + "channel (set by this processor on FlowFiles it sends back)"),
+    @ReadsAttribute(attribute = Attributes.APPLICATION, description = "With Failover Position SNOWFLAKE_COMMIT: the consumer "
+            + "whose lease the records were read under"),
+    @ReadsAttribute(attribute = Attributes.STREAM_ARN, description = "With SNOWFLAKE_COMMIT: the stream, as the lease table names it"),
+    @ReadsAttribute(attribute = Attributes.NODE, description = "With SNOWFLAKE_COMMIT: the node that read the records"),
+    @ReadsAttribute(attribute = Attributes.LEASE_COUNTER, description = "With SNOWFLAKE_COMMIT: the lease's counter when read"),
+    @ReadsAttribute(attribute = "fragment.*", description = "Set by split processors: the rows load at least once")
+})
 @WritesAttributes({
     @WritesAttribute(attribute = Attributes.CHANNEL, description = "The Snowpipe Streaming channel the rows went through"),
     @WritesAttribute(attribute = Attributes.DELIVERY, description = "at-least-once on a FlowFile sent back to the incoming "
@@ -82,6 +118,7 @@ import java.util.UUID;
 })
 public class PutSnowflake extends AbstractSessionFactoryProcessor implements VerifiableProcessor {
 
+
     static final AllowableValue KEY_PAIR = new AllowableValue("KEY_PAIR", "Key Pair",
             "Authenticate as User with an RSA key pair (JWT signed with the private key).");
     static final AllowableValue SNOWFLAKE_MANAGED = new AllowableValue("SNOWFLAKE_MANAGED", "Snowflake Managed",
@@ -99,126 +136,126 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     static final AllowableValue DESTINATION_PIPE = new AllowableValue("PIPE", "Pipe", "Write through a named pipe.");
 
     static final PropertyDescriptor ACCOUNT_IDENTIFIER = new PropertyDescriptor.Builder()
-            .name("Account Identifier").description("The Snowflake account identifier, such as myorg-myaccount. Required "
+            .name(PutSnowflakeSpecs.ACCOUNT_IDENTIFIER.name()).description("The Snowflake account identifier, such as myorg-myaccount. Required "
                     + "with Key Pair. With Snowflake Managed it is used only when the SNOWFLAKE_HOST environment variable is "
                     + "not set (the account URL is then https://<account>.snowflakecomputing.com).")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor URL_OVERRIDE = new PropertyDescriptor.Builder()
-            .name("Snowflake URL Override")
+            .name(PutSnowflakeSpecs.URL_OVERRIDE.name())
             .description("An https URL used instead of the account URL, for private link or a test server. It wins over "
                     + "everything: the account URL is this URL when set, else (Snowflake Managed) https://<SNOWFLAKE_HOST> "
                     + "when that environment variable is set, else https://<account>.snowflakecomputing.com.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor AUTHENTICATION_STRATEGY = new PropertyDescriptor.Builder()
-            .name("Authentication Strategy").description("How the processor authenticates to Snowflake: Key Pair, or "
+            .name(PutSnowflakeSpecs.AUTHENTICATION_STRATEGY.name()).description("How the processor authenticates to Snowflake: Key Pair, or "
                     + "Snowflake Managed on Openflow's Snowflake deployments (Openflow's SNOWFLAKE_MANAGED).")
             .required(true).allowableValues(KEY_PAIR, SNOWFLAKE_MANAGED, SNOWFLAKE_MANAGED_TOKEN, SNOWFLAKE_SESSION_TOKEN)
-            .defaultValue(KEY_PAIR.getValue()).build();
+            .defaultValue(PutSnowflakeSpecs.AUTHENTICATION_STRATEGY.defaultValue()).build();
     static final PropertyDescriptor USER = new PropertyDescriptor.Builder()
-            .name("User").description("The Snowflake user (a SERVICE user is recommended).")
+            .name(PutSnowflakeSpecs.USER.name()).description("The Snowflake user (a SERVICE user is recommended).")
             .required(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ROLE = new PropertyDescriptor.Builder()
-            .name("Role").description("The role to use; the user's default role when empty.")
+            .name(PutSnowflakeSpecs.ROLE.name()).description("The role to use; the user's default role when empty.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PRIVATE_KEY = new PropertyDescriptor.Builder()
-            .name("Private Key").description("The user's RSA private key, PEM-encoded PKCS#8, encrypted or not.")
+            .name(PutSnowflakeSpecs.PRIVATE_KEY.name()).description("The user's RSA private key, PEM-encoded PKCS#8, encrypted or not.")
             .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PRIVATE_KEY_FILE = new PropertyDescriptor.Builder()
-            .name("Private Key File").description("A file holding the private key, instead of Private Key.")
+            .name(PutSnowflakeSpecs.PRIVATE_KEY_FILE.name()).description("A file holding the private key, instead of Private Key.")
             .required(false).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PRIVATE_KEY_PASSWORD = new PropertyDescriptor.Builder()
-            .name("Private Key Password").description("The password of an encrypted private key.")
+            .name(PutSnowflakeSpecs.PRIVATE_KEY_PASSWORD.name()).description("The password of an encrypted private key.")
             .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor TOKEN_FILE = new PropertyDescriptor.Builder()
-            .name("Session Token File").description("Where the platform mounts the Snowflake session token, used when the "
+            .name(PutSnowflakeSpecs.TOKEN_FILE.name()).description("Where the platform mounts the Snowflake session token, used when the "
                     + "Service Account Token File cannot be read; sent as it is. Read again on every use.")
-            .required(true).defaultValue("/snowflake/session/token")
+            .required(true).defaultValue(PutSnowflakeSpecs.TOKEN_FILE.defaultValue())
             .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SERVICE_ACCOUNT_TOKEN_FILE = new PropertyDescriptor.Builder()
-            .name("Service Account Token File").description("Where the platform mounts the service account's OIDC token. "
+            .name(PutSnowflakeSpecs.SERVICE_ACCOUNT_TOKEN_FILE.name()).description("Where the platform mounts the service account's OIDC token. "
                     + "When this file can be read it wins over the session token and is sent as a workload identity token "
                     + "(Bearer WIF.OIDC.<token>), as Openflow does. Read again on every use.")
-            .required(true).defaultValue("/snowflake/serviceaccount/token")
+            .required(true).defaultValue(PutSnowflakeSpecs.SERVICE_ACCOUNT_TOKEN_FILE.defaultValue())
             .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
     /** Said of each destination property: they take Expression Language, evaluated per FlowFile. */
     private static final String PER_FLOW_FILE = " Supports Expression Language with FlowFile attributes, evaluated for each "
             + "FlowFile, so one processor can write to several tables (at most 64 destinations at once; a FlowFile whose "
             + "value evaluates to an empty name goes to failure).";
     static final PropertyDescriptor DATABASE = new PropertyDescriptor.Builder()
-            .name("Database").description("The destination database." + PER_FLOW_FILE).required(true)
+            .name(PutSnowflakeSpecs.DATABASE.name()).description("The destination database." + PER_FLOW_FILE).required(true)
             .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SCHEMA = new PropertyDescriptor.Builder()
-            .name("Schema").description("The destination schema." + PER_FLOW_FILE).required(true)
+            .name(PutSnowflakeSpecs.SCHEMA.name()).description("The destination schema." + PER_FLOW_FILE).required(true)
             .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor TABLE = new PropertyDescriptor.Builder()
-            .name("Table").description("The destination table, written through its default pipe <TABLE>-STREAMING with "
+            .name(PutSnowflakeSpecs.TABLE.name()).description("The destination table, written through its default pipe <TABLE>-STREAMING with "
                     + "Destination Type TABLE." + PER_FLOW_FILE).required(true)
             .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor DESTINATION_TYPE = new PropertyDescriptor.Builder()
-            .name("Destination Type").description("Which pipe the rows go through.")
-            .required(true).allowableValues(DESTINATION_TABLE, DESTINATION_PIPE).defaultValue(DESTINATION_TABLE.getValue()).build();
+            .name(PutSnowflakeSpecs.DESTINATION_TYPE.name()).description("Which pipe the rows go through.")
+            .required(true).allowableValues(DESTINATION_TABLE, DESTINATION_PIPE).defaultValue(PutSnowflakeSpecs.DESTINATION_TYPE.defaultValue()).build();
     static final PropertyDescriptor PIPE = new PropertyDescriptor.Builder()
-            .name("Pipe").description("The named pipe, with Destination Type PIPE." + PER_FLOW_FILE)
+            .name(PutSnowflakeSpecs.PIPE.name()).description("The named pipe, with Destination Type PIPE." + PER_FLOW_FILE)
             .required(true).dependsOn(DESTINATION_TYPE, DESTINATION_PIPE)
             .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ICEBERG_ENABLED = new PropertyDescriptor.Builder()
-            .name("Iceberg Enabled")
+            .name(PutSnowflakeSpecs.ICEBERG_ENABLED.name())
             .description("The table is a Snowflake-managed Iceberg table: the kinesisMetadata object always carries every field.")
-            .required(true).allowableValues("true", "false").defaultValue("false").build();
+            .required(true).allowableValues("true", "false").defaultValue(PutSnowflakeSpecs.ICEBERG_ENABLED.defaultValue()).build();
     static final PropertyDescriptor SCHEMA_EVOLUTION_ENABLED = new PropertyDescriptor.Builder()
-            .name("Schema Evolution Enabled")
+            .name(PutSnowflakeSpecs.SCHEMA_EVOLUTION_ENABLED.name())
             .description("Whether the table has ENABLE_SCHEMA_EVOLUTION (new top-level keys become new columns). Snowflake "
                     + "applies the table's own setting; this property records it for the flow and its parameter context and "
                     + "changes nothing the processor sends.")
-            .required(true).allowableValues("true", "false").defaultValue("false").build();
+            .required(true).allowableValues("true", "false").defaultValue(PutSnowflakeSpecs.SCHEMA_EVOLUTION_ENABLED.defaultValue()).build();
     static final PropertyDescriptor CHANNEL_PREFIX = new PropertyDescriptor.Builder()
-            .name("Channel Name Prefix")
+            .name(PutSnowflakeSpecs.CHANNEL_PREFIX.name())
             .description("Channels are named <prefix>_<instance>_<region>_<stream>_<shard>, one per source shard and "
                     + "processor instance (the instance id is kept in the processor's local state; the region comes from "
                     + "aws.kinesis.region when ConsumeKinesis wrote it), with _atleastonce appended for rows without exact "
                     + "offset tokens and <prefix>_<instance>_direct for FlowFiles not from Kinesis. Change the prefix only "
                     + "with care, since a new channel has no committed offset token.")
-            .required(true).defaultValue("kinesnow").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(PutSnowflakeSpecs.CHANNEL_PREFIX.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_BATCH_SIZE = new PropertyDescriptor.Builder()
-            .name("Max Batch Size").description("The most uncompressed row data sent in one append request, up to 16 MB.")
-            .required(true).defaultValue("8 MB").addValidator(Validator.VALID).build();
+            .name(PutSnowflakeSpecs.MAX_BATCH_SIZE.name()).description("The most uncompressed row data sent in one append request, up to 16 MB.")
+            .required(true).defaultValue(PutSnowflakeSpecs.MAX_BATCH_SIZE.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_LATENCY = new PropertyDescriptor.Builder()
-            .name("Max Latency").description("The longest rows wait in the processor before they are sent.")
-            .required(true).defaultValue("250 ms").addValidator(Validator.VALID).build();
+            .name(PutSnowflakeSpecs.MAX_LATENCY.name()).description("The longest rows wait in the processor before they are sent.")
+            .required(true).defaultValue(PutSnowflakeSpecs.MAX_LATENCY.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor COMMIT_TIMEOUT = new PropertyDescriptor.Builder()
-            .name("Commit Timeout")
+            .name(PutSnowflakeSpecs.COMMIT_TIMEOUT.name())
             .description("How long to wait for Snowflake to report rows committed before the channel is reopened (Snowflake "
                     + "discards what it did not commit) and the rows are sent again.")
-            .required(true).defaultValue("90 sec").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(PutSnowflakeSpecs.COMMIT_TIMEOUT.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ORDER_WAIT = new PropertyDescriptor.Builder()
-            .name("Order Wait")
+            .name(PutSnowflakeSpecs.ORDER_WAIT.name())
             .description("How long a FlowFile waits for the FlowFiles with the records ConsumeKinesis read before it "
                     + "(NiFi's queues keep no order) before its channel goes on without them, with a warning; should they "
                     + "come later, they load at least once. Keep it above the Penalty Duration of the processors on the way. "
                     + "A flow that drops FlowFiles between ConsumeKinesis and this processor waits this long at each gap.")
-            .required(true).defaultValue("60 sec").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(PutSnowflakeSpecs.ORDER_WAIT.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_IN_FLIGHT_SIZE = new PropertyDescriptor.Builder()
-            .name("Max In-Flight Size")
+            .name(PutSnowflakeSpecs.MAX_IN_FLIGHT_SIZE.name())
             .description("The most row data held by the processor, over all channels, until Snowflake reports it "
                     + "committed: the FlowFiles' content, or with a Record Reader the JSON rows made from their records. "
                     + "Bounds the processor's memory; at least Max Batch Size. One FlowFile is always taken, so a single "
                     + "FlowFile (or its rows) larger than the room left can go over it by its own size.")
-            .required(true).defaultValue("64 MB").addValidator(Validator.VALID).build();
+            .required(true).defaultValue(PutSnowflakeSpecs.MAX_IN_FLIGHT_SIZE.defaultValue()).addValidator(Validator.VALID).build();
 
     static final AllowableValue BINARY_HEX = new AllowableValue("HEX", "Hex",
             "Bytes become hexadecimal text, what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT HEX).");
     static final AllowableValue BINARY_BASE64 = new AllowableValue("BASE64", "Base64",
             "Bytes become Base64 text, for BINARY columns of a pipe or table set to BINARY_INPUT_FORMAT BASE64, or for text columns.");
     static final PropertyDescriptor RECORD_READER = new PropertyDescriptor.Builder()
-            .name("Record Reader")
+            .name(PutSnowflakeSpecs.RECORD_READER.name())
             .description("Reads the FlowFile's records in any format (Avro, CSV, JSON, ...): each record becomes one row, its "
                     + "first-level fields the columns. Without it the content must be JSON objects. A record that cannot be "
                     + "read or become a row goes to invalid (in a copy of the FlowFile) while the others load; see the "
                     + "processor's documentation for the type mapping.")
             .required(false).identifiesControllerService(RecordReaderFactory.class).build();
     static final PropertyDescriptor BINARY_ENCODING = new PropertyDescriptor.Builder()
-            .name("Binary Encoding").description("How the records' bytes fields are written into the row.")
-            .required(true).allowableValues(BINARY_HEX, BINARY_BASE64).defaultValue(BINARY_HEX.getValue())
+            .name(PutSnowflakeSpecs.BINARY_ENCODING.name()).description("How the records' bytes fields are written into the row.")
+            .required(true).allowableValues(BINARY_HEX, BINARY_BASE64).defaultValue(PutSnowflakeSpecs.BINARY_ENCODING.defaultValue())
             .dependsOn(RECORD_READER).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,

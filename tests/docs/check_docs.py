@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Checks the user-facing Markdown (README.md, CHANGELOG.md, BENCHMARKS.md, docs/, the processors'
+additionalDetails.md) against the repository:
+
+- every relative link names a file that exists, and its #anchor a heading of that file (GitHub's slugs);
+- every repository path written in backticks (`tests/run-all.sh`, `parameter-contexts/flow/...json`) exists;
+- every command in a fenced shell block or in backticks that runs one of the repository's scripts names a script
+  that exists and is executable, and each --option it passes appears in that script (its usage);
+- every warning and error the engine logs (`warn!`/`error!` in rust-core/src) and the processors log
+  (`getLogger().warn/error`) is in docs/troubleshooting.md: the longest literal part of its message (between
+  placeholders; its first 60 characters) must appear there. Messages with no literal part of 12 characters or more are passed through from
+  elsewhere and are covered by that page's last section.
+
+Prints each problem and exits 1 if there is any. Run from anywhere: python3 tests/docs/check_docs.py
+"""
+
+import os
+import re
+import sys
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOP = {"bench", "build", "demo", "docs", "fuzz", "java-shim", "nar-packaging", "nar-packaging-aws", "parameter-contexts",
+       "rust-core", "tests", ".ci"}
+SCRIPT = re.compile(r"(?:^|\s)(\./)?((?:tests|bench|demo|parameter-contexts|build|\.ci)/[\w./-]+\.(?:sh|py)|demo\.sh|mvnw|run)"
+                    r"((?:[ \t]+[^\s`|;&#]+)*)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+TICKED = re.compile(r"`([^`\s]+)`")
+
+
+def markdown_files():
+    files = ["README.md", "CHANGELOG.md", "BENCHMARKS.md"]
+    files += [os.path.join("docs", f) for f in sorted(os.listdir(os.path.join(REPO, "docs"))) if f.endswith(".md")]
+    docs = os.path.join("java-shim", "src", "main", "resources", "docs")
+    for root, _, names in os.walk(os.path.join(REPO, docs)):
+        files += [os.path.relpath(os.path.join(root, n), REPO) for n in names if n.endswith(".md")]
+    return files
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but hyphens and underscores dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: str) -> set:
+    with open(path, encoding="utf-8") as f:
+        return {slug(line.lstrip("#")) for line in f if line.startswith("#")}
+
+
+def without_code_blocks(text: str) -> str:
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
+def check_links(md: str, text: str, problems: list) -> None:
+    base = os.path.dirname(os.path.join(REPO, md))
+    for target in LINK.findall(without_code_blocks(text)):
+        if re.match(r"[a-z]+:", target):
+            continue  # an address, not a file here
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(base, path)) if path else os.path.join(REPO, md)
+        if not os.path.exists(full):
+            problems.append(f"{md}: link to {target}: no such file")
+        elif anchor and full.endswith(".md") and anchor not in anchors(full):
+            problems.append(f"{md}: link to {target}: no heading with that anchor")
+
+
+def check_paths(md: str, text: str, problems: list) -> None:
+    for ticked in TICKED.findall(text):
+        path = ticked.rstrip(".,:;")
+        if "/" not in path or path.split("/")[0] not in TOP or re.search(r"[<>${}*\[\]]|\.\.\.|/target/", path):
+            continue  # not a path here, a pattern, or what a build makes
+        path = path.split("#")[0].split(":")[0]
+        if not os.path.exists(os.path.join(REPO, path)):
+            problems.append(f"{md}: `{ticked}`: no such file or directory")
+
+
+def commands(text: str):
+    """Lines of fenced shell blocks, and backticked text with a space in it (a bare path is a reference, not a run)."""
+    for block in re.findall(r"```(?:bash|sh|shell)?\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            yield line.split("#")[0].strip()
+    for ticked in re.findall(r"`([^`]+)`", without_code_blocks(text)):
+        if " " in ticked.strip():
+            yield ticked
+
+
+def usage_text(script: str) -> str:
+    """The script's text, and that of the Python program of the same name it hands its options to (`x-y.sh` runs
+    `x_y.py`), where there is one."""
+    with open(script, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    program = os.path.join(os.path.dirname(script), os.path.basename(script).rsplit(".", 1)[0].replace("-", "_") + ".py")
+    if program != script and os.path.isfile(program):
+        with open(program, encoding="utf-8", errors="replace") as f:
+            text += f.read()
+    return text
+
+
+def check_commands(md: str, text: str, problems: list) -> None:
+    for command in commands(text):
+        for match in SCRIPT.finditer(command):
+            script = match.group(2)
+            full = os.path.join(REPO, script)
+            if script == "run" or not os.path.isfile(full):
+                if script != "run" and "/" in script and script.split("/")[0] in TOP:
+                    problems.append(f"{md}: `{command}`: {script} does not exist")
+                continue
+            if not os.access(full, os.X_OK):
+                problems.append(f"{md}: `{command}`: {script} is not executable")
+            source = usage_text(full)
+            for option in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", match.group(3) or ""):
+                if option not in source:
+                    problems.append(f"{md}: `{command}`: {script} knows no {option}")
+
+
+def logged_messages():
+    """(where, message template) of every warning and error the engine and the processors log."""
+    src = os.path.join(REPO, "rust-core", "src")
+    for root, _, names in os.walk(src):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            if not name.endswith(".rs") or name in ("tests.rs", "model.rs", "failover_model.rs") or "/tests" in path:
+                continue
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            cut = text.find("#[cfg(test)]\nmod tests")
+            text = text[:cut] if cut > 0 else text
+            for m in re.finditer(r"\b(?:warn|error)!\(", text):
+                depth, end = 0, m.end() - 1
+                for end in range(m.end() - 1, len(text)):
+                    depth += {"(": 1, ")": -1}.get(text[end], 0)
+                    if depth == 0:
+                        break
+                literals = re.findall(r'"((?:[^"\\]|\\[\s\S])*)"', text[m.start():end])
+                message = re.sub(r"\\\n\s*", "", "".join(literals))
+                yield f"{os.path.relpath(path, REPO)}:{text[:m.start()].count(chr(10)) + 1}", message
+    java = os.path.join(REPO, "java-shim", "src", "main", "java")
+    for root, _, names in os.walk(java):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for m in re.finditer(r'getLogger\(\)\.(?:warn|error)\("((?:[^"\\]|\\.)*)"', text):
+                yield f"{os.path.relpath(path, REPO)}:{text[:m.start()].count(chr(10)) + 1}", m.group(1)
+
+
+def check_troubleshooting(problems: list) -> None:
+    with open(os.path.join(REPO, "docs", "troubleshooting.md"), encoding="utf-8") as f:
+        page = re.sub(r"[`'\\]", "", f.read())
+    for where, message in logged_messages():
+        parts = [p.strip(" ;:,.()'") for p in re.split(r"\{[^}]*\}", message.replace("\\'", "'"))]
+        longest = max(parts, key=len, default="").replace("'", "")[:60]
+        if len(longest) >= 12 and longest not in page:
+            problems.append(f"docs/troubleshooting.md: no entry for the message at {where}: \"{longest}\"")
+
+
+def main() -> int:
+    problems: list = []
+    check_troubleshooting(problems)
+    for md in markdown_files():
+        with open(os.path.join(REPO, md), encoding="utf-8") as f:
+            text = f.read()
+        check_links(md, text, problems)
+        check_paths(md, text, problems)
+        check_commands(md, text, problems)
+    for p in problems:
+        print(p)
+    print(f"{len(markdown_files())} Markdown files checked: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
