@@ -8,7 +8,12 @@ use super::{ConfigProblems, Secret};
 
 /// The properties' names (and, in the contract, their defaults and allowed values).
 pub use crate::contract::properties::consume_kinesis::{
-    STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME, ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP, MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY, MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION,
+    ACCESS_KEY_ID, APPLICATION_NAME, ASSUME_ROLE_ARN, ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_NAME,
+    ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_ENDPOINT, ASSUME_ROLE_STS_REGION, CONSUMER_TYPE, CREDENTIALS_FILE,
+    DYNAMODB_ENDPOINT_OVERRIDE, ENDPOINT_OVERRIDE, FAILOVER_POSITION, FAILOVER_TIMEOUT, INITIAL_POSITION,
+    LAG_WARNING_THRESHOLD, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, MAX_RECORDS_PER_REQUEST,
+    MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, POSITION_TIMESTAMP, PROCESSING_STRATEGY, PROFILE_NAME, REGION,
+    SECRET_ACCESS_KEY, STREAM_NAME, WEB_IDENTITY_TOKEN_FILE,
 };
 
 /// ConsumeKinesis' Failover Position.
@@ -566,7 +571,8 @@ mod tests {
     #[test]
     fn the_contracts_defaults_are_what_an_unset_property_means() {
         let unset = parse(minimal()).unwrap();
-        let given = parse(super::super::with_defaults(&minimal(), crate::contract::properties::consume_kinesis::ALL)).unwrap();
+        let given =
+            parse(super::super::with_defaults(&minimal(), crate::contract::properties::consume_kinesis::ALL)).unwrap();
         assert_eq!(format!("{unset:?}"), format!("{given:?}"));
     }
 

@@ -7,7 +7,10 @@ use super::{ConfigProblems, Secret};
 
 /// The properties' names (and, in the contract, their defaults and allowed values).
 pub use crate::contract::properties::put_snowflake::{
-    ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY, USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE, DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE, MAX_LATENCY, COMMIT_TIMEOUT, ORDER_WAIT, MAX_IN_FLIGHT_SIZE,
+    ACCOUNT_IDENTIFIER, AUTHENTICATION_STRATEGY, CHANNEL_PREFIX, COMMIT_TIMEOUT, DATABASE, DESTINATION_TYPE,
+    ICEBERG_ENABLED, MAX_BATCH_SIZE, MAX_IN_FLIGHT_SIZE, MAX_LATENCY, ORDER_WAIT, PIPE, PRIVATE_KEY, PRIVATE_KEY_FILE,
+    PRIVATE_KEY_PASSWORD, ROLE, SCHEMA, SCHEMA_EVOLUTION_ENABLED, SERVICE_ACCOUNT_TOKEN_FILE, TABLE, TOKEN_FILE,
+    URL_OVERRIDE, USER,
 };
 
 /// Order Wait's default: how long a channel's FlowFiles wait for an earlier one before the gap is
@@ -407,7 +410,8 @@ mod tests {
     #[test]
     fn the_contracts_defaults_are_what_an_unset_property_means() {
         let unset = parse(minimal()).unwrap();
-        let given = parse(super::super::with_defaults(&minimal(), crate::contract::properties::put_snowflake::ALL)).unwrap();
+        let given =
+            parse(super::super::with_defaults(&minimal(), crate::contract::properties::put_snowflake::ALL)).unwrap();
         assert_eq!(format!("{unset:?}"), format!("{given:?}"));
     }
 

@@ -97,7 +97,8 @@ pub mod put_snowflake {
 }
 
 /// Both processors' specs, by the Java class that declares them.
-pub const PROCESSORS: &[(&str, &[PropertySpec])] = &[("ConsumeKinesis", consume_kinesis::ALL), ("PutSnowflake", put_snowflake::ALL)];
+pub const PROCESSORS: &[(&str, &[PropertySpec])] =
+    &[("ConsumeKinesis", consume_kinesis::ALL), ("PutSnowflake", put_snowflake::ALL)];
 
 #[cfg(test)]
 fn java_string(value: Option<&str>) -> String {
@@ -164,7 +165,11 @@ mod tests {
             assert_eq!(names.len(), specs.len(), "{processor}: a property named twice");
             for spec in *specs {
                 if let (Some(default), false) = (spec.default, spec.allowed.is_empty()) {
-                    assert!(spec.allowed.contains(&default), "{processor}: {} defaults to {default}, not allowed", spec.name);
+                    assert!(
+                        spec.allowed.contains(&default),
+                        "{processor}: {} defaults to {default}, not allowed",
+                        spec.name
+                    );
                 }
             }
         }

@@ -39,8 +39,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::offset::OffsetToken;
-use crate::contract::wire;
 use super::rows::{Delivery, Row};
+use crate::contract::wire;
 
 /// Snowflake REST allows ten append requests a second per channel.
 pub const MIN_APPEND_SPACING: Duration = Duration::from_millis(100);

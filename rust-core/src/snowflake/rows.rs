@@ -80,11 +80,11 @@ pub const ATTRIBUTES: &[&str] = &[
     ATTR_PARENT_SHARDS,
 ];
 
-pub use crate::contract::metadata::KEY as METADATA_KEY;
 use crate::contract::metadata as meta;
+pub use crate::contract::metadata::KEY as METADATA_KEY;
 
 /// The fields of `kinesisMetadata`, as NiFi's ConsumeKinesis and Openflow's Kinesis connector name them.
-pub const METADATA_FIELDS: [&str; 7] = [
+pub const METADATA_FIELDS: &[&str] = &[
     meta::STREAM,
     meta::SHARD_ID,
     meta::APPROXIMATE_ARRIVAL,
