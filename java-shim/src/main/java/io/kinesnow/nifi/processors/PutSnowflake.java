@@ -303,12 +303,23 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** The most queued FlowFiles looked at to choose from (NiFi's default swap threshold: a queue's part held in memory). */
     private static final int MAX_PEEK = 20_000;
 
-    private final NativeComponent engine = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
+    /** The rules (validation, verification) the native side applies to the settings. */
+    private final NativeComponent rules = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
+    private final RowSink engine;
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();
     private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
     /** {@code snowflake://<account>}, to which provenance adds each FlowFile's destination. */
     private volatile String transitBase;
+
+    public PutSnowflake() {
+        this(new NativeRowSink());
+    }
+
+    /** With another engine; for tests of the processor's own logic. */
+    PutSnowflake(final RowSink engine) {
+        this.engine = engine;
+    }
 
     /** A session kept open across triggers until every FlowFile in it has its outcome. */
     private static final class HeldSession {
@@ -348,12 +359,12 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @Override
     public List<ConfigVerificationResult> verify(final ProcessContext context, final ComponentLog verificationLogger,
                                                  final Map<String, String> attributes) {
-        return engine.verify(context, PROPERTIES, attributes, ProxyService.facts(context));
+        return rules.verify(context, PROPERTIES, attributes, ProxyService.facts(context));
     }
 
     @Override
     protected Collection<ValidationResult> customValidate(final ValidationContext context) {
-        return ProxyService.validate(context, engine.validate(context, PROPERTIES));
+        return ProxyService.validate(context, rules.validate(context, PROPERTIES));
     }
 
     /**
@@ -380,7 +391,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
-        engine.open(context, PROPERTIES, getLogger(), NativeComponent.withFacts(ProxyService.facts(context), "PutSnowflake Instance", instance,
+        engine.open(context, getLogger(), NativeComponent.withFacts(ProxyService.facts(context), "PutSnowflake Instance", instance,
                 NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider())));
         transitBase = "snowflake://" + accountForProvenance(context);
     }
@@ -411,9 +422,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSessionFactory sessionFactory) {
-        final long handle = engine.handle();
-        final boolean submitted = submit(context, sessionFactory, handle);
-        final byte[] outcomes = NativeBridge.outcomes(handle, submitted ? 0 : OUTCOME_WAIT_MILLIS);
+        final boolean submitted = submit(context, sessionFactory);
+        final byte[] outcomes = engine.outcomes(submitted ? 0 : OUTCOME_WAIT_MILLIS);
         if (outcomes != null) {
             route(SinkBatch.decodeOutcomes(outcomes));
         }
@@ -424,8 +434,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
      * what crosses to the engine: the content itself, or with a Record Reader the rows made from it (JSON, often several
      * times the size of Avro or CSV), so FlowFiles are then read one at a time until their rows fill it.
      */
-    private boolean submit(final ProcessContext context, final ProcessSessionFactory sessionFactory, final long handle) {
-        final long capacity = NativeBridge.capacity(handle);
+    private boolean submit(final ProcessContext context, final ProcessSessionFactory sessionFactory) {
+        final long capacity = engine.capacity();
         if (capacity <= 0) {
             return false;
         }
@@ -434,7 +444,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         final HeldSession h = new HeldSession(session);
         final SinkBatch batch = new SinkBatch();
         try {
-            final List<FlowFile> chosen = chosen(session, handle, capacity);
+            final List<FlowFile> chosen = chosen(session, capacity);
             if (reader == null) {
                 for (final FlowFile flowFile : chosen == null ? session.get(sizeLimit(capacity)) : chosen) {
                     add(context, h, batch, flowFile, sourceAttributes(flowFile), content(session, flowFile));
@@ -446,7 +456,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                 session.commitAsync();
                 return false;
             }
-            NativeBridge.submit(handle, batch.encode());
+            engine.submit(batch.encode());
         } catch (final RuntimeException e) {
             session.rollback();
             throw e;
@@ -504,7 +514,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
      * {@code snowflake::take_order}). Returns the chosen FlowFiles, taken into the session in that order; {@code null}
      * when the queue fits and everything may come as the queue hands it out.
      */
-    private static List<FlowFile> chosen(final ProcessSession session, final long handle, final long capacity) {
+    private List<FlowFile> chosen(final ProcessSession session, final long capacity) {
         final QueueSize queued = session.getQueueSize();
         if (queued.getByteCount() <= capacity && queued.getObjectCount() <= MAX_FLOW_FILES_PER_SUBMIT) {
             return null;
@@ -517,7 +527,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         for (final FlowFile flowFile : seen) {
             candidates.add(flowFile.getSize(), sourceAttributes(flowFile));
         }
-        final int[] picks = NativeBridge.choose(handle, candidates.encode());
+        final int[] picks = engine.choose(candidates.encode());
         final Map<Long, Integer> rank = new HashMap<>();
         for (int i = 0; i < picks.length && rank.size() < MAX_FLOW_FILES_PER_SUBMIT; i++) {
             rank.putIfAbsent(seen.get(picks[i]).getId(), rank.size());

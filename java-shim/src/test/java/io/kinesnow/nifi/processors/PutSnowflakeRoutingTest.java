@@ -1,0 +1,132 @@
+package io.kinesnow.nifi.processors;
+
+import io.kinesnow.nifi.contract.Attributes;
+import io.kinesnow.nifi.contract.Wire;
+import io.kinesnow.nifi.nativebridge.SinkBatch;
+import org.apache.nifi.context.PropertyContext;
+import org.apache.nifi.flowfile.FlowFile;
+import org.apache.nifi.logging.ComponentLog;
+import org.apache.nifi.processor.ProcessSession;
+import org.apache.nifi.util.MockFlowFile;
+import org.apache.nifi.util.TestRunner;
+import org.apache.nifi.util.TestRunners;
+import org.junit.jupiter.api.Test;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * PutSnowflake's own routing, with a stand-in engine ({@link RowSink}) that gives each FlowFile the outcome the test
+ * names: success goes to success, a give-back returns to the queue penalized, a reload returns marked for the
+ * at-least-once channels, failure goes to failure; the session commits once every FlowFile has its outcome.
+ */
+class PutSnowflakeRoutingTest {
+    /** Gives the i-th FlowFile submitted the i-th route. */
+    private static final class ScriptedSink implements RowSink {
+        private final int[] routes;
+        private final List<Long> submitted = new ArrayList<>();
+        private boolean answered;
+
+        ScriptedSink(final int... routes) {
+            this.routes = routes;
+        }
+
+        @Override
+        public void open(final PropertyContext context, final ComponentLog log, final String... facts) {
+        }
+
+        @Override
+        public void close() {
+        }
+
+        @Override
+        public long capacity() {
+            return submitted.isEmpty() ? 1 << 20 : 0;
+        }
+
+        @Override
+        public int[] choose(final byte[] candidates) {
+            throw new AssertionError("the queue fits the budget: nothing to choose");
+        }
+
+        @Override
+        public void submit(final byte[] flowFiles) {
+            final ByteBuffer in = ByteBuffer.wrap(flowFiles);
+            in.getInt(); // magic
+            final int n = in.getInt();
+            for (int i = 0; i < n; i++) {
+                submitted.add(in.getLong());
+                for (int a = in.getInt() * 2 + 1; a > 0; a--) { // each attribute's name and value, then the content
+                    skip(in);
+                }
+            }
+        }
+
+        private static void skip(final ByteBuffer in) {
+            final int length = in.getInt();
+            in.position(in.position() + length);
+        }
+
+        @Override
+        public byte[] outcomes(final long waitMillis) {
+            if (answered || submitted.isEmpty()) {
+                return null;
+            }
+            answered = true;
+            final ByteBuffer out = ByteBuffer.allocate(4096).putInt(Wire.OUTCOMES_MAGIC).putInt(submitted.size());
+            for (int i = 0; i < submitted.size(); i++) {
+                out.putLong(submitted.get(i)).put((byte) routes[i]).putInt(1).putInt(0);
+                for (final String s : List.of("ch", "42", "said " + i)) {
+                    final byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+                    out.putInt(utf8.length).put(utf8);
+                }
+            }
+            final byte[] bytes = new byte[out.position()];
+            out.flip().get(bytes);
+            return bytes;
+        }
+    }
+
+    @Test
+    void eachOutcomeTakesItsFlowFileWhereItSays() {
+        final ScriptedSink sink = new ScriptedSink(SinkBatch.ROUTE_SUCCESS, SinkBatch.ROUTE_RETRY, SinkBatch.ROUTE_RELOAD,
+                SinkBatch.ROUTE_FAILURE);
+        final TestRunner runner = TestRunners.newTestRunner(new PutSnowflake(sink));
+        runner.setValidateExpressionUsage(false);
+        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
+        runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
+        runner.setProperty(PutSnowflake.PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
+        runner.setProperty(PutSnowflake.DATABASE, "RAW");
+        runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
+        runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+        for (int i = 0; i < 4; i++) {
+            runner.enqueue("{\"id\":" + i + "}");
+        }
+        runner.run(1, false, true);
+
+        runner.assertTransferCount(PutSnowflake.REL_SUCCESS, 1);
+        runner.assertTransferCount(PutSnowflake.REL_FAILURE, 1);
+        final MockFlowFile success = runner.getFlowFilesForRelationship(PutSnowflake.REL_SUCCESS).get(0);
+        success.assertAttributeEquals(Attributes.CHANNEL, "ch");
+        success.assertAttributeEquals(Attributes.OFFSET_TOKEN, "42");
+        runner.getFlowFilesForRelationship(PutSnowflake.REL_FAILURE).get(0).assertAttributeEquals(Attributes.ERROR_MESSAGE, "said 3");
+        final ProcessSession look = runner.getProcessSessionFactory().createSession();
+        final List<FlowFile> back = look.get(10);
+        look.rollback();
+        runner.run(0, true, false);
+        assertEquals(2, back.size(), "the given-back FlowFile and the reload are back in the queue");
+        final FlowFile reload = back.stream().filter(f -> "said 2".equals(f.getAttribute(Attributes.ERROR_MESSAGE))).findFirst().orElseThrow();
+        assertEquals(Attributes.AT_LEAST_ONCE, reload.getAttribute(Attributes.DELIVERY), "the reload, marked");
+        final FlowFile retry = back.stream().filter(f -> "said 1".equals(f.getAttribute(Attributes.ERROR_MESSAGE))).findFirst().orElseThrow();
+        assertEquals(null, retry.getAttribute(Attributes.DELIVERY), "the give-back, not marked");
+        assertTrue(runner.getPenalizedFlowFiles().stream().anyMatch(f -> "said 1".equals(f.getAttribute(Attributes.ERROR_MESSAGE))),
+                "the given-back FlowFile is penalized");
+        assertTrue(runner.getPenalizedFlowFiles().stream().noneMatch(f -> "said 2".equals(f.getAttribute(Attributes.ERROR_MESSAGE))),
+                "the reload is not penalized");
+    }
+}
