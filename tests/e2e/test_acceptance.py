@@ -39,7 +39,6 @@ be (tests/lib/shared_nifi.py's ModuleNiFi.kill and restart).
 """
 
 import base64
-import glob
 import json
 import os
 import re
@@ -54,6 +53,7 @@ import iam_proxy
 from kpl import aggregate
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401
 from standin import Standin, make_key_pair
+from consumer_flow import built_nar
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
@@ -84,9 +84,7 @@ AGGREGATE_SIZE = 6  # user records per KPL aggregate
 def nar() -> str:
     """The built kinesnow-nar (test_cluster_exactly_once.py and bench/cluster_failover.py import it; this module
     runs in the shared NiFi, which loads it)."""
-    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
-    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
-    return nars[0]
+    return built_nar()
 
 
 class Producer:

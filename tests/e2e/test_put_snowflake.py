@@ -20,6 +20,7 @@ import pytest
 import iam_proxy
 from services import kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import Standin, make_key_pair
+from consumer_flow import built_nar
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
@@ -47,9 +48,7 @@ RUN = str(int(time.time()))  # the emulators may outlive a run: fresh stream and
 def nar() -> str:
     """The built kinesnow-nar (test_put_snowflake_managed.py imports it; this module runs in the shared NiFi,
     which loads it)."""
-    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
-    assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
-    return nars[0]
+    return built_nar()
 
 
 def put(stream: str, first: int, count: int) -> None:
