@@ -807,13 +807,17 @@ proptest! {
 }
 
 /// The random sequences reach the decisions and the events around them (a model that never
-/// supersedes, parks, takes over or balances would pass for nothing).
+/// supersedes, parks, takes over or balances would pass for nothing). The 500 cases come from a
+/// fixed seed: with a new seed each run, one run in many missed a rare decision and failed (seen
+/// once in the suite), though the model itself held.
 #[test]
 fn model_failover_covers_every_decision() {
-    use proptest::test_runner::TestRunner;
+    use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
     let mut total = Coverage::default();
-    let mut runner =
-        TestRunner::new(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() });
+    let mut runner = TestRunner::new_with_rng(
+        ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() },
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
     let seen = std::cell::RefCell::new(&mut total);
     runner
         .run(&prop::collection::vec(step(), 1..150), |steps| {

@@ -107,3 +107,87 @@ fn the_check_sees_an_upward_edge() {
     assert_eq!(names, BTreeSet::from(["ffi".to_owned(), "lease".to_owned()]));
     assert!(floor_of("ffi") > floor_of("lease"));
 }
+
+/// The sibling modules a file inside `parent/` names (`super::<m>` or `crate::<parent>::<m>`),
+/// outside its `mod tests`.
+fn named_siblings(source: &str, parent: &str) -> BTreeSet<String> {
+    let code = source.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+    let word =
+        |at: usize| code[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let from_super = code.match_indices("super::").map(|(at, m)| word(at + m.len()));
+    let long = format!("crate::{parent}::");
+    let from_crate = code.match_indices(long.as_str()).map(|(at, m)| word(at + m.len()));
+    from_super.chain(from_crate).filter(|name| !name.is_empty()).collect()
+}
+
+/// The module graph inside `src/<parent>/` (one node per file; `mod.rs` is the parent itself and
+/// left out: it only declares and re-exports).
+fn graph_inside(parent: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(parent);
+    let mut graph = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().trim_end_matches(".rs").to_owned();
+        if name == "mod" || entry.path().is_dir() {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        graph.insert(name, named_siblings(&text, parent));
+    }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for (name, used) in graph.iter_mut() {
+        used.retain(|m| m != name && modules.contains(m));
+    }
+    graph
+}
+
+/// A cycle in `graph`, if there is one, as the modules on it.
+fn a_cycle(graph: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            return Some(path[at..].to_vec());
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_cycle_between_the_modules_inside_consumer_and_snowflake() {
+    for parent in ["consumer", "snowflake"] {
+        let graph = graph_inside(parent);
+        assert!(graph.len() > 5, "{parent}: the check reads no modules");
+        if let Some(cycle) = a_cycle(&graph) {
+            panic!("{parent}: the modules {} depend on each other in a cycle", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_cycle_check_sees_a_cycle() {
+    let graph = std::collections::BTreeMap::from([
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["c".to_owned()])),
+        ("c".to_owned(), BTreeSet::from(["a".to_owned()])),
+        ("d".to_owned(), BTreeSet::new()),
+    ]);
+    assert_eq!(a_cycle(&graph), Some(vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]));
+    let siblings = named_siblings("use super::ledger::Batch;\nuse crate::consumer::state::X;", "consumer");
+    assert_eq!(siblings, BTreeSet::from(["ledger".to_owned(), "state".to_owned()]));
+}

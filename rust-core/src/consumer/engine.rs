@@ -1,8 +1,9 @@
-//! The engine's shared state and its API to the processor: start, poll a batch, ack or nack it,
-//! stop. The lease keeper (`keeper.rs`) runs beside it on its own task.
+//! The engine's API to the processor: start, poll a batch, ack or nack it, stop. It starts the
+//! lease keeper (`keeper.rs`) on its own task and gives the shared state (`shared.rs`) the
+//! readers to spawn.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -12,148 +13,18 @@ use tracing::{info, warn};
 use super::budget::MemoryBudget;
 use super::keeper::Keeper;
 pub use super::ledger::Batch;
-use super::ledger::{CheckpointWrite, FinishShard, Ledger, Next, Pass, ReaderStart, WriteOutcome};
+use super::ledger::{Ledger, Pass};
 use super::reader;
 pub use super::resume::FailoverPosition;
-use super::state::Buffered;
+pub use super::shared::{heartbeat_interval, scan_interval, EngineSettings, FanOutStats};
+use super::shared::{FanOut, Shared};
 use super::ConsumerError;
 use crate::aws::AwsClients;
-use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, InitialPosition};
-use crate::feedback::{LinkKey, Loaded};
+use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType};
+use crate::feedback::LinkKey;
 use crate::kinesis::fan_out;
-use crate::kinesis::position::Position;
-use crate::lease::migration::{self, MigrationSettings};
-use crate::lease::{Lease, LeaseError, LeaseStore};
-
-#[derive(Debug, Clone)]
-pub struct EngineSettings {
-    pub stream: String,
-    pub application: String,
-    pub initial_position: InitialPosition,
-    /// Polling (GetRecords) or Enhanced Fan-Out (SubscribeToShard, consumer named after the application).
-    pub consumer_type: ConsumerType,
-    /// A fan-out subscription silent this long is replaced.
-    pub fan_out_watchdog: Duration,
-    /// Fan-out subscriptions per pooled Kinesis client (each with its own HTTP connection pool);
-    /// [`fan_out::SUBSCRIPTIONS_PER_CLIENT`] unless a test compares pool sizes.
-    pub fan_out_subscriptions_per_client: usize,
-    pub max_records_per_request: u32,
-    pub max_buffer_size: u64,
-    /// A node whose heartbeat has not changed for this long is dead and its leases are taken over.
-    pub failover_timeout: Duration,
-    /// How often this node's heartbeat row is bumped (well inside the failover timeout).
-    pub heartbeat_interval: Duration,
-    /// How often the table is read to check leases, find readable shards and balance.
-    pub scan_interval: Duration,
-    /// How often the stream's shards are listed (children of a finished shard do not wait for it:
-    /// they come from ChildShards).
-    pub shard_refresh: Duration,
-    /// How long a lease being handed back waits for its batches in flight before it is released.
-    pub hand_back_timeout: Duration,
-    /// Warn when a shard lags by more than this share of the stream's retention period.
-    pub lag_warning_percent: u8,
-    /// The component handle, so log events reach the processor's bulletins.
-    pub component: u64,
-    /// Lock and wait timings of the one-time migration from a KCL lease table.
-    pub migration: MigrationSettings,
-    /// Where a node that takes a lease over resumes (see `resume`).
-    pub failover_position: FailoverPosition,
-}
-
-impl EngineSettings {
-    pub fn from_config(c: &ConsumeKinesisConfig, component: u64) -> Self {
-        Self {
-            stream: c.stream_name.clone(),
-            application: c.application_name.clone(),
-            initial_position: c.initial_position,
-            consumer_type: c.consumer_type,
-            fan_out_watchdog: super::subscriber::WATCHDOG,
-            fan_out_subscriptions_per_client: fan_out::SUBSCRIPTIONS_PER_CLIENT,
-            max_records_per_request: c.max_records_per_request,
-            max_buffer_size: c.max_buffer_size,
-            failover_timeout: c.failover_timeout,
-            heartbeat_interval: heartbeat_interval(c.failover_timeout),
-            scan_interval: scan_interval(c.failover_timeout),
-            shard_refresh: Duration::from_secs(30),
-            hand_back_timeout: Duration::from_secs(30),
-            lag_warning_percent: c.lag_warning_threshold_percent,
-            component,
-            migration: MigrationSettings::default(),
-            failover_position: c.failover_position,
-        }
-    }
-}
-
-/// Heartbeats three times per failover timeout, at least every 10 s.
-pub fn heartbeat_interval(failover: Duration) -> Duration {
-    (failover * 3 / 7).clamp(Duration::from_millis(100), Duration::from_secs(10))
-}
-
-/// Scans the table seven times per failover timeout, at most once a second.
-pub fn scan_interval(failover: Duration) -> Duration {
-    (failover / 7).clamp(Duration::from_millis(50), Duration::from_secs(1))
-}
-
-pub struct Shared {
-    pub settings: EngineSettings,
-    pub kinesis: aws_sdk_kinesis::Client,
-    pub store: LeaseStore,
-    pub owner: String,
-    /// This engine's heartbeat row (a slot taken at the first beat).
-    pub node_row: crate::lease::node_row::NodeRow,
-    pub budget: MemoryBudget,
-    /// Lag beyond which records risk expiring unread (a share of the retention period).
-    pub lag_warning_ms: Option<i64>,
-    /// With Failover Position `SNOWFLAKE_COMMIT`: the key PutSnowflake reports this consumer's
-    /// loaded positions under (see `feedback`).
-    pub link: Option<LinkKey>,
-    /// GetRecords responses that may be held at once (each at most 10 MiB).
-    pub fetch_slots: Arc<tokio::sync::Semaphore>,
-    /// The shards, batches and their decisions (no I/O inside).
-    ledger: Mutex<Ledger>,
-    data_ready: Notify,
-    /// Wakes the keeper for a pass now (a shard finished, a hand-back's batches settled).
-    pub(super) rebalance: Notify,
-    /// A shard ended without naming its children: list the stream on the next pass.
-    pub(super) list_now: std::sync::atomic::AtomicBool,
-    /// The closed shards of the keeper's latest listing (fan-out readers confirm their end).
-    pub(super) listing: Mutex<super::end_probe::ListingView>,
-    /// Records are delivered only while this node's last heartbeat is recent enough that no
-    /// other node can have judged it dead and taken its leases.
-    deliver_until: Mutex<tokio::time::Instant>,
-    #[cfg(feature = "test-support")]
-    pub(super) suspended_until: Mutex<Option<tokio::time::Instant>>,
-    pub stopping: watch::Sender<bool>,
-    /// Reader tasks by shard: aborted when the shard's lease is lost.
-    readers: Mutex<Vec<(String, JoinHandle<()>)>>,
-    /// With Enhanced Fan-Out: the registered consumer and the client pool subscriptions use.
-    fan_out: Option<FanOut>,
-    pub(super) fan_out_stats: FanOutStats,
-}
-
-struct FanOut {
-    consumer_arn: String,
-    pool: Vec<aws_sdk_kinesis::Client>,
-    next: AtomicUsize,
-}
-
-/// What the fan-out readers did, for tests and metrics.
-#[derive(Default, Debug)]
-pub struct FanOutStats {
-    pub subscriptions: std::sync::atomic::AtomicU64,
-    pub resource_in_use: std::sync::atomic::AtomicU64,
-    pub watchdog_replacements: std::sync::atomic::AtomicU64,
-    /// Received events whose records wait for budget (at most one per subscription), and the
-    /// bytes of their records not yet in a buffer, as the budget counts a record as fetched
-    /// (before KPL de-aggregation).
-    pub waiting_events: std::sync::atomic::AtomicU64,
-    pub waiting_event_bytes: std::sync::atomic::AtomicU64,
-    /// The largest event received so far, in the budget's bytes (all its records as fetched).
-    pub largest_event_bytes: std::sync::atomic::AtomicU64,
-    /// Shard ends confirmed by GetRecords (the listing showed the shard closed and its
-    /// subscription was quiet), counted when each confirmation begins.
-    pub end_probes: std::sync::atomic::AtomicU64,
-}
+use crate::lease::migration;
+use crate::lease::{LeaseError, LeaseStore};
 
 pub struct ConsumerEngine {
     shared: Arc<Shared>,
@@ -219,6 +90,7 @@ impl Prepared {
             suspended_until: Mutex::new(None),
             stopping,
             readers: Mutex::new(Vec::new()),
+            spawn: spawn_reader,
         });
         let mut keeper = Keeper::new(shared.clone()).await?;
         let engine = ConsumerEngine { shared, keeper: Mutex::new(None) };
@@ -427,245 +299,6 @@ impl Drop for ConsumerEngine {
     }
 }
 
-impl Shared {
-    pub(super) fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_readers(&self) -> MutexGuard<'_, Vec<(String, JoinHandle<()>)>> {
-        self.readers.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Where a shard without a checkpoint starts.
-    pub(super) fn initial_position(&self, shard_id: &str) -> InitialPosition {
-        self.lock_ledger().initial_position(shard_id).unwrap_or(self.settings.initial_position)
-    }
-
-    /// For the reader of `generation`: the shard's generation and where to resume; `None` once the
-    /// shard is finished, lost or handed back, or the reader is of an earlier lease of it.
-    pub(super) fn reader_generation(&self, shard_id: &str, generation: u64) -> Option<(u64, super::ledger::ReadFrom)> {
-        self.lock_ledger().reader_position(shard_id, generation)
-    }
-
-    /// Adds fetched records to a shard's buffer; false when the shard was rewound or lost meanwhile.
-    pub(super) fn push(
-        &self,
-        shard_id: &str,
-        generation: u64,
-        records: Vec<Buffered>,
-        millis_behind: i64,
-        ended: Option<Vec<(String, Vec<String>)>>,
-    ) -> bool {
-        let had_records = !records.is_empty();
-        let pushed = self.lock_ledger().push(shard_id, generation, records, millis_behind, ended);
-        if pushed && had_records {
-            self.data_ready.notify_waiters();
-        }
-        pushed
-    }
-
-    /// Takes up to `max_bytes` round-robin over the shards and registers the batch.
-    fn take(&self, max_bytes: u64) -> Option<Batch> {
-        if !self.may_deliver() {
-            return None;
-        }
-        self.lock_ledger().take(max_bytes)
-    }
-
-    /// Does what the ledger decided: writes checkpoints (one per shard at a time, each followed
-    /// by the next acknowledged one), finishes shards, stops the readers of lost leases.
-    pub(super) async fn follow(self: &Arc<Self>, step: Next) {
-        let mut step = Some(step);
-        while let Some(current) = step.take() {
-            match current {
-                Next::Write(write) => step = self.write_checkpoint(write).await,
-                Next::Finish(finish) => self.finish_shard(finish).await,
-                Next::Lost(shard_id) => self.lost(&shard_id),
-            }
-        }
-    }
-
-    async fn write_checkpoint(&self, write: CheckpointWrite) -> Option<Next> {
-        let outcome = match self.store.checkpoint(&write.lease, &write.position, false, write.loaded.as_ref()).await {
-            Ok(()) => WriteOutcome::Written,
-            Err(LeaseError::Fenced { .. }) => WriteOutcome::Fenced,
-            Err(e) => {
-                warn!(
-                    component = self.settings.component,
-                    "checkpoint of shard {} not written (tried again on the next lease pass): {e}",
-                    write.lease.shard_id
-                );
-                WriteOutcome::Failed
-            }
-        };
-        let next = self.lock_ledger().checkpoint_written(&write, outcome);
-        if self.lock_ledger().hand_back_settled() {
-            self.rebalance.notify_one();
-        }
-        next
-    }
-
-    /// Takes in the loaded positions PutSnowflake reported on `feedback`'s board for the shards this
-    /// engine tracks; true when one moved on.
-    pub(super) fn take_in_loaded(&self, key: &LinkKey) -> bool {
-        let tracked = self.lock_ledger().tracked();
-        let facts: Vec<(String, Position)> = {
-            let board = crate::feedback::board();
-            tracked.iter().filter_map(|shard| board.loaded(key, shard).map(|p| (shard.clone(), p))).collect()
-        };
-        let mut ledger = self.lock_ledger();
-        facts.into_iter().fold(false, |moved, (shard, p)| ledger.note_loaded(&shard, p) || moved)
-    }
-
-    /// Writes the loaded positions not yet in their lease rows (of shards without a checkpoint
-    /// write in flight, which carries its own).
-    pub(super) async fn write_loaded_positions(self: &Arc<Self>, pass: Pass) {
-        let due = self.lock_ledger().loaded_writes_due(pass);
-        for write in due {
-            match self.store.write_loaded(&write.lease, &write.loaded).await {
-                Ok(()) => self.lock_ledger().loaded_written(&write),
-                Err(LeaseError::Fenced { .. }) => self.lose(&write.lease.shard_id),
-                Err(e) => warn!(
-                    component = self.settings.component,
-                    "loaded position of shard {} not written: {e}", write.lease.shard_id
-                ),
-            }
-        }
-    }
-
-    /// Writes the checkpoints whose earlier writes failed.
-    pub(super) async fn retry_checkpoints(self: &Arc<Self>) {
-        let writes = self.lock_ledger().pending_checkpoints();
-        for write in writes {
-            self.follow(Next::Write(write)).await;
-        }
-    }
-
-    /// The reader of `generation` saw the end of the shard and returned.
-    pub(super) async fn on_reader_finished(self: &Arc<Self>, shard_id: &str, generation: u64) {
-        let next = self.lock_ledger().reader_ended(shard_id, generation);
-        if let Some(step) = next {
-            self.follow(step).await;
-        }
-    }
-
-    /// Writes the children's rows and the shard-end marker once everything of the shard is
-    /// committed (which also gives the lease up), then wakes the keeper to take the children.
-    /// If the marker cannot be written, the shard stays here as finished and the keeper retries.
-    pub(super) async fn finish_shard(self: &Arc<Self>, finish: FinishShard) {
-        let shard_id = finish.lease.shard_id.clone();
-        for (child, parents) in &finish.children {
-            if let Err(e) = self.store.add_child(child, parents).await {
-                warn!(component = self.settings.component, "row of child shard {child} not written: {e}");
-            }
-        }
-        let outcome = match self.store.mark_shard_end(&finish.lease).await {
-            Ok(()) => {
-                info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
-                if let Some(key) = &self.link {
-                    // Its FlowFiles still queued here go on into the shared channel, before the children's.
-                    crate::feedback::board().finished_here(key, &self.owner, &shard_id, finish.lease.counter);
-                }
-                WriteOutcome::Written
-            }
-            Err(LeaseError::Fenced { .. }) => {
-                warn!(
-                    component = self.settings.component,
-                    "lease on shard {shard_id} was lost before its shard-end marker was written"
-                );
-                WriteOutcome::Fenced
-            }
-            Err(e) => {
-                warn!(component = self.settings.component, "shard-end marker of {shard_id} not written: {e}");
-                WriteOutcome::Failed
-            }
-        };
-        self.lock_ledger().finish_done(&finish, outcome);
-        if finish.children.is_empty() {
-            self.list_now.store(true, Ordering::Relaxed);
-        }
-        self.rebalance.notify_one();
-    }
-
-    /// The lease moved on: drop the shard's records at once and stop delivering them.
-    pub(super) fn lose(&self, shard_id: &str) {
-        if self.lock_ledger().lose(shard_id) {
-            self.lost(shard_id);
-        }
-    }
-
-    /// Ends the readers of a shard whose lease is gone.
-    fn lost(&self, shard_id: &str) {
-        warn!(
-            component = self.settings.component,
-            "lease on shard {shard_id} was lost; its buffered records are dropped"
-        );
-        for (_, reader) in self.lock_readers().iter().filter(|(id, _)| id == shard_id) {
-            reader.abort();
-        }
-    }
-
-    /// Starts reading a shard whose lease was just taken.
-    pub(super) fn start_reading(
-        self: &Arc<Self>,
-        lease: Lease,
-        committed: Option<Position>,
-        parents: Vec<String>,
-        initial: Option<InitialPosition>,
-        loaded: Option<Loaded>,
-    ) {
-        // A reader left from an earlier lease of this shard ends (its generation is older anyway).
-        for (_, reader) in self.lock_readers().iter().filter(|(id, _)| *id == lease.shard_id) {
-            reader.abort();
-        }
-        let shard_id = lease.shard_id.clone();
-        if let Some(key) = &self.link {
-            crate::feedback::board().took_here(key, &self.owner, &shard_id, lease.counter, committed.clone());
-        }
-        let start = {
-            let mut ledger = self.lock_ledger();
-            let start = ledger.start(lease, committed, parents, initial);
-            if let Some(loaded) = loaded {
-                ledger.track_loaded(&shard_id, loaded);
-            }
-            start
-        };
-        self.spawn_reader(start);
-    }
-
-    fn spawn_reader(self: &Arc<Self>, start: ReaderStart) {
-        let ReaderStart { shard_id, generation } = start;
-        let handle = match &self.fan_out {
-            None => tokio::spawn(reader::run(self.clone(), shard_id.clone(), generation)),
-            Some(f) => {
-                let client = fan_out::pooled(&f.pool, f.next.fetch_add(1, Ordering::Relaxed)).clone();
-                tokio::spawn(super::subscriber::run(
-                    self.clone(),
-                    shard_id.clone(),
-                    generation,
-                    client,
-                    f.consumer_arn.clone(),
-                ))
-            }
-        };
-        let mut readers = self.lock_readers();
-        readers.retain(|(_, r)| !r.is_finished());
-        readers.push((shard_id, handle));
-    }
-
-    pub(super) fn may_deliver(&self) -> bool {
-        *self.deliver_until.lock().unwrap_or_else(|p| p.into_inner()) > tokio::time::Instant::now()
-    }
-
-    pub(super) fn deliver_until(&self, until: tokio::time::Instant) {
-        let was = self.may_deliver();
-        *self.deliver_until.lock().unwrap_or_else(|p| p.into_inner()) = until;
-        if !was && until > tokio::time::Instant::now() {
-            self.data_ready.notify_waiters();
-        }
-    }
-}
-
 /// The processor is removed from the canvas: deregisters its Enhanced Fan-Out consumer, if it reads
 /// with one. `Ok(None)` when there is nothing to deregister; `Ok(Some(name))` once it is gone.
 pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Option<String>, ConsumerError> {
@@ -688,6 +321,22 @@ async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Resul
     let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
     let pool = (0..size).map(|_| clients.separate_kinesis()).collect();
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
+}
+
+/// Starts a shard's reader task: polling (`reader`), or an Enhanced Fan-Out subscription
+/// (`subscriber`) on the pooled client given with the consumer's ARN.
+fn spawn_reader(
+    shared: Arc<Shared>,
+    shard_id: String,
+    generation: u64,
+    subscription: Option<(aws_sdk_kinesis::Client, String)>,
+) -> JoinHandle<()> {
+    match subscription {
+        None => tokio::spawn(reader::run(shared, shard_id, generation)),
+        Some((client, consumer_arn)) => {
+            tokio::spawn(super::subscriber::run(shared, shard_id, generation, client, consumer_arn))
+        }
+    }
 }
 
 /// A unique node id without another dependency: time, process id and a random number.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::engine::Shared;
+use super::shared::Shared;
 use super::state::Buffered;
 use crate::kinesis::deaggregate::{self, Outcome, Planned};
 use crate::kinesis::position::{compare_sequence_numbers, Position};

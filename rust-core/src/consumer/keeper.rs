@@ -14,8 +14,8 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::end_probe::ListingView;
-use super::engine::Shared;
 use super::resume;
+use super::shared::Shared;
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::shards::{list_shards, ShardInfo};

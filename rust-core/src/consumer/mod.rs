@@ -3,7 +3,7 @@
 //! `subscriber` with Enhanced Fan-Out; `budget`, `end_probe`), keeps every shard's batches and
 //! decisions without I/O (`ledger`, `state`), hands batches to NiFi as FlowFiles (`intake`,
 //! `output`), and writes each shard's checkpoint only when NiFi acknowledges that the batch
-//! holding its records is committed (`engine`).
+//! holding its records is committed (`engine`, over the state its tasks share, `shared`).
 
 pub mod budget;
 mod end_probe;
@@ -16,10 +16,12 @@ mod model;
 pub mod output;
 mod reader;
 pub mod resume;
+mod shared;
 mod state;
 mod subscriber;
 
-pub use engine::{remove_fan_out_consumer, Batch, ConsumerEngine, EngineSettings, FanOutStats, Prepared};
+pub use engine::{remove_fan_out_consumer, ConsumerEngine, Prepared};
+pub use shared::{Batch, EngineSettings, FanOutStats};
 
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::KinesisError;

@@ -13,9 +13,9 @@ use tracing::{info, warn};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::engine::Shared;
 use super::intake::{self, Fetched};
 use super::ledger::ReadFrom;
+use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;

@@ -20,17 +20,14 @@ use aws_sdk_kinesis::types::{ShardIteratorType, StartingPosition, SubscribeToSha
 use tracing::{info, warn};
 
 use super::end_probe::{self, EndCheck, ProbeStart};
-use super::engine::Shared;
 use super::intake::{self, fetched_cost, Fetched};
 use super::ledger::ReadFrom;
+use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::KinesisError;
 
-/// The default silence after which a subscription is replaced (Kinesis sends an event at least
-/// every 5 s).
-pub const WATCHDOG: Duration = Duration::from_secs(35);
 /// SubscribeToShard allows one call per second per consumer and shard.
 const RESUBSCRIBE_FLOOR: Duration = Duration::from_secs(1);
 
@@ -483,12 +480,12 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> R
 
 /// An event counted as waiting for budget until dropped (also when the wait is cancelled).
 struct Waiting<'a> {
-    stats: &'a super::engine::FanOutStats,
+    stats: &'a super::shared::FanOutStats,
     bytes: AtomicU64,
 }
 
 impl<'a> Waiting<'a> {
-    fn new(stats: &'a super::engine::FanOutStats, bytes: u64) -> Self {
+    fn new(stats: &'a super::shared::FanOutStats, bytes: u64) -> Self {
         stats.waiting_events.fetch_add(1, Ordering::SeqCst);
         stats.waiting_event_bytes.fetch_add(bytes, Ordering::SeqCst);
         Self { stats, bytes: AtomicU64::new(bytes) }

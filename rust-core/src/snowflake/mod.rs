@@ -1,11 +1,11 @@
 //! The Snowpipe Streaming v2 client behind PutSnowflake: authentication (`auth`), the REST calls
-//! (`api`), FlowFile-to-row mapping (`rows`), offset tokens (`offset`), channel names (`naming`),
-//! the destinations a FlowFile's names resolve to (`destinations`), a channel's bookkeeping and
-//! order (`book`) and its writer task (`channel`), the running writers (`writers`, watched through
-//! `supervise`), parent-before-child (`lineage`), the exactly-once path across nodes with
-//! `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit tracking
-//! (`status`), which queued FlowFiles to take (`take_order`) and the engine the processor drives
-//! (`sink`).
+//! (`api`), FlowFile-to-row mapping (`rows`, making `row`s), offset tokens (`offset`), channel
+//! names (`naming`), the destinations a FlowFile's names resolve to (`destinations`), a channel's
+//! bookkeeping and order (`book`) and its writer task (`channel`), the running writers (`writers`,
+//! watched through `supervise`), parent-before-child (`lineage`), the exactly-once path across
+//! nodes with `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit
+//! tracking (`status`), which queued FlowFiles to take (`take_order`) and the engine the processor
+//! drives (`sink`).
 
 pub mod api;
 pub mod auth;
@@ -16,6 +16,7 @@ pub mod lineage;
 pub mod link;
 pub mod naming;
 pub mod offset;
+pub mod row;
 pub mod row_probe;
 pub mod rows;
 pub mod sink;

@@ -16,7 +16,8 @@ use serde::de::{self, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess
 use serde::Deserialize;
 
 use super::offset::OffsetToken;
-use super::rows::{Row, METADATA_KEY};
+use super::row::Row;
+use crate::contract::metadata::KEY as METADATA_KEY;
 
 /// The rows of `content` sent as they came, with their own exact tokens, when every line qualifies.
 /// `content` must be UTF-8 (the caller checks: skipped strings are not validated here).

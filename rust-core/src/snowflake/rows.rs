@@ -119,12 +119,7 @@ pub enum Delivery {
     AtLeastOnce,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub json: Vec<u8>,
-    /// For [`Delivery::AtLeastOnce`] rows a placeholder, replaced by the channel.
-    pub token: OffsetToken,
-}
+pub use super::row::Row;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prepared {
