@@ -836,13 +836,17 @@ proptest! {
 }
 
 /// The random sequences do reach the paths the model is about (a model that never nacks after
-/// a shard's end or never re-takes a lease would pass for nothing).
+/// a shard's end or never re-takes a lease would pass for nothing). The cases come from a fixed
+/// seed, so a rare path missed by one random draw cannot fail a run (the random model tests above
+/// draw new cases every run).
 #[test]
 fn model_consumer_covers_the_hostile_paths() {
-    use proptest::test_runner::TestRunner;
+    use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
     let mut total = Coverage::default();
-    let mut runner =
-        TestRunner::new(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() });
+    let mut runner = TestRunner::new_with_rng(
+        ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() },
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
     let seen = std::cell::RefCell::new(&mut total);
     runner
         .run(&case(), |(initial, ops)| {
