@@ -459,14 +459,12 @@ async fn a_lease_table_made_anew_is_told_apart_by_its_creation_time() {
         failover_position: kinesnow_core::consumer::resume::FailoverPosition::SnowflakeCommit,
         ..settings("epoch", "epoch-app")
     };
+    let board = tracked.board.clone();
     let engine = ConsumerEngine::start(tracked.clone(), clients(&aws(&emulators)).await).await.unwrap();
     let key = engine.link().cloned().expect("SNOWFLAKE_COMMIT links the engine to the board");
     engine.stop().await;
     let first = kinesnow_core::lease::table::created_at(&c.dynamodb, "epoch-app").await.unwrap().expect("a time");
-    assert!(
-        !kinesnow_core::feedback::board().table_created(&key, first),
-        "the engine gave the board this table's time"
-    );
+    assert!(!board.lock().table_created(&key, first), "the engine gave the board this table's time");
 
     tokio::time::sleep(Duration::from_millis(1100)).await; // creation times are whole seconds in dynalite
     c.dynamodb.delete_table().table_name("epoch-app").send().await.unwrap();
@@ -478,7 +476,7 @@ async fn a_lease_table_made_anew_is_told_apart_by_its_creation_time() {
     engine.stop().await;
     let second = kinesnow_core::lease::table::created_at(&c.dynamodb, "epoch-app").await.unwrap().expect("a time");
     assert!(second > first, "a new table, a new time: {first} then {second}");
-    assert!(!kinesnow_core::feedback::board().table_created(&key, second), "the engine gave the board the new time");
+    assert!(!board.lock().table_created(&key, second), "the engine gave the board the new time");
 }
 
 /// Issue 34, item 7: every start took a new heartbeat row (`__node__<owner>`) and every stop left it

@@ -56,7 +56,7 @@ impl Prepared {
             // this JVM knew of the old table's leases must not supersede the new ones' FlowFiles.
             let created = crate::lease::table::created_at(&clients.dynamodb, &settings.application).await?;
             if let Some(created) = created {
-                if crate::feedback::board().table_created(key, created) {
+                if settings.board.lock().table_created(key, created) {
                     info!(
                         component = settings.component,
                         "lease table '{}' was made anew since this NiFi last read it: the leases known before are forgotten",
@@ -149,6 +149,11 @@ impl ConsumerEngine {
 
     /// The key PutSnowflake reports this consumer's loaded positions under, with Failover
     /// Position `SNOWFLAKE_COMMIT`.
+    /// The board PutSnowflake reports this consumer's loaded positions on.
+    pub fn board(&self) -> &crate::feedback::BoardHandle {
+        &self.shared.settings.board
+    }
+
     pub fn link(&self) -> Option<&LinkKey> {
         self.shared.link.as_ref()
     }
@@ -276,7 +281,7 @@ impl ConsumerEngine {
             warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
         }
         if let Some(key) = &self.shared.link {
-            crate::feedback::board().forget_engine(key, &self.shared.owner);
+            self.shared.settings.board.lock().forget_engine(key, &self.shared.owner);
         }
         info!(
             component = self.shared.settings.component,

@@ -236,7 +236,7 @@ impl Keeper {
     async fn follow_snowflake(&mut self, rows: &[LeaseRow], now: Instant) {
         let Some(key) = self.shared.link.clone() else { return };
         {
-            let mut board = crate::feedback::board();
+            let mut board = self.shared.settings.board.lock();
             let held = self.shared.lock_ledger().held().into_iter().map(|(shard, h)| (shard, h.counter));
             board.publish_held(&key, &self.shared.owner, held);
             board.publish_tenures(

@@ -65,6 +65,8 @@ pub struct EngineSettings {
     pub migration: MigrationSettings,
     /// Where a node that takes a lease over resumes (see `resume`).
     pub failover_position: FailoverPosition,
+    /// The board PutSnowflake reports committed positions on (see `feedback`): the process's.
+    pub board: crate::feedback::BoardHandle,
 }
 
 impl EngineSettings {
@@ -87,6 +89,7 @@ impl EngineSettings {
             component,
             migration: MigrationSettings::default(),
             failover_position: c.failover_position,
+            board: crate::feedback::BoardHandle::process(),
         }
     }
 }
@@ -247,7 +250,7 @@ impl Shared {
     pub(super) fn take_in_loaded(&self, key: &LinkKey) -> bool {
         let tracked = self.lock_ledger().tracked();
         let facts: Vec<(String, Position)> = {
-            let board = crate::feedback::board();
+            let board = self.settings.board.lock();
             tracked.iter().filter_map(|shard| board.loaded(key, shard).map(|p| (shard.clone(), p))).collect()
         };
         let mut ledger = self.lock_ledger();
@@ -301,7 +304,7 @@ impl Shared {
                 info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
                 if let Some(key) = &self.link {
                     // Its FlowFiles still queued here go on into the shared channel, before the children's.
-                    crate::feedback::board().finished_here(key, &self.owner, &shard_id, finish.lease.counter);
+                    self.settings.board.lock().finished_here(key, &self.owner, &shard_id, finish.lease.counter);
                 }
                 WriteOutcome::Written
             }
@@ -357,7 +360,7 @@ impl Shared {
         }
         let shard_id = lease.shard_id.clone();
         if let Some(key) = &self.link {
-            crate::feedback::board().took_here(key, &self.owner, &shard_id, lease.counter, committed.clone());
+            self.settings.board.lock().took_here(key, &self.owner, &shard_id, lease.counter, committed.clone());
         }
         let start = {
             let mut ledger = self.lock_ledger();

@@ -1,6 +1,7 @@
 //! What PutSnowflake tells ConsumeKinesis in the same NiFi JVM: how far Snowflake has committed
 //! each shard's rows, and which lease tenure of a shard is current. Both processors live in this
-//! one native library, so the meeting point is a process-wide board ([`board`]).
+//! one native library, so the meeting point is a board per process, which both engines are given
+//! at their start as a [`BoardHandle`] (a test can give engines a board of their own).
 //!
 //! The rules (ConsumeKinesis' Failover Position `SNOWFLAKE_COMMIT`; see `consumer::resume`):
 //! - A **loaded position** is a fact about Snowflake: every record of the shard up to it is in
@@ -38,7 +39,7 @@
 //! which can only break the chain (the per-node channels, at least once), never extend it.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use crate::kinesis::position::Position;
 
@@ -488,11 +489,54 @@ impl Board {
     }
 }
 
-static BOARD: LazyLock<Mutex<Board>> = LazyLock::new(Mutex::default);
+/// A handle on a board, given to both engines at their start (in their settings): every
+/// ConsumeKinesis and PutSnowflake of one NiFi shares [`BoardHandle::process`]'s board, and a test
+/// can give engines a board of their own ([`BoardHandle::new`]).
+#[derive(Clone, Default)]
+pub struct BoardHandle {
+    board: Arc<Mutex<Board>>,
+    /// The records ConsumeKinesis routed to `parse.failure`, which PutSnowflake's order passes over.
+    parse_failures: Arc<Mutex<parse_failures::ParseFailures>>,
+}
 
-/// The board of this process.
+impl BoardHandle {
+    /// A board of its own, shared with no other engine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The board of this process (of this NiFi): what the processors' engines are given.
+    pub fn process() -> Self {
+        static PROCESS: LazyLock<BoardHandle> = LazyLock::new(BoardHandle::new);
+        PROCESS.clone()
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Board> {
+        self.board.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn parse_failures(&self) -> MutexGuard<'_, parse_failures::ParseFailures> {
+        self.parse_failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether both handles are on the same board.
+    pub fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.board, &other.board)
+    }
+}
+
+impl std::fmt::Debug for BoardHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.same_as(&Self::process()) { "BoardHandle(process)" } else { "BoardHandle(own)" })
+    }
+}
+
+/// The board of this process, locked (tests of this crate's components; the engines use the
+/// handle in their settings).
+#[cfg(test)]
 pub fn board() -> MutexGuard<'static, Board> {
-    BOARD.lock().unwrap_or_else(|p| p.into_inner())
+    static GUARD: LazyLock<BoardHandle> = LazyLock::new(BoardHandle::process);
+    GUARD.lock()
 }
 
 pub mod parse_failures;
@@ -500,6 +544,18 @@ pub mod parse_failures;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_board_of_its_own_shares_nothing_and_the_process_board_is_one() {
+        let (own, other) = (BoardHandle::new(), BoardHandle::new());
+        let at = |s: &str| Position::new(s, None);
+        own.lock().took_here(&key(), "engine", "shard-1", 7, Some(at("10")));
+        own.lock().put_in_channel(&key(), "shard-1", 7, &at("11"));
+        assert!(own.lock().held_here(&key(), "shard-1").is_some());
+        assert!(other.lock().held_here(&key(), "shard-1").is_none(), "another board sees nothing of it");
+        assert!(BoardHandle::process().same_as(&BoardHandle::process()));
+        assert!(!own.same_as(&BoardHandle::process()));
+    }
 
     fn key() -> LinkKey {
         LinkKey { stream: "arn:aws:kinesis:us-east-1:1:stream/s".into(), application: "app".into() }

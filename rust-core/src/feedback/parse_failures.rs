@@ -8,7 +8,8 @@
 //! then passes over the gap after its order wait), never skip one.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{LazyLock, Mutex};
+#[cfg(test)]
+use std::sync::LazyLock;
 
 use crate::kinesis::position::Position;
 
@@ -68,11 +69,12 @@ impl ParseFailures {
     }
 }
 
-static NOTED: LazyLock<Mutex<ParseFailures>> = LazyLock::new(Mutex::default);
-
-/// The records of this process routed to `parse.failure`.
+/// The records of this process routed to `parse.failure` (tests of this crate; the engines use
+/// their [`super::BoardHandle`]).
+#[cfg(test)]
 pub fn noted() -> std::sync::MutexGuard<'static, ParseFailures> {
-    NOTED.lock().unwrap_or_else(|p| p.into_inner())
+    static NOTED: LazyLock<super::BoardHandle> = LazyLock::new(super::BoardHandle::process);
+    NOTED.parse_failures()
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
-use crate::feedback::{LinkKey, Reported};
+use crate::feedback::{BoardHandle, LinkKey, Reported};
 use crate::kinesis::position::Position;
 
 #[derive(Clone)]
@@ -61,6 +61,8 @@ pub struct SinkSettings {
     /// A CA certificate (PEM) trusted besides the public web roots. No property sets it: it lets
     /// tests and benchmarks reach the stand-in over TLS with the CA it generates.
     pub extra_root_ca_pem: Option<Vec<u8>>,
+    /// The board PutSnowflake reports committed positions on (see `feedback`): the process's.
+    pub board: crate::feedback::BoardHandle,
 }
 
 impl SinkSettings {
@@ -85,6 +87,7 @@ impl SinkSettings {
             retry_limit: Duration::from_secs(300),
             warm_up: Duration::from_secs(60),
             extra_root_ca_pem: None,
+            board: crate::feedback::BoardHandle::process(),
         }
     }
 }
@@ -368,7 +371,7 @@ impl SinkEngine {
                 // book is to order them (see `Order`).
                 let follows = match &shared {
                     Some((_, Order::Chain)) => Follows::Unknown,
-                    Some((_, Order::Book)) | None => follows(&flow_file, &source, delivery),
+                    Some((_, Order::Book)) | None => follows(&self.settings.board, &flow_file, &source, delivery),
                 };
                 let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared: shared.is_some() };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
@@ -410,7 +413,7 @@ impl SinkEngine {
         }
         let Some(tracked) = link::tracked(&flow_file.attributes) else { return Ok(None) };
         let (view, scans, failover, held_here, chain, other_destination) = {
-            let mut board = crate::feedback::board();
+            let mut board = self.settings.board.lock();
             let (key, shard) = (&tracked.key, &tracked.shard_id);
             let other = board.chain_destination(key, shard, tracked.tenure, &destination.to_string());
             let chain = board.chain(key, shard, tracked.tenure, tracked.previous.as_ref());
@@ -459,7 +462,12 @@ impl SinkEngine {
         match decision {
             Decision::Shared => {
                 links.parked_since.remove(&id);
-                crate::feedback::board().put_in_channel(&tracked.key, &tracked.shard_id, tracked.tenure, &tracked.last);
+                self.settings.board.lock().put_in_channel(
+                    &tracked.key,
+                    &tracked.shard_id,
+                    tracked.tenure,
+                    &tracked.last,
+                );
                 if links.put_in.len() < crate::feedback::MAX_SHARDS_PER_KEY {
                     links.put_in.insert((tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure));
                 }
@@ -552,7 +560,7 @@ impl SinkEngine {
                 return;
             }
             let scans = {
-                let board = crate::feedback::board();
+                let board = self.settings.board.lock();
                 let keys: std::collections::BTreeSet<&LinkKey> = links.parked.iter().map(|p| &p.key).collect();
                 keys.into_iter().map(|key| board.scans(key)).sum::<u64>()
             };
@@ -615,7 +623,7 @@ impl SinkEngine {
         if reports.is_empty() && unloaded.is_empty() {
             return;
         }
-        let mut board = crate::feedback::board();
+        let mut board = self.settings.board.lock();
         for r in unloaded {
             board.unput_from_channel(&r.key, &r.shard_id, r.tenure, r.previous.as_ref());
         }
@@ -753,7 +761,7 @@ impl SinkEngine {
             std::mem::take(&mut links.put_in)
         };
         if !put_in.is_empty() {
-            let mut board = crate::feedback::board();
+            let mut board = self.settings.board.lock();
             for (key, shard, tenure) in put_in {
                 board.rewind_chain(&key, &shard, tenure);
             }
@@ -770,20 +778,18 @@ impl Drop for SinkEngine {
 /// What a per-node channel's book waits for before it lines the FlowFile up: the record
 /// ConsumeKinesis read before its first one, or before the records it routed to `parse.failure`
 /// right before it (see `book`).
-fn follows(flow_file: &FlowFileIn, source: &Source, delivery: Delivery) -> Follows {
+fn follows(board: &BoardHandle, flow_file: &FlowFileIn, source: &Source, delivery: Delivery) -> Follows {
     let (Delivery::ExactlyOnce, Source::Shard { stream, shard_id, .. }) = (delivery, source) else {
         return Follows::Unknown;
     };
     match super::rows::previous_record(&flow_file.attributes) {
         None => Follows::Unknown,
         Some(None) => Follows::Nothing,
-        Some(Some(previous)) => {
-            match crate::feedback::parse_failures::noted().before_failures(stream, shard_id, previous) {
-                None => Follows::Nothing,
-                Some(p) => OffsetToken::sharded(&p.sequence_number, p.sub_sequence_number.unwrap_or(0))
-                    .map_or(Follows::Unknown, Follows::After),
-            }
-        }
+        Some(Some(previous)) => match board.parse_failures().before_failures(stream, shard_id, previous) {
+            None => Follows::Nothing,
+            Some(p) => OffsetToken::sharded(&p.sequence_number, p.sub_sequence_number.unwrap_or(0))
+                .map_or(Follows::Unknown, Follows::After),
+        },
     }
 }
 

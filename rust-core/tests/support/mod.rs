@@ -114,6 +114,7 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         component: 0,
         migration: Default::default(),
         failover_position: kinesnow_core::consumer::engine::FailoverPosition::NiFiCommit,
+        board: kinesnow_core::feedback::BoardHandle::process(),
     }
 }
 
