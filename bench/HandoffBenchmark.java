@@ -1,4 +1,4 @@
-import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeTestSupport;
 import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 
@@ -76,16 +76,16 @@ public final class HandoffBenchmark {
             this.shards = shards;
             this.perShard = perShard;
             this.payload = payload;
-            this.decoded = NativeBridge.syntheticBatch(shards, perShard, payload);
+            this.decoded = NativeTestSupport.syntheticBatch(shards, perShard, payload);
             this.length = decoded.length;
-            this.lent = NativeBridge.syntheticBatchInto(shards, perShard, payload, null);
+            this.lent = NativeTestSupport.syntheticBatchInto(shards, perShard, payload, null);
             this.copy = new byte[lent.length];
         }
 
         double time(final String mode) throws IOException {
             final long t0 = System.nanoTime();
             switch (mode) {
-                case "fresh" -> write(RecordBatch.decode(NativeBridge.syntheticBatch(shards, perShard, payload)));
+                case "fresh" -> write(RecordBatch.decode(NativeTestSupport.syntheticBatch(shards, perShard, payload)));
                 case "lent" -> write(RecordBatch.decode(lend()));
                 case "cross" -> lend();
                 case "decode" -> write(RecordBatch.decode(decoded));
@@ -96,7 +96,7 @@ public final class HandoffBenchmark {
         }
 
         private byte[] lend() {
-            lent = NativeBridge.syntheticBatchInto(shards, perShard, payload, lent);
+            lent = NativeTestSupport.syntheticBatchInto(shards, perShard, payload, lent);
             return lent;
         }
 

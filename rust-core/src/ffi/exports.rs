@@ -1,8 +1,9 @@
-//! The functions `io.kinesnow.nifi.nativebridge.NativeBridge` declares as `native`.
+//! The functions `io.kinesnow.nifi.nativebridge.NativeBridge` declares as `native` (the test-only
+//! class's are in `test_support`).
 //! Each body runs inside [`guard::call`]; none of them may panic into the JVM.
 
 use jni::objects::{JByteArray, JClass, JObject, JObjectArray, JString};
-use jni::sys::{jbyteArray, jint, jintArray, jlong, jobjectArray, jstring};
+use jni::sys::{jbyteArray, jintArray, jlong, jobjectArray, jstring};
 use jni::JNIEnv;
 use once_cell::sync::Lazy;
 
@@ -150,15 +151,6 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_releaseCr
     })
 }
 
-/// Number of credentials callbacks registered and not released (for leak checks in tests).
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_registeredCredentials<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-) -> jint {
-    guard::call(&mut env, |_env| Ok(crate::secrets::credentials_service::registered() as jint))
-}
-
 /// Parses the settings and creates the component; returns its handle. Log events of the
 /// component go to `sink` from now until `close`.
 #[no_mangle]
@@ -252,7 +244,7 @@ const CRITICAL_MAX: usize = 1024 * 1024;
 /// The Java array a batch of `len` bytes is written into by `encode`: `reusable` if it is long
 /// enough, else a new one. Up to [`CRITICAL_MAX`] written in place (one copy: from the engine's
 /// records into the array); longer batches take a second copy, in pieces.
-fn hand_over<'l>(
+pub(super) fn hand_over<'l>(
     env: &mut JNIEnv<'l>,
     len: usize,
     reusable: JByteArray<'l>,
@@ -435,166 +427,12 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>
     })
 }
 
-/// Number of components open in this JVM (for leak checks in tests).
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_openComponents<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-) -> jint {
-    guard::call(&mut env, |_env| Ok(COMPONENTS.len() as jint))
+/// How many components are open in this JVM; read by the test-only natives.
+pub(super) fn open_components() -> usize {
+    COMPONENTS.len()
 }
 
-/// A deterministic batch in the JNI layout, for the hand-off benchmark and the codec test.
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_syntheticBatch<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-    shards: jint,
-    records_per_shard: jint,
-    payload_bytes: jint,
-) -> jbyteArray {
-    guard::call(&mut env, |env| {
-        with_synthetic(shards, records_per_shard, payload_bytes, |shards| encoded_batch(env, shards))
-    })
-}
-
-/// [`syntheticBatch`](Java_io_kinesnow_nifi_nativebridge_NativeBridge_syntheticBatch) the way
-/// `poll` hands a batch over: written into `reusable` when it is long enough, else a new array.
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_syntheticBatchInto<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-    shards: jint,
-    records_per_shard: jint,
-    payload_bytes: jint,
-    reusable: JByteArray<'l>,
-) -> jbyteArray {
-    guard::call(&mut env, |env| {
-        with_synthetic(shards, records_per_shard, payload_bytes, |shards| {
-            hand_over(env, batch::encoded_len_linked("", shards), reusable, |out| {
-                batch::encode_linked_into(1, "", shards, out)
-            })
-        })
-    })
-}
-
-/// Runs `f` over the synthetic batch of this shape, generated once per shape, so a benchmark
-/// measures the hand-off (encode, copy, decode), not the generator.
-fn with_synthetic<T>(
-    shards: jint,
-    records_per_shard: jint,
-    payload_bytes: jint,
-    f: impl FnOnce(&[crate::consumer::output::ShardFlowFiles]) -> Result<T, BridgeError>,
-) -> Result<T, BridgeError> {
-    let count = |v: jint, what: &str| {
-        usize::try_from(v).map_err(|_| BridgeError::InvalidArgument(format!("{what} must not be negative")))
-    };
-    let key = (count(shards, "shards")?, count(records_per_shard, "records")?, count(payload_bytes, "payload")?);
-    type Cache = Option<((usize, usize, usize), Vec<crate::consumer::output::ShardFlowFiles>)>;
-    static CACHE: Lazy<std::sync::Mutex<Cache>> = Lazy::new(Default::default);
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if cache.as_ref().map(|(k, _)| *k) != Some(key) {
-        *cache = Some((key, batch::synthetic(key.0, key.1, key.2)));
-    }
-    f(&cache.as_ref().expect("filled above").1)
-}
-
-/// A test batch in the JNI layout, as a new Java byte array.
-fn encoded_batch<'l>(
-    env: &mut JNIEnv<'l>,
-    shards: &[crate::consumer::output::ShardFlowFiles],
-) -> Result<jbyteArray, BridgeError> {
-    let bytes =
-        batch::encode(1, shards).map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
-    Ok(env.byte_array_from_slice(&bytes)?.into_raw())
-}
-
-/// A batch of one shard and two FlowFiles whose first partition key is `key_bytes` long
-/// ([`batch::long_partition_key`]), for the codec test of keys beyond 64 KiB.
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_partitionKeyBatch<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-    key_bytes: jint,
-) -> jbyteArray {
-    guard::call(&mut env, |env| {
-        let len = usize::try_from(key_bytes)
-            .map_err(|_| BridgeError::InvalidArgument("the key length must not be negative".into()))?;
-        let mut shards = batch::synthetic(1, 2, 8);
-        shards[0].flow_files[0].partition_key = batch::long_partition_key(len).into();
-        encoded_batch(env, &shards)
-    })
-}
-
-/// The skips in `skips` (layout in `skips`) as the core reads them, one line each: shard, lease
-/// counter, the record before and the last record (`sequence/sub`, `-` for none); for the codec test.
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_describeSkippedForTest<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-    skips: JByteArray<'l>,
-) -> jobjectArray {
-    guard::call(&mut env, |env| {
-        let bytes = env.convert_byte_array(&skips)?;
-        let skips = super::skips::decode(&bytes)
-            .map_err(|e| BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() })?;
-        let position = |p: Option<&crate::kinesis::position::Position>| {
-            p.map_or("-".to_owned(), |p| {
-                format!("{}/{}", p.sequence_number, p.sub_sequence_number.map_or("-".to_owned(), |s| s.to_string()))
-            })
-        };
-        let lines: Vec<String> = skips
-            .iter()
-            .map(|s| {
-                let tenure = s.tenure.map_or("-1".to_owned(), |t| t.to_string());
-                format!("{} {tenure} {} {}", s.shard, position(s.previous.as_ref()), position(Some(&s.last)))
-            })
-            .collect();
-        java::string_array(env, &lines)
-    })
-}
-
-/// Logs `lines` INFO events for the component through `tracing`, as the engine does, and returns
-/// once the log bridge has delivered them (it waits every 1,000 lines, so none is dropped): for the
-/// test that the bridge's heap use stays flat.
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_logForTest<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-    component: jlong,
-    lines: jint,
-) {
-    guard::call(&mut env, |_env| {
-        let id = handle(component);
-        COMPONENTS.get(id)?;
-        let padding = "x".repeat(160);
-        for n in 0..lines.max(0) {
-            tracing::info!(component = id, "log bridge test line {n} {padding}");
-            if n % 1000 == 999 {
-                log_bridge::flush();
-            }
-        }
-        log_bridge::flush();
-        Ok(())
-    })
-}
-
-/// Raises each kind of failure on demand (0 panic, 1 retryable, 2 configuration, 3 fatal), so the
-/// Java tests can prove that every one arrives as its typed exception and none crashes the JVM.
-#[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_raiseForTest<'l>(
-    mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
-    mode: jint,
-) {
-    guard::call(&mut env, |_env| match mode {
-        0 => panic!("deliberate panic for the bridge test"),
-        1 => Err(BridgeError::Core { class: ErrorClass::Retryable, message: "deliberate retryable error".into() }),
-        2 => Err(BridgeError::Core {
-            class: ErrorClass::Configuration,
-            message: "deliberate configuration error".into(),
-        }),
-        3 => Err(BridgeError::Core { class: ErrorClass::Fatal, message: "deliberate fatal error".into() }),
-        _ => Ok(()),
-    })
+/// Whether `id` is an open component's handle; read by the test-only natives.
+pub(super) fn require_open(id: u64) -> Result<(), BridgeError> {
+    COMPONENTS.get(id).map(|_| ())
 }

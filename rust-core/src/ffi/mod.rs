@@ -16,3 +16,4 @@ mod wire;
 
 mod exports;
 mod java;
+mod test_support;

@@ -54,8 +54,6 @@ public final class NativeBridge {
     /** Releases a handle of {@link #registerCredentials}; releasing twice does nothing. */
     public static native void releaseCredentials(long handle);
 
-    /** Credentials callbacks registered and not released; for leak checks in tests. */
-    public static native int registeredCredentials();
 
     /**
      * Starts the component's engine. ConsumeKinesis's engine starts in the background (a KCL migration by another
@@ -108,28 +106,4 @@ public final class NativeBridge {
      * take now, as indexes into them: within each shard the records read first, within the room left in the budget.
      */
     public static native int[] choose(long handle, byte[] candidates);
-
-    /** How many components are open in this JVM. */
-    public static native int openComponents();
-
-    /** A deterministic batch in the {@link RecordBatch} layout, for benchmarks and codec tests. */
-    public static native byte[] syntheticBatch(int shards, int recordsPerShard, int payloadBytes);
-
-    /** {@link #syntheticBatch} handed over the way {@link #poll} hands a batch over, into {@code reusable} if it fits. */
-    public static native byte[] syntheticBatchInto(int shards, int recordsPerShard, int payloadBytes, byte[] reusable);
-
-    /** A batch of one shard and two FlowFiles whose first partition key is {@code keyBytes} UTF-8 bytes long; for tests. */
-    public static native byte[] partitionKeyBatch(int keyBytes);
-
-    /**
-     * The skipped records of {@link SkippedRecords#encode} as the core reads them, one line each: shard, lease counter,
-     * the record before and the last record ({@code sequence/sub}, {@code -} for none); for tests.
-     */
-    public static native String[] describeSkippedForTest(byte[] skippedRecords);
-
-    /** Logs {@code lines} native INFO events for the component and returns once they reached its sink; for tests. */
-    public static native void logForTest(long handle, int lines);
-
-    /** Raises one failure on purpose: 0 panic, 1 retryable, 2 configuration, 3 fatal; for tests. */
-    public static native void raiseForTest(int mode);
 }

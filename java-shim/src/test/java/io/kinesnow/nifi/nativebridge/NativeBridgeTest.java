@@ -33,7 +33,7 @@ class NativeBridgeTest {
     @Test
     void aPanicBecomesAFatalExceptionAndTheJvmLivesOn() {
         for (int i = 0; i < 3; i++) {
-            final FatalNativeException e = assertThrows(FatalNativeException.class, () -> NativeBridge.raiseForTest(0));
+            final FatalNativeException e = assertThrows(FatalNativeException.class, () -> NativeTestSupport.raiseForTest(0));
             assertTrue(e.getMessage().contains("deliberate panic for the bridge test"), e.getMessage());
             assertTrue(e.getMessage().contains("a bug"), e.getMessage());
         }
@@ -43,21 +43,21 @@ class NativeBridgeTest {
     @Test
     void eachErrorClassArrivesAsItsException() {
         assertEquals("deliberate retryable error",
-                assertThrows(RetryableNativeException.class, () -> NativeBridge.raiseForTest(1)).getMessage());
+                assertThrows(RetryableNativeException.class, () -> NativeTestSupport.raiseForTest(1)).getMessage());
         assertEquals("deliberate configuration error",
-                assertThrows(ConfigurationNativeException.class, () -> NativeBridge.raiseForTest(2)).getMessage());
+                assertThrows(ConfigurationNativeException.class, () -> NativeTestSupport.raiseForTest(2)).getMessage());
         assertEquals("deliberate fatal error",
-                assertThrows(FatalNativeException.class, () -> NativeBridge.raiseForTest(3)).getMessage());
-        NativeBridge.raiseForTest(99);
+                assertThrows(FatalNativeException.class, () -> NativeTestSupport.raiseForTest(3)).getMessage());
+        NativeTestSupport.raiseForTest(99);
     }
 
     @Test
     void closedAndUnknownHandlesAreExceptionsNotCrashes() {
-        final int before = NativeBridge.openComponents();
+        final int before = NativeTestSupport.openComponents();
         final long handle = NativeBridge.open(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER, null);
-        assertEquals(before + 1, NativeBridge.openComponents());
+        assertEquals(before + 1, NativeTestSupport.openComponents());
         NativeBridge.close(handle);
-        assertEquals(before, NativeBridge.openComponents());
+        assertEquals(before, NativeTestSupport.openComponents());
         final FatalNativeException twice = assertThrows(FatalNativeException.class, () -> NativeBridge.close(handle));
         assertTrue(twice.getMessage().contains("closed or unknown"), twice.getMessage());
         assertThrows(FatalNativeException.class, () -> NativeBridge.start(handle));
@@ -67,11 +67,11 @@ class NativeBridgeTest {
 
     @Test
     void openRefusesBadSettingsAndLeavesNothingOpen() {
-        final int before = NativeBridge.openComponents();
+        final int before = NativeTestSupport.openComponents();
         final ConfigurationNativeException e = assertThrows(ConfigurationNativeException.class,
                 () -> NativeBridge.open(NativeBridge.CONSUME_KINESIS, new String[] {"Stream Name", "orders"}, null));
         assertTrue(e.getMessage().contains("Application Name: is required"), e.getMessage());
-        assertEquals(before, NativeBridge.openComponents());
+        assertEquals(before, NativeTestSupport.openComponents());
     }
 
     @Test
@@ -94,8 +94,8 @@ class NativeBridgeTest {
     /** Issue 34, item 8: a batch above 1 MiB is copied in pieces, outside a JNI critical section; it arrives whole. */
     @Test
     void aBatchLongerThanTheCriticalSectionLimitArrivesWhole() throws Exception {
-        final byte[] small = NativeBridge.syntheticBatchInto(1, 1, 8, null);
-        final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatchInto(2, 300, 4096, small));
+        final byte[] small = NativeTestSupport.syntheticBatchInto(1, 1, 8, null);
+        final RecordBatch batch = RecordBatch.decode(NativeTestSupport.syntheticBatchInto(2, 300, 4096, small));
         assertEquals(600, batch.flowFileCount());
         final RecordBatch.FlowFileData f = batch.shards().get(1).flowFiles().get(299);
         final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
@@ -109,7 +109,7 @@ class NativeBridgeTest {
 
     @Test
     void aBatchMadeInRustDecodesInJava() throws Exception {
-        final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatch(3, 50, 64));
+        final RecordBatch batch = RecordBatch.decode(NativeTestSupport.syntheticBatch(3, 50, 64));
         assertEquals(3, batch.shards().size());
         assertEquals(150, batch.flowFileCount());
         assertEquals(150, batch.recordCount());
@@ -153,9 +153,9 @@ class NativeBridgeTest {
             "shardId-000000000001 7 - 49630000000000000000000000000000000000000000000000000011/-",
             "shardId-000000000001 7 12/1 12/2",
             "shardId-000000000002 -1 12/- 13/-"
-        }, NativeBridge.describeSkippedForTest(skipped.encode()));
+        }, NativeTestSupport.describeSkippedForTest(skipped.encode()));
         final byte[] cut = java.util.Arrays.copyOf(skipped.encode(), 20);
-        assertThrows(FatalNativeException.class, () -> NativeBridge.describeSkippedForTest(cut));
+        assertThrows(FatalNativeException.class, () -> NativeTestSupport.describeSkippedForTest(cut));
         assertThrows(FatalNativeException.class, () -> NativeBridge.noteSkipped(Long.MAX_VALUE, skipped.encode()),
                 "an unknown handle is an exception, never a crash");
     }
@@ -168,7 +168,7 @@ class NativeBridgeTest {
 
     @Test
     void aPartitionKeyBeyond64KiBReachesJavaIntact() throws Exception {
-        final RecordBatch batch = RecordBatch.decode(NativeBridge.partitionKeyBatch(70_000));
+        final RecordBatch batch = RecordBatch.decode(NativeTestSupport.partitionKeyBatch(70_000));
         final List<RecordBatch.FlowFileData> flowFiles = batch.shards().get(0).flowFiles();
         final String key = flowFiles.get(0).partitionKey();
         assertEquals(70_000, key.getBytes(StandardCharsets.UTF_8).length);
@@ -177,7 +177,7 @@ class NativeBridgeTest {
         for (int i = 0; i < 8; i++) {
             assertEquals((byte) ((1 + i) % 251), flowFiles.get(1).content()[i]);
         }
-        assertEquals(70_000, RecordBatch.decode(NativeBridge.partitionKeyBatch(70_000)).shards().get(0).flowFiles().get(0)
+        assertEquals(70_000, RecordBatch.decode(NativeTestSupport.partitionKeyBatch(70_000)).shards().get(0).flowFiles().get(0)
                 .partitionKey().getBytes(StandardCharsets.UTF_8).length);
     }
 
@@ -207,9 +207,9 @@ class NativeBridgeTest {
         };
         final long handle = NativeBridge.open(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER, counting);
         try {
-            NativeBridge.logForTest(handle, 20_000); // warm-up: classes loaded, queues and buffers at size
+            NativeTestSupport.logForTest(handle, 20_000); // warm-up: classes loaded, queues and buffers at size
             final long before = usedHeapAfterGc();
-            NativeBridge.logForTest(handle, 1_000_000);
+            NativeTestSupport.logForTest(handle, 1_000_000);
             final long after = usedHeapAfterGc();
             assertEquals(1_020_000, lines.get(), "every line delivered");
             final long grownMiB = (after - before) >> 20;
@@ -238,10 +238,10 @@ class NativeBridgeTest {
 
     @Test
     void aBatchIsWrittenIntoALentArrayThatFitsItAndReadsAsTheSameBatch() {
-        final byte[] fresh = NativeBridge.syntheticBatch(3, 50, 64);
+        final byte[] fresh = NativeTestSupport.syntheticBatch(3, 50, 64);
         final byte[] lent = new byte[fresh.length + 100_000];
         Arrays.fill(lent, (byte) 0x55);
-        final byte[] got = NativeBridge.syntheticBatchInto(3, 50, 64, lent);
+        final byte[] got = NativeTestSupport.syntheticBatchInto(3, 50, 64, lent);
         assertSame(lent, got, "the lent array is used");
         assertArrayEquals(fresh, Arrays.copyOf(got, fresh.length));
         assertEquals((byte) 0x55, got[fresh.length], "the rest of the array is left alone");
@@ -250,9 +250,9 @@ class NativeBridgeTest {
 
     @Test
     void aLentArrayTooShortOrNoneGetsANewArrayInSteps() {
-        final byte[] fresh = NativeBridge.syntheticBatch(2, 10, 100);
+        final byte[] fresh = NativeTestSupport.syntheticBatch(2, 10, 100);
         for (final byte[] lent : new byte[][] {null, new byte[fresh.length - 1], new byte[0]}) {
-            final byte[] got = NativeBridge.syntheticBatchInto(2, 10, 100, lent);
+            final byte[] got = NativeTestSupport.syntheticBatchInto(2, 10, 100, lent);
             assertNotSame(lent, got);
             assertEquals(0, got.length % (64 * 1024), "allocated in 64 KiB steps, so it fits the next batches too");
             assertArrayEquals(fresh, Arrays.copyOf(got, fresh.length));
@@ -262,7 +262,7 @@ class NativeBridgeTest {
 
     @Test
     void aBatchLongerThanItsArrayIsRefused() {
-        final byte[] fresh = NativeBridge.syntheticBatch(1, 2, 8);
+        final byte[] fresh = NativeTestSupport.syntheticBatch(1, 2, 8);
         final byte[] lying = fresh.clone();
         java.nio.ByteBuffer.wrap(lying).putInt(4, fresh.length + 1);
         final FatalNativeException e = assertThrows(FatalNativeException.class, () -> RecordBatch.decode(lying));
@@ -273,7 +273,7 @@ class NativeBridgeTest {
 
     @Test
     void sequenceTextsThatRepeatAreDecodedOnce() {
-        final RecordBatch batch = RecordBatch.decode(NativeBridge.syntheticBatch(1, 20, 8));
+        final RecordBatch batch = RecordBatch.decode(NativeTestSupport.syntheticBatch(1, 20, 8));
         final List<RecordBatch.FlowFileData> flowFiles = batch.shards().get(0).flowFiles();
         for (int i = 1; i < flowFiles.size(); i++) {
             final RecordBatch.FlowFileData f = flowFiles.get(i);
@@ -304,7 +304,7 @@ class NativeBridgeTest {
     void aCorruptBatchIsRejected() {
         final byte[] junk = "not a batch at all".getBytes(StandardCharsets.UTF_8);
         assertThrows(FatalNativeException.class, () -> RecordBatch.decode(junk));
-        final byte[] good = NativeBridge.syntheticBatch(1, 2, 8);
+        final byte[] good = NativeTestSupport.syntheticBatch(1, 2, 8);
         for (int cut = 16; cut < good.length; cut += 7) {
             final byte[] shorter = java.util.Arrays.copyOf(good, cut);
             assertThrows(FatalNativeException.class, () -> RecordBatch.decode(shorter), "cut at " + cut);

@@ -1,6 +1,6 @@
 package io.kinesnow.nifi.processors;
 
-import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeTestSupport;
 import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.controller.AbstractControllerService;
@@ -110,7 +110,7 @@ class ConsumeKinesisCredentialsServiceTest {
         final TestCredentialsService service = service(() -> AwsSessionCredentials.builder()
                 .accessKeyId(KEY).secretAccessKey(SECRET).sessionToken(TOKEN).expirationTime(expiry).build());
         io.kinesnow.nifi.nativebridge.NativeLibrary.require();
-        final int registered = NativeBridge.registeredCredentials();
+        final int registered = NativeTestSupport.registeredCredentials();
         final List<ConfigVerificationResult> steps = verify();
         assertTrue(service.calls.get() >= 1, "the engine asked the service's provider");
         final ConfigVerificationResult credentials = steps.get(0);
@@ -121,7 +121,7 @@ class ConsumeKinesisCredentialsServiceTest {
         // The stream step ran with them: it failed on the refused port, not for want of credentials.
         assertTrue(steps.get(1).getExplanation().contains("DescribeStream"), steps.get(1).getExplanation());
         assertFalse(steps.toString().contains(SECRET) || steps.toString().contains(TOKEN), "no secret in any step");
-        assertEquals(registered, NativeBridge.registeredCredentials(), "the callback is released after the verification");
+        assertEquals(registered, NativeTestSupport.registeredCredentials(), "the callback is released after the verification");
     }
 
     @Test

@@ -1,7 +1,7 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.FatalNativeException;
-import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeTestSupport;
 import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import org.apache.nifi.flowfile.FlowFile;
@@ -51,7 +51,7 @@ class ConsumeKinesisSettlementTest {
 
     @BeforeEach
     void setUp() {
-        engine = new OneShardEngine(NativeBridge.syntheticBatch(1, 3, 16));
+        engine = new OneShardEngine(NativeTestSupport.syntheticBatch(1, 3, 16));
         processor = new ConsumeKinesis(engine);
         runner = TestRunners.newTestRunner(processor);
         runner.setProperty(ConsumeKinesis.STREAM_NAME, "orders");

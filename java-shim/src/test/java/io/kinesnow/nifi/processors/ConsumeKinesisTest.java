@@ -1,6 +1,7 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeTestSupport;
 import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.processor.VerifiableProcessor;
@@ -203,13 +204,13 @@ class ConsumeKinesisTest {
         runner.setProperty(ConsumeKinesis.ENDPOINT_OVERRIDE, "http://127.0.0.1:1");
         runner.setProperty(ConsumeKinesis.ACCESS_KEY_ID, "AKIAIOSFODNN7EXAMPLE");
         runner.setProperty(ConsumeKinesis.SECRET_ACCESS_KEY, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
-        final int before = NativeBridge.openComponents();
+        final int before = NativeTestSupport.openComponents();
         final long t0 = System.nanoTime();
         runner.run(1, false); // @OnScheduled and one trigger: the engine starts in the background
         final long scheduledMillis = (System.nanoTime() - t0) / 1_000_000;
         assertTrue(scheduledMillis < 2_000, "@OnScheduled and a trigger took " + scheduledMillis + " ms");
         assertTrue(runner.isYieldCalled(), "the trigger yields while the engine starts");
-        assertEquals(before + 1, NativeBridge.openComponents());
+        assertEquals(before + 1, NativeTestSupport.openComponents());
         // The failed start is an error bulletin (from the engine) and the status the processor reports.
         eventually(() -> messages(runner.getLogger().getErrorMessages()), "DynamoDB call on table 'orders-to-snowflake' failed");
         runner.run(1, false, false);
@@ -219,7 +220,7 @@ class ConsumeKinesisTest {
         assertFalse(all.contains("wJalrXUtnFEMI"), "the secret must not appear in errors");
         runner.assertTransferCount(ConsumeKinesis.REL_SUCCESS, 0);
         runner.stop();
-        assertEquals(before, NativeBridge.openComponents());
+        assertEquals(before, NativeTestSupport.openComponents());
         // The native engine's own events reach the processor's log (and so become bulletins in NiFi).
         eventually(() -> messages(runner.getLogger().getInfoMessages()), "ConsumeKinesis for stream 'orders'");
     }

@@ -1,6 +1,7 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.nativebridge.NativeBridge;
+import io.kinesnow.nifi.nativebridge.NativeTestSupport;
 import org.apache.nifi.components.ConfigVerificationResult;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.processor.VerifiableProcessor;
@@ -193,7 +194,7 @@ class PutSnowflakeTest {
         runner.assertTransferCount(PutSnowflake.REL_SUCCESS, 0);
         runner.assertTransferCount(PutSnowflake.REL_FAILURE, 0);
         assertEquals(2, runner.getQueueSize().getObjectCount(), "both FlowFiles are back in the queue");
-        assertEquals(0, NativeBridge.openComponents(), "the engine is closed");
+        assertEquals(0, NativeTestSupport.openComponents(), "the engine is closed");
     }
 
     /**
