@@ -63,6 +63,11 @@ pub mod consume_kinesis {
         FAILOVER_TIMEOUT = "Failover Timeout", Some("7 sec"), [];
         FAILOVER_POSITION = "Failover Position", Some("NIFI_COMMIT"), ["NIFI_COMMIT", "SNOWFLAKE_COMMIT"];
     }
+
+    /// Properties renamed since a release, as (former name, current name): `migrateProperties`
+    /// renames them in a user's flow, so the flow stays valid. Append; never remove an entry.
+    /// Empty: no property has been renamed since the first release.
+    pub const RENAMED: &[(&str, &str)] = &[];
 }
 
 /// PutSnowflake's properties.
@@ -94,11 +99,25 @@ pub mod put_snowflake {
         RECORD_READER = "Record Reader", None, [];
         BINARY_ENCODING = "Binary Encoding", Some("HEX"), ["HEX", "BASE64"];
     }
+
+    /// Properties renamed since a release, as (former name, current name): `migrateProperties`
+    /// renames them in a user's flow, so the flow stays valid. Append; never remove an entry.
+    /// Empty: no property has been renamed since the first release.
+    pub const RENAMED: &[(&str, &str)] = &[];
 }
 
 /// Both processors' specs, by the Java class that declares them.
 pub const PROCESSORS: &[(&str, &[PropertySpec])] =
     &[("ConsumeKinesis", consume_kinesis::ALL), ("PutSnowflake", put_snowflake::ALL)];
+
+/// Both processors' renamed properties, by the Java class that declares them.
+pub const RENAMES: &[(&str, &[(&str, &str)])] =
+    &[("ConsumeKinesis", consume_kinesis::RENAMED), ("PutSnowflake", put_snowflake::RENAMED)];
+
+/// `processor`'s renamed properties (none for an unknown processor).
+pub fn renamed_by(processor: &str) -> &'static [(&'static str, &'static str)] {
+    RENAMES.iter().find(|(p, _)| *p == processor).map_or(&[], |(_, r)| r)
+}
 
 #[cfg(test)]
 fn java_string(value: Option<&str>) -> String {
@@ -121,7 +140,7 @@ fn java_twins() -> Vec<(String, String)> {
     let mut twins = vec![("PropertySpec.java".to_owned(), record)];
     for (processor, specs) in PROCESSORS {
         let mut out = format!(
-            "{GENERATED}import java.util.List;\n\n\
+            "{GENERATED}import java.util.List;\nimport java.util.Map;\n\n\
              /** {processor}'s properties as the engine reads them: names, defaults and allowed values. */\n\
              public final class {processor}Specs {{\n    private {processor}Specs() {{\n    }}\n"
         );
@@ -137,8 +156,16 @@ fn java_twins() -> Vec<(String, String)> {
         }
         let all: Vec<&str> = specs.iter().map(|s| s.constant).collect();
         out.push_str(&format!(
-            "\n    /** Every property, in the order of the descriptors. */\n    public static final List<PropertySpec> ALL = List.of({});\n}}\n",
+            "\n    /** Every property, in the order of the descriptors. */\n    public static final List<PropertySpec> ALL = List.of({});\n",
             all.join(", ")
+        ));
+        let renamed: Vec<String> = renamed_by(processor)
+            .iter()
+            .map(|(former, current)| format!("{}, {}", java_string(Some(former)), java_string(Some(current))))
+            .collect();
+        out.push_str(&format!(
+            "\n    /** Properties renamed since a release: former name to current name (migrateProperties). */\n    public static final Map<String, String> RENAMED = Map.of({});\n}}\n",
+            renamed.join(", ")
         ));
         twins.push((format!("{processor}Specs.java"), out));
     }
@@ -171,6 +198,17 @@ mod tests {
                         spec.name
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rename_leads_from_a_former_name_to_a_current_one() {
+        for (processor, specs) in PROCESSORS {
+            let current: Vec<&str> = specs.iter().map(|s| s.name).collect();
+            for (former, now) in renamed_by(processor) {
+                assert!(current.contains(now), "{processor}: {former} is renamed to {now}, which is not a property");
+                assert!(!current.contains(former), "{processor}: {former} is renamed but still a property");
             }
         }
     }

@@ -3,6 +3,7 @@
 package io.kinesnow.nifi.contract;
 
 import java.util.List;
+import java.util.Map;
 
 /** ConsumeKinesis's properties as the engine reads them: names, defaults and allowed values. */
 public final class ConsumeKinesisSpecs {
@@ -73,4 +74,7 @@ public final class ConsumeKinesisSpecs {
 
     /** Every property, in the order of the descriptors. */
     public static final List<PropertySpec> ALL = List.of(STREAM_NAME, APPLICATION_NAME, REGION, ACCESS_KEY_ID, SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME, ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP, MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY, MESSAGE_DEMARCATOR, RECORD_READER, RECORD_WRITER, OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION);
+
+    /** Properties renamed since a release: former name to current name (migrateProperties). */
+    public static final Map<String, String> RENAMED = Map.of();
 }

@@ -3,6 +3,7 @@
 package io.kinesnow.nifi.contract;
 
 import java.util.List;
+import java.util.Map;
 
 /** PutSnowflake's properties as the engine reads them: names, defaults and allowed values. */
 public final class PutSnowflakeSpecs {
@@ -61,4 +62,7 @@ public final class PutSnowflakeSpecs {
 
     /** Every property, in the order of the descriptors. */
     public static final List<PropertySpec> ALL = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY, USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE, DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE, MAX_LATENCY, COMMIT_TIMEOUT, ORDER_WAIT, MAX_IN_FLIGHT_SIZE, RECORD_READER, BINARY_ENCODING);
+
+    /** Properties renamed since a release: former name to current name (migrateProperties). */
+    public static final Map<String, String> RENAMED = Map.of();
 }

@@ -8,6 +8,7 @@ import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import io.kinesnow.nifi.nativebridge.SkippedRecords;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.configuration.DefaultSettings;
 import org.apache.nifi.annotation.behavior.SystemResource;
 import org.apache.nifi.annotation.behavior.SystemResourceConsideration;
 import org.apache.nifi.annotation.behavior.WritesAttribute;
@@ -16,6 +17,7 @@ import org.apache.nifi.annotation.documentation.CapabilityDescription;
 import org.apache.nifi.annotation.documentation.Tags;
 import org.apache.nifi.annotation.lifecycle.OnRemoved;
 import org.apache.nifi.annotation.lifecycle.OnScheduled;
+import org.apache.nifi.migration.PropertyConfiguration;
 import org.apache.nifi.annotation.lifecycle.OnStopped;
 import org.apache.nifi.annotation.lifecycle.OnUnscheduled;
 import org.apache.nifi.components.AllowableValue;
@@ -46,6 +48,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 @Tags({"amazon", "aws", "kinesis", "consume", "stream", "snowflake", "kinesnow"})
 @InputRequirement(InputRequirement.Requirement.INPUT_FORBIDDEN)
+// It yields only while the engine starts: a short yield lets the first records out as soon as it has started.
+@DefaultSettings(yieldDuration = "100 millis")
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "
         + "records read ahead, outside the Java heap, whatever the number of shards; each concurrent task keeps one batch array "
         + "(up to about Max Batch Size) on the heap between runs.")
@@ -358,6 +362,11 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
      * Returns at once: the engine starts in the background (preparing the lease table can wait minutes for another
      * node's KCL migration, and Enhanced Fan-Out for its consumer), and {@link #onTrigger} yields until it runs.
      */
+    @Override
+    public void migrateProperties(final PropertyConfiguration config) {
+        PropertyRenames.apply(config, ConsumeKinesisSpecs.RENAMED);
+    }
+
     @OnScheduled
     public void onScheduled(final ProcessContext context) {
         scheduledAt = System.nanoTime();

@@ -17,6 +17,7 @@ import org.apache.nifi.annotation.behavior.WritesAttributes;
 import org.apache.nifi.annotation.documentation.CapabilityDescription;
 import org.apache.nifi.annotation.documentation.Tags;
 import org.apache.nifi.annotation.lifecycle.OnScheduled;
+import org.apache.nifi.migration.PropertyConfiguration;
 import org.apache.nifi.annotation.lifecycle.OnStopped;
 import org.apache.nifi.components.AllowableValue;
 import org.apache.nifi.components.PropertyDescriptor;
@@ -386,6 +387,11 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         } catch (final IOException e) {
             throw new UncheckedIOException("PutSnowflake cannot read or keep its instance id in the local state", e);
         }
+    }
+
+    @Override
+    public void migrateProperties(final PropertyConfiguration config) {
+        PropertyRenames.apply(config, PutSnowflakeSpecs.RENAMED);
     }
 
     @OnScheduled

@@ -6,15 +6,21 @@ import io.kinesnow.nifi.contract.PutSnowflakeSpecs;
 import org.apache.nifi.components.AllowableValue;
 import org.apache.nifi.components.PropertyDescriptor;
 import org.apache.nifi.processor.Processor;
+import org.apache.nifi.util.MockPropertyConfiguration;
+import org.apache.nifi.util.PropertyMigrationResult;
+import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
 import org.junit.jupiter.api.Test;
 
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import java.util.stream.Collectors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Every property descriptor of both processors against the contract's specs (rust-core/src/contract/properties.rs,
@@ -31,6 +37,34 @@ class PropertySpecsTest {
     @Test
     void putSnowflakeDeclaresWhatTheContractSays() {
         check(TestRunners.newTestRunner(PutSnowflake.class).getProcessor(), PutSnowflakeSpecs.ALL);
+    }
+
+    @Test
+    void aFlowWithTheCurrentNamesIsLeftAsItIsByMigrateProperties() {
+        for (final Class<? extends Processor> type : List.of(ConsumeKinesis.class, PutSnowflake.class)) {
+            final TestRunner runner = TestRunners.newTestRunner(type);
+            final List<PropertySpec> specs = type == ConsumeKinesis.class ? ConsumeKinesisSpecs.ALL : PutSnowflakeSpecs.ALL;
+            specs.stream().filter(spec -> spec.defaultValue() != null)
+                    .forEach(spec -> runner.setProperty(spec.name(), spec.defaultValue()));
+            final PropertyMigrationResult result = runner.migrateProperties();
+            assertEquals(Map.of(), result.getPropertiesRenamed(), type.getSimpleName());
+            assertEquals(java.util.Set.of(), result.getPropertiesRemoved(), type.getSimpleName());
+        }
+    }
+
+    @Test
+    void aRenameMovesTheFormerPropertysValueToItsCurrentName() {
+        final Map<String, String> flow = new HashMap<>();
+        flow.put("Kinesis Stream", "orders");
+        flow.put("Region", "eu-west-1");
+        final MockPropertyConfiguration config = new MockPropertyConfiguration(flow);
+
+        PropertyRenames.apply(config, Map.of("Kinesis Stream", ConsumeKinesisSpecs.STREAM_NAME.name(), "Never Set", "Table"));
+
+        assertEquals(Map.of("Stream Name", "orders", "Region", "eu-west-1"), config.getRawProperties());
+        assertEquals(Map.of("Kinesis Stream", "Stream Name"), config.toPropertyMigrationResult().getPropertiesRenamed());
+        assertFalse(config.hasProperty("Kinesis Stream"));
+        assertTrue(config.hasProperty("Stream Name"));
     }
 
     private static void check(final Processor processor, final List<PropertySpec> specs) {
