@@ -30,6 +30,13 @@ case "$mode" in
   *) echo "usage: $0 [fast | e2e [PATTERN]]" >&2; exit 2 ;;
 esac
 
+# The NiFi instance directories an earlier run left (logs and repositories, about 220 MB each, one per NiFi
+# start) are removed unless their NiFi still runs, so repeated runs do not fill the disk; this run's stay for reading.
+for instance in tests/nifi/.work/instances/* tests/nifi/.work/clusters/*/node-*; do
+  [ -d "$instance" ] || continue
+  tests/nifi/nifi.sh status --instance-dir "$instance" >/dev/null 2>&1 || rm -rf "$instance"
+done
+
 failed=()
 summary=()
 t_start=$SECONDS

@@ -121,6 +121,20 @@ impl Component {
         Ok(crate::runtime::get().block_on(engine.outcomes(wait, 10_000)))
     }
 
+    /// The counts of NiFi's counters since the last call, in the contract's order
+    /// (`contract::counters`); zeros while no engine runs.
+    pub fn take_counters(&self) -> Vec<u64> {
+        use crate::contract::counters::{consume_kinesis, put_snowflake};
+        match &self.settings {
+            Settings::ConsumeKinesis(_) => {
+                self.consumer().map_or_else(|_| vec![0; consume_kinesis::ENGINE.len()], |(e, _)| e.take_counters())
+            }
+            Settings::PutSnowflake(_) => {
+                self.sink().map_or_else(|_| vec![0; put_snowflake::ENGINE.len()], |s| s.take_counters())
+            }
+        }
+    }
+
     /// PutSnowflake: bytes of FlowFile content the engine can still take.
     pub fn capacity(&self) -> Result<u64, ComponentError> {
         Ok(self.sink()?.capacity())

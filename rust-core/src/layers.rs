@@ -9,6 +9,8 @@ use std::path::Path;
 const FLOORS: &[&[&str]] = &[
     // Plain values and services nothing else is needed for.
     &["contract", "error", "runtime", "secrets"],
+    // The counts each engine keeps for NiFi's counters.
+    &["counters"],
     // Kinesis records and positions; the processors' settings.
     &["kinesis", "config"],
     // AWS clients and credentials.

@@ -6,7 +6,7 @@
 //! Every other module is plain Rust, testable without a JVM.
 //!
 //! The modules stand in floors, each using only floors below it (checked by `layers`):
-//! `contract`, `error`, `runtime`, `secrets`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
+//! `contract`, `error`, `runtime`, `secrets`; `counters`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
 //! `snowflake`; `verify`, `component`; `ffi`.
 
 pub mod aws;
@@ -14,6 +14,7 @@ pub mod component;
 pub mod config;
 pub mod consumer;
 pub mod contract;
+pub mod counters;
 pub mod error;
 pub mod feedback;
 pub mod ffi;

@@ -485,8 +485,31 @@ def test_schema_evolution_off_ignores_unknown_keys(env):
     assert row["KIND"] == "purchase" and set(row) == {"ID", "KIND", "KINESISMETADATA"}
     assert sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"] == 0, "no row was rejected"
     assert c.connection_queue_count(ids["failure_queue"]) == 0
+    check_counters(c, ids, 300)
     c.stop_processor(ids["consumer"])
     c.stop_processor(ids["sink"])
+
+
+def check_counters(c, ids, records):
+    """NiFi's counters after a calm run of `records` records from one shard, loaded once: the exact ones exact
+    (the engine's counts reach NiFi within about a second), the rest at least what the run must have done."""
+    deadline, consumer, sink = time.monotonic() + 20, {}, {}
+    while time.monotonic() < deadline:
+        consumer, sink = c.counters_of(ids["consumer"]), c.counters_of(ids["sink"])
+        if consumer.get("Checkpoints Written", 0) >= 1 and consumer.get("Records Read from Kinesis", 0) >= records:
+            break
+        time.sleep(1)
+    assert consumer.get("Records Consumed") == records, consumer
+    assert consumer.get("Records Read from Kinesis") == records, consumer
+    assert consumer.get("Bytes Read from Kinesis", 0) > records * 20, consumer
+    assert consumer.get("Leases Taken") == 1, consumer
+    assert consumer.get("GetRecords Calls", 0) >= 1 and consumer.get("Batches Handed to NiFi", 0) >= 1, consumer
+    assert consumer.get("Checkpoints Written", 0) >= 1, consumer
+    for absent in ("Leases Lost", "Leases Handed Back", "Records Read Again after a Rollback", "Records Parse Failure"):
+        assert absent not in consumer, (absent, consumer)
+    assert sink.get("Rows Sent") == records, sink
+    for absent in ("Rows Skipped (already committed)", "Gaps Detected", "Gap FlowFiles Sent to Load at Least Once"):
+        assert absent not in sink, (absent, sink)
 
 
 

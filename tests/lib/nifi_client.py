@@ -625,6 +625,11 @@ class NiFiClient:
                 time.sleep(0.25)
         return entity
 
+    def counters_of(self, processor_id: str) -> dict:
+        """NiFi's counters of one processor (GET /counters), by name: {name: value}."""
+        snapshot = self.get("/counters")["counters"]["aggregateSnapshot"]["counters"]
+        return {c["name"]: int(c["valueCount"]) for c in snapshot if f"({processor_id})" in c.get("context", "")}
+
     def processor_state(self, processor_id: str) -> str:
         """Run state: "RUNNING", "STOPPED", "DISABLED", ..."""
         return self.get_processor(processor_id)["component"]["state"]

@@ -21,6 +21,7 @@ use super::shared::{FanOut, Shared};
 use super::ConsumerError;
 use crate::aws::AwsClients;
 use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType};
+use crate::contract::counters::consume_kinesis::ConsumerCounter;
 use crate::feedback::LinkKey;
 use crate::kinesis::fan_out;
 use crate::lease::migration;
@@ -69,6 +70,7 @@ impl Prepared {
         let shared = Arc::new(Shared {
             fan_out,
             fan_out_stats: FanOutStats::default(),
+            counters: Default::default(),
             lag_warning_ms,
             link,
             node_row: crate::lease::node_row::NodeRow::new(owner.clone()),
@@ -138,6 +140,11 @@ impl ConsumerEngine {
         Ok(Prepared { settings, clients, owner, lag_warning_ms, stream_arn, fan_out })
     }
     /// Fan-out subscriptions made, ResourceInUse retries and watchdog replacements so far.
+    /// The counts of NiFi's counters since the last call, in the contract's order (see `counters`).
+    pub fn take_counters(&self) -> Vec<u64> {
+        self.shared.counters.take()
+    }
+
     pub fn fan_out_stats(&self) -> &FanOutStats {
         &self.shared.fan_out_stats
     }
@@ -229,6 +236,7 @@ impl ConsumerEngine {
     pub fn nack(&self, batch_id: i64) -> Result<(), ConsumerError> {
         let rewound = self.shared.lock_ledger().nack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
         for r in rewound {
+            self.shared.counters.add(ConsumerCounter::RecordsReadAgain, r.records_in_flight);
             warn!(
                 component = self.shared.settings.component,
                 "NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record", r.shard_id

@@ -18,6 +18,7 @@ use super::resume;
 use super::shared::Shared;
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
+use crate::contract::counters::consume_kinesis::ConsumerCounter;
 use crate::kinesis::shards::{list_shards, ShardInfo};
 use crate::lease::balance::{self, Readable};
 use crate::lease::kcl::StartHint;
@@ -325,6 +326,7 @@ impl Keeper {
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {
                     self.shared.lock_ledger().remove(&lease.shard_id);
+                    self.shared.counters.increment(ConsumerCounter::LeasesHandedBack);
                     info!(
                         component = self.shared.settings.component,
                         "handed shard {} back for balancing", lease.shard_id

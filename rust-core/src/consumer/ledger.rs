@@ -119,6 +119,8 @@ pub enum Next {
 pub struct Rewound {
     pub shard_id: String,
     pub restart: Option<ReaderStart>,
+    /// Records of the shard handed to NiFi and not acknowledged, now to be read again.
+    pub records_in_flight: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -311,6 +313,8 @@ impl Ledger {
             }
             let generation = self.fresh_generation();
             let state = self.shards.get_mut(&shard_id).expect("checked above");
+            let records_in_flight =
+                state.in_flight.iter().filter(|f| !f.acked).map(|f| f.reservations.len() as u64).sum();
             state.buffer.clear();
             state.buffered_bytes = 0;
             state.in_flight.clear();
@@ -320,7 +324,7 @@ impl Ledger {
                 .then(|| ReaderStart { shard_id: shard_id.clone(), generation });
             state.reader_finished = false;
             state.children.clear();
-            rewound.push(Rewound { shard_id, restart });
+            rewound.push(Rewound { shard_id, restart, records_in_flight });
         }
         Ok(rewound)
     }
@@ -672,6 +676,25 @@ mod tests {
             "nothing acknowledged: from the first record read, not from a new initial position"
         );
         assert!(!l.push("s", start.generation, records(1, 2), 0, None), "the old generation's records are refused");
+    }
+
+    #[test]
+    fn a_nack_counts_the_records_handed_out_and_not_acknowledged_as_read_again() {
+        let mut l = Ledger::new();
+        let start = l.start(lease("s", 1), None, vec![], None);
+        l.push("s", start.generation, records(1, 2), 0, None);
+        let acked = l.take(u64::MAX).unwrap();
+        l.ack(acked.id).unwrap();
+        l.push("s", start.generation, records(3, 3), 0, None);
+        let first = l.take(u64::MAX).unwrap();
+        l.push("s", start.generation, records(6, 4), 0, None);
+        let _second = l.take(u64::MAX).unwrap();
+        l.push("s", start.generation, records(10, 5), 0, None);
+        let rewound = l.nack(first.id).unwrap();
+        assert_eq!(
+            rewound[0].records_in_flight, 7,
+            "both unacknowledged batches go back (3 + 4); the acknowledged 2 and the 5 only buffered do not count"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::intake::{self, Fetched};
 use super::ledger::ReadFrom;
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
+use crate::contract::counters::consume_kinesis::ConsumerCounter;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
@@ -117,6 +118,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
             }
         };
         backoff.reset();
+        shared.counters.increment(ConsumerCounter::GetRecordsCalls);
         tracing::debug!(
             component = shared.settings.component,
             "shard {shard_id}: GetRecords returned {} record(s), behind {:?} ms, next iterator: {}",
@@ -273,7 +275,10 @@ fn pause_after(
     backoff: &mut Backoff,
 ) {
     let delay = match error {
-        KinesisError::Throttled { .. } => backoff.next_delay().max(Duration::from_secs(1)),
+        KinesisError::Throttled { .. } => {
+            shared.counters.increment(ConsumerCounter::Throttles);
+            backoff.next_delay().max(Duration::from_secs(1))
+        }
         KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. } => {
             let delay = backoff.next_delay().max(Duration::from_secs(5));
             warn!(component = shared.settings.component, "{error}; retrying shard {shard_id} in {} s", delay.as_secs());

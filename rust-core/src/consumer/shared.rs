@@ -18,6 +18,8 @@ use super::ledger::{CheckpointWrite, FinishShard, Ledger, Next, Pass, ReaderStar
 use super::resume::FailoverPosition;
 use super::state::Buffered;
 use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, InitialPosition};
+use crate::contract::counters::consume_kinesis::ConsumerCounter;
+use crate::counters::ConsumerCounters;
 use crate::feedback::{LinkKey, Loaded};
 use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
@@ -141,6 +143,8 @@ pub struct Shared {
     /// Starts a shard's reader task (polling or fan-out): given by `engine`, which knows the readers.
     pub(super) spawn: SpawnReader,
     pub(super) fan_out_stats: FanOutStats,
+    /// What NiFi's counters show (drained by the processor).
+    pub counters: ConsumerCounters,
 }
 
 pub(super) struct FanOut {
@@ -197,8 +201,11 @@ impl Shared {
         ended: Option<Vec<(String, Vec<String>)>>,
     ) -> bool {
         let had_records = !records.is_empty();
+        let (count, bytes) = (records.len() as u64, records.iter().map(|b| b.record.data.len() as u64).sum());
         let pushed = self.lock_ledger().push(shard_id, generation, records, millis_behind, ended);
         if pushed && had_records {
+            self.counters.add(ConsumerCounter::RecordsRead, count);
+            self.counters.add(ConsumerCounter::BytesRead, bytes);
             self.data_ready.notify_waiters();
         }
         pushed
@@ -209,7 +216,11 @@ impl Shared {
         if !self.may_deliver() {
             return None;
         }
-        self.lock_ledger().take(max_bytes)
+        let batch = self.lock_ledger().take(max_bytes);
+        if batch.is_some() {
+            self.counters.increment(ConsumerCounter::Batches);
+        }
+        batch
     }
 
     /// Does what the ledger decided: writes checkpoints (one per shard at a time, each followed
@@ -227,7 +238,10 @@ impl Shared {
 
     async fn write_checkpoint(&self, write: CheckpointWrite) -> Option<Next> {
         let outcome = match self.store.checkpoint(&write.lease, &write.position, false, write.loaded.as_ref()).await {
-            Ok(()) => WriteOutcome::Written,
+            Ok(()) => {
+                self.counters.increment(ConsumerCounter::CheckpointsWritten);
+                WriteOutcome::Written
+            }
             Err(LeaseError::Fenced { .. }) => WriteOutcome::Fenced,
             Err(e) => {
                 warn!(
@@ -336,6 +350,7 @@ impl Shared {
 
     /// Ends the readers of a shard whose lease is gone.
     fn lost(&self, shard_id: &str) {
+        self.counters.increment(ConsumerCounter::LeasesLost);
         warn!(
             component = self.settings.component,
             "lease on shard {shard_id} was lost; its buffered records are dropped"
@@ -359,6 +374,7 @@ impl Shared {
             reader.abort();
         }
         let shard_id = lease.shard_id.clone();
+        self.counters.increment(ConsumerCounter::LeasesTaken);
         if let Some(key) = &self.link {
             self.settings.board.lock().took_here(key, &self.owner, &shard_id, lease.counter, committed.clone());
         }

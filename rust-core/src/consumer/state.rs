@@ -23,8 +23,7 @@ pub struct InFlight {
     /// The last record of the shard in that batch.
     pub last: Option<Position>,
     pub acked: bool,
-    /// Dropping them gives the batch's bytes back to the budget (read only by the model test).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// One per record: dropping them gives the batch's bytes back to the budget.
     pub reservations: Vec<Reservation>,
 }
 

@@ -1,10 +1,11 @@
 //! What the engine and the Java processors must agree on, written once: FlowFile attribute names
 //! (`attributes`), the `kinesisMetadata` fields (`metadata`), each processor's property names, defaults and allowed values (`properties`) and
-//! the exactly-once key (`exactly_once`), and the JNI layouts' magics and route codes (`wire`). Java gets the names and specs from generated, checked-in
+//! the counters NiFi shows (`counters`), the exactly-once key (`exactly_once`), and the JNI layouts' magics and route codes (`wire`). Java gets the names and specs from generated, checked-in
 //! twins (`io.kinesnow.nifi.contract.Attributes`, `PropertySpecs`) and tests its own key against
 //! cases generated here; unit tests here keep them current. Depends on nothing but `std`.
 
 pub mod attributes;
+pub mod counters;
 pub mod exactly_once;
 pub mod metadata;
 pub mod properties;

@@ -3,7 +3,7 @@
 //! Each body runs inside [`guard::call`]; none of them may panic into the JVM.
 
 use jni::objects::{JByteArray, JClass, JObject, JObjectArray, JString};
-use jni::sys::{jbyteArray, jintArray, jlong, jobjectArray, jstring};
+use jni::sys::{jbyteArray, jintArray, jlong, jlongArray, jobjectArray, jstring};
 use jni::JNIEnv;
 use once_cell::sync::Lazy;
 
@@ -424,6 +424,27 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>
         tracing::info!(component = id, "{} closed", closed.describe());
         log_bridge::unregister(id);
         Ok(())
+    })
+}
+
+/// The counts of the component's engine counters since the last call, in the contract's order
+/// (`contract::counters`), for NiFi's counters.
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_counters<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) -> jlongArray {
+    guard::call(&mut env, |env| {
+        let counts: Vec<i64> = COMPONENTS
+            .get(handle(component))?
+            .take_counters()
+            .into_iter()
+            .map(|n| n.min(i64::MAX as u64) as i64)
+            .collect();
+        let array = env.new_long_array(counts.len() as i32)?;
+        env.set_long_array_region(&array, 0, &counts)?;
+        Ok(array.into_raw())
     })
 }
 

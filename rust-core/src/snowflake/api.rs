@@ -5,6 +5,7 @@
 //! [`ApiError`] for the channel to act on.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -16,6 +17,8 @@ use url::Url;
 
 use super::auth::{read_managed_token, unverified_expiry, AuthError, Credentials, TokenType, RENEW_BEFORE_EXPIRY};
 use crate::config::proxy::Proxy;
+use crate::contract::counters::put_snowflake::SinkCounter;
+use crate::counters::SinkCounters;
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::limiter::Backoff;
 
@@ -115,6 +118,8 @@ pub struct SnowflakeApi {
     session: Mutex<Session>,
     /// Transient failures are retried at most this long per call.
     retry_budget: Duration,
+    /// Where retries are counted for NiFi's counters (the engine's; none for Verify Properties).
+    counters: Option<Arc<SinkCounters>>,
 }
 
 /// Characters escaped in a path segment (channel and pipe names).
@@ -175,7 +180,30 @@ impl SnowflakeApi {
             }
         };
         let http = builder.build().map_err(|e| ApiError::Protocol(format!("HTTP client: {e}")))?;
-        Ok(Self { http, destination, credentials, session: Mutex::new(Session::default()), retry_budget })
+        Ok(Self {
+            http,
+            destination,
+            credentials,
+            session: Mutex::new(Session::default()),
+            retry_budget,
+            counters: None,
+        })
+    }
+
+    /// Counts the calls it retries in `counters`.
+    pub fn with_counters(mut self, counters: Arc<SinkCounters>) -> Self {
+        self.counters = Some(counters);
+        self
+    }
+
+    fn count_retry(&self, message: &str) {
+        if let Some(counters) = &self.counters {
+            counters.increment(if throttled(message) {
+                SinkCounter::RetriedThrottled
+            } else {
+                SinkCounter::RetriedTransient
+            });
+        }
     }
 
     pub fn pipe(&self) -> &str {
@@ -320,6 +348,7 @@ impl SnowflakeApi {
                     warn!("Snowflake refused the token ({message}); minting a new one");
                 }
                 Err(ApiError::Transient(message)) if started.elapsed() < self.retry_budget => {
+                    self.count_retry(&message);
                     let delay = backoff.next_delay();
                     if backoff.attempts() % 5 == 1 {
                         warn!("{} {}: {message}; retrying in {delay:?}", call.method, call.path);
@@ -571,6 +600,11 @@ fn error_body(body: &str) -> (String, String) {
     }
 }
 
+/// A transient answer that says Snowflake throttles this client (429, 503), as `classify` words it.
+fn throttled(message: &str) -> bool {
+    message.starts_with("HTTP 429") || message.starts_with("HTTP 503")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,6 +618,13 @@ mod tests {
         ));
         assert!(matches!(c(409, r#"{"code":"ERR_OPEN_CHANNEL_IN_PROGRESS"}"#), ApiError::Transient(_)));
         assert!(matches!(c(429, r#"{"code":"ReceiverSaturated"}"#), ApiError::Transient(_)));
+        let message = |status, body| match c(status, body) {
+            ApiError::Transient(m) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(throttled(&message(429, r#"{"code":"ReceiverSaturated"}"#)), "a 429 counts as throttled");
+        assert!(throttled(&message(503, "")), "a 503 counts as throttled");
+        assert!(!throttled(&message(500, "")), "a 500 is a server error");
         assert!(matches!(c(500, r#""ERR_GENERAL_EXCEPTION_RETRY_REQUEST""#), ApiError::Transient(_)));
         assert!(matches!(c(503, "busy"), ApiError::Transient(_)));
         assert!(matches!(c(401, r#"{"code":"390144","message":"JWT token is invalid."}"#), ApiError::Unauthorized(_)));

@@ -21,6 +21,8 @@ use super::offset::OffsetToken;
 use super::rows::Delivery;
 use super::status::StatusWatch;
 use super::writers::{Flights, Retire};
+use crate::contract::counters::put_snowflake::SinkCounter;
+use crate::counters::SinkCounters;
 use crate::kinesis::limiter::Backoff;
 
 pub use super::book::{Outcome, Route};
@@ -41,6 +43,8 @@ pub struct ChannelSettings {
     /// How long FlowFiles wait for the records before them before the line passes over the gap
     /// (`book::ORDER_WAIT`).
     pub order_wait: Duration,
+    /// What NiFi's counters show (drained by the processor), shared by the engine's writers.
+    pub counters: Arc<SinkCounters>,
 }
 
 /// The back-off between reopens of a channel another writer keeps reopening: jittered, doubling
@@ -179,6 +183,9 @@ impl ChannelWriter {
         match self.api.open_channel(self.book.name()).await {
             Ok(opened) => {
                 self.backoff.reset();
+                if self.continuation.is_some() {
+                    self.settings.counters.increment(SinkCounter::ChannelReopens);
+                }
                 self.continuation = Some(opened.continuation_token);
                 let reported = opened.status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse);
                 let done = self.book.opened(reported, opened.status.rows_error_count.unwrap_or(0));
@@ -291,6 +298,7 @@ impl ChannelWriter {
         let now = Instant::now();
         let (done, passed) = self.book.pass_stuck(now, self.settings.order_wait);
         if let Some(gap) = passed {
+            self.settings.counters.increment(SinkCounter::GapsDetected);
             warn!(
                 component = self.settings.component,
                 "channel {}: {gap}; FlowFiles that bring those records later are loaded at least once, through the \

@@ -79,6 +79,7 @@ impl SinkSettings {
                 commit_timeout: config.commit_timeout,
                 idle_retire: Duration::from_secs(300),
                 order_wait: config.order_wait,
+                counters: Default::default(),
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
@@ -281,7 +282,8 @@ impl SinkEngine {
                     &proxy,
                     settings.extra_root_ca_pem.as_deref(),
                 )
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .with_counters(settings.channel.counters.clone());
                 Ok(open_destination(Arc::new(api), &settings, sink.clone()))
             })
         };
@@ -304,6 +306,11 @@ impl SinkEngine {
     }
 
     /// Bytes Java may still hand over before the budget is used up.
+    /// The counts of NiFi's counters since the last call, in the contract's order (see `counters`).
+    pub fn take_counters(&self) -> Vec<u64> {
+        self.settings.channel.counters.take()
+    }
+
     pub fn capacity(&self) -> u64 {
         self.settings.max_in_flight_bytes.saturating_sub(self.in_flight_bytes.load(Ordering::Acquire))
     }

@@ -106,4 +106,10 @@ public final class NativeBridge {
      * take now, as indexes into them: within each shard the records read first, within the room left in the budget.
      */
     public static native int[] choose(long handle, byte[] candidates);
+
+    /**
+     * The counts of the engine's counters since the last call, by index as {@code ConsumeKinesisCounters.ENGINE} or
+     * {@code PutSnowflakeCounters.ENGINE} names them (zeros while no engine runs).
+     */
+    public static native long[] counters(long handle);
 }

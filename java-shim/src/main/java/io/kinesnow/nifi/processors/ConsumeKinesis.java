@@ -1,6 +1,7 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.contract.Attributes;
+import io.kinesnow.nifi.contract.ConsumeKinesisCounters;
 import io.kinesnow.nifi.contract.ConsumeKinesisSpecs;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.NativeException;
@@ -312,6 +313,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     private final NativeComponent rules = new NativeComponent(NativeBridge.CONSUME_KINESIS);
     private final RecordSource engine;
     private final BatchArrays arrays = new BatchArrays();
+    private final EngineCounters engineCounters = new EngineCounters(ConsumeKinesisCounters.ENGINE);
     private volatile long scheduledAt;
     /** The NiFi node, on the FlowFiles of a consumer with Failover Position SNOWFLAKE_COMMIT. */
     private volatile String node = "";
@@ -430,6 +432,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                 context.yield();
                 return;
             }
+            engineCounters.drain(session, engine::counters);
             if (bytes == null) {
                 return; // the engine already waited up to Max Batch Duration
             }
@@ -496,9 +499,9 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         if (skipped.count() > 0) {
             engine.noteSkipped(skipped.encode()); // before the commit: PutSnowflake must not see a gap
         }
-        session.adjustCounter("Records Consumed", tally.consumed, false);
+        session.adjustCounter(ConsumeKinesisCounters.RECORDS_CONSUMED, tally.consumed, false);
         if (tally.failed > 0) {
-            session.adjustCounter("Records Parse Failure", tally.failed, false);
+            session.adjustCounter(ConsumeKinesisCounters.RECORDS_PARSE_FAILURE, tally.failed, false);
         }
     }
 

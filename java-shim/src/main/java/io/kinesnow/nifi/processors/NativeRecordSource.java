@@ -46,4 +46,9 @@ final class NativeRecordSource implements RecordSource {
     public void nack(final long batchId) {
         NativeBridge.nack(component.handle(), batchId);
     }
+
+    @Override
+    public long[] counters() {
+        return NativeBridge.counters(component.handle());
+    }
 }

@@ -37,4 +37,9 @@ final class NativeRowSink implements RowSink {
     public byte[] outcomes(final long waitMillis) {
         return NativeBridge.outcomes(component.handle(), waitMillis);
     }
+
+    @Override
+    public long[] counters() {
+        return NativeBridge.counters(component.handle());
+    }
 }

@@ -1,6 +1,7 @@
 package io.kinesnow.nifi.processors;
 
 import io.kinesnow.nifi.contract.Attributes;
+import io.kinesnow.nifi.contract.PutSnowflakeCounters;
 import io.kinesnow.nifi.contract.PutSnowflakeSpecs;
 import io.kinesnow.nifi.nativebridge.NativeBridge;
 import io.kinesnow.nifi.nativebridge.SinkBatch;
@@ -307,6 +308,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** The rules (validation, verification) the native side applies to the settings. */
     private final NativeComponent rules = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
     private final RowSink engine;
+    private final EngineCounters engineCounters = new EngineCounters(PutSnowflakeCounters.ENGINE);
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();
     private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
@@ -330,6 +332,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         final Map<Long, String> destinations = new HashMap<>();
         long rowsSent;
         long rowsSkipped;
+        long waitingBack;
+        long reloaded;
 
         HeldSession(final ProcessSession session) {
             this.session = session;
@@ -429,6 +433,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSessionFactory sessionFactory) {
         final boolean submitted = submit(context, sessionFactory);
+        engineCounters.drain(sessionFactory, engine::counters);
         final byte[] outcomes = engine.outcomes(submitted ? 0 : OUTCOME_WAIT_MILLIS);
         if (outcomes != null) {
             route(SinkBatch.decodeOutcomes(outcomes));
@@ -723,21 +728,34 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                 case SinkBatch.ROUTE_RELOAD -> {
                     getLogger().warn("{} goes back to the queue to be loaded at least once: {}", flowFile, outcome.message());
                     session.transfer(session.putAttribute(flowFile, ATTR_DELIVERY, AT_LEAST_ONCE));
+                    h.reloaded++;
                 }
                 case SinkBatch.ROUTE_RETRY -> {
                     getLogger().debug("{} goes back to the queue: {}", flowFile, outcome.message());
                     session.transfer(session.penalize(flowFile));
+                    h.waitingBack++;
                 }
                 default -> session.transfer(flowFile, REL_FAILURE);
             }
             if (h.waiting.isEmpty()) {
-                session.adjustCounter("Rows Sent", h.rowsSent, false);
-                if (h.rowsSkipped > 0) {
-                    session.adjustCounter("Rows Skipped (already committed)", h.rowsSkipped, false);
-                }
+                adjustCounters(session, h);
                 held.remove(h);
                 session.commitAsync();
             }
+        }
+    }
+
+    /** The processor's own counters for a held session's FlowFiles, applied when it commits. */
+    private static void adjustCounters(final ProcessSession session, final HeldSession h) {
+        session.adjustCounter(PutSnowflakeCounters.ROWS_SENT, h.rowsSent, false);
+        if (h.rowsSkipped > 0) {
+            session.adjustCounter(PutSnowflakeCounters.ROWS_SKIPPED, h.rowsSkipped, false);
+        }
+        if (h.waitingBack > 0) {
+            session.adjustCounter(PutSnowflakeCounters.FLOW_FILES_WAITING, h.waitingBack, false);
+        }
+        if (h.reloaded > 0) {
+            session.adjustCounter(PutSnowflakeCounters.GAP_FLOW_FILES_RELOADED, h.reloaded, false);
         }
     }
 }

@@ -37,4 +37,9 @@ interface RecordSource {
 
     /** NiFi did not commit the batch: its shards are read again from their checkpoint. */
     void nack(long batchId);
+
+    /** The engine's counts since the last call, by index into {@code ConsumeKinesisCounters.ENGINE}; a stand-in counts nothing. */
+    default long[] counters() {
+        return new long[0];
+    }
 }

@@ -60,6 +60,30 @@ class ConsumeKinesisSettlementTest {
     }
 
     @Test
+    void theEnginesCountsReachNiFisCountersByTheContractsNamesOncePerInterval() {
+        final long[] counts = new long[io.kinesnow.nifi.contract.ConsumeKinesisCounters.ENGINE.size()];
+        counts[0] = 3; // Records Read from Kinesis
+        counts[counts.length - 1] = 2; // Records Read Again after a Rollback
+        final List<long[]> handed = new java.util.ArrayList<>(List.of(counts, new long[counts.length]));
+        final ConsumeKinesis counting = new ConsumeKinesis(new OneShardEngine(NativeTestSupport.syntheticBatch(1, 3, 16)) {
+            @Override
+            public long[] counters() {
+                return handed.isEmpty() ? new long[counts.length] : handed.remove(0);
+            }
+        });
+        final TestRunner counted = TestRunners.newTestRunner(counting);
+        counted.setProperty(ConsumeKinesis.STREAM_NAME, "orders");
+        counted.setProperty(ConsumeKinesis.APPLICATION_NAME, "orders-to-snowflake");
+        counted.setProperty(ConsumeKinesis.REGION, "us-east-1");
+        counted.run(5);
+        assertEquals(3L, counted.getCounterValue("Records Read from Kinesis"));
+        assertEquals(2L, counted.getCounterValue("Records Read Again after a Rollback"));
+        assertEquals(3L, counted.getCounterValue("Records Consumed"), "the processor's own counter");
+        assertNull(counted.getCounterValue("Kinesis Throttles"), "a zero count is not added");
+        assertEquals(1, 2 - handed.size(), "five triggers within a second drain the engine once");
+    }
+
+    @Test
     void aFullContentRepositoryNacksTheBatchAndItsRecordsComeAgain() {
         final RuntimeException e = assertThrows(FlowFileAccessException.class, () -> triggerWith(ContentRepositoryFull::new));
         assertTrue(e.getMessage().contains("No space left"), e.getMessage());

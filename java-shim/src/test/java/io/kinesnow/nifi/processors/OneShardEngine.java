@@ -12,7 +12,7 @@ import java.util.List;
  * A stand-in engine with one shard, with the native engine's settlement contract: a batch stays in flight until acked
  * or nacked, nothing else is handed out meanwhile, a nack hands the same records out again in a new batch.
  */
-final class OneShardEngine implements RecordSource {
+class OneShardEngine implements RecordSource {
     final List<String> calls = new ArrayList<>();
     /** What each {@link #noteSkipped} call carried. */
     final List<byte[]> skipped = new ArrayList<>();

@@ -1,0 +1,59 @@
+package io.kinesnow.nifi.processors;
+
+import java.util.Arrays;
+import java.util.List;
+import java.util.function.Supplier;
+import org.apache.nifi.processor.ProcessSession;
+import org.apache.nifi.processor.ProcessSessionFactory;
+
+/**
+ * Adds what an engine counted since the last drain to NiFi's counters. They apply at once, whatever becomes of the
+ * session: what the engine counted happened (a checkpoint written, a call retried) whether or not this session commits.
+ * At most one drain per {@link #INTERVAL_NANOS}, so a processor triggered thousands of times a second makes one JNI
+ * call a second for its counters.
+ */
+final class EngineCounters {
+    static final long INTERVAL_NANOS = 1_000_000_000L;
+    private static final long[] NONE = new long[0];
+
+    private final List<String> names;
+    private long drainedAt = System.nanoTime() - INTERVAL_NANOS;
+
+    EngineCounters(final List<String> names) {
+        this.names = names;
+    }
+
+    /** Drains {@code counts} (supplied only when due) into {@code session}'s counters. */
+    void drain(final ProcessSession session, final Supplier<long[]> counts) {
+        final long[] taken = due(counts);
+        for (int i = 0; i < taken.length && i < names.size(); i++) {
+            if (taken[i] != 0) {
+                session.adjustCounter(names.get(i), taken[i], true);
+            }
+        }
+    }
+
+    /** {@link #drain(ProcessSession, Supplier)} through a session of its own, created only when there is a count. */
+    void drain(final ProcessSessionFactory sessions, final Supplier<long[]> counts) {
+        final long[] taken = due(counts);
+        if (Arrays.stream(taken).allMatch(n -> n == 0)) {
+            return;
+        }
+        final ProcessSession session = sessions.createSession();
+        for (int i = 0; i < taken.length && i < names.size(); i++) {
+            if (taken[i] != 0) {
+                session.adjustCounter(names.get(i), taken[i], true);
+            }
+        }
+        session.commitAsync();
+    }
+
+    private long[] due(final Supplier<long[]> counts) {
+        final long now = System.nanoTime();
+        if (now - drainedAt < INTERVAL_NANOS) {
+            return NONE;
+        }
+        drainedAt = now;
+        return counts.get();
+    }
+}
