@@ -135,6 +135,15 @@ impl Component {
         }
     }
 
+    /// ConsumeKinesis: the lines of its View State (this node, each leased shard's status); empty
+    /// while its engine does not run and for PutSnowflake.
+    pub fn status_map(&self) -> Vec<(String, String)> {
+        match &self.settings {
+            Settings::ConsumeKinesis(_) => self.consumer().map_or_else(|_| Vec::new(), |(e, _)| e.status_map()),
+            Settings::PutSnowflake(_) => Vec::new(),
+        }
+    }
+
     /// PutSnowflake: bytes of FlowFile content the engine can still take.
     pub fn capacity(&self) -> Result<u64, ComponentError> {
         Ok(self.sink()?.capacity())

@@ -486,8 +486,29 @@ def test_schema_evolution_off_ignores_unknown_keys(env):
     assert sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"] == 0, "no row was rejected"
     assert c.connection_queue_count(ids["failure_queue"]) == 0
     check_counters(c, ids, 300)
+    check_view_state(c, ids["consumer"], stream)
     c.stop_processor(ids["consumer"])
+    assert c.local_state(ids["consumer"]) == {}, "a stopped ConsumeKinesis shows no shard as held"
     c.stop_processor(ids["sink"])
+
+
+def check_view_state(c, consumer_id, stream):
+    """View State of a ConsumeKinesis that read its one shard to the tip and checkpointed it: the node, and the
+    shard's line with its lease counter, checkpoint, lag, arrival times and what it waits for (it is written at most
+    every 5 s, so the test waits for the caught-up line)."""
+    shard, deadline, state = "shardId-000000000000", time.monotonic() + 30, {}
+    while time.monotonic() < deadline:
+        state = c.local_state(consumer_id)
+        if "waits for nothing: caught up with the tip" in state.get(shard, ""):
+            break
+        time.sleep(1)
+    assert set(state) == {"node", "updated", shard}, state
+    assert state["node"].endswith("leasing 1 shard(s)"), state
+    line = state[shard]
+    match = re.match(r"lease counter \d+; checkpoint (\d+); in Snowflake through (\d+); 0 ms behind the tip; "
+                     r"last record read arrived 20\d\d-", line)
+    assert match and match.group(1) == match.group(2), f"(SNOWFLAKE_COMMIT: all 300 loaded and checkpointed) {line}"
+    assert "last record committed in NiFi arrived 20" in line and line.endswith("waits for nothing: caught up with the tip"), line
 
 
 def check_counters(c, ids, records):

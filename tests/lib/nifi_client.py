@@ -625,6 +625,12 @@ class NiFiClient:
                 time.sleep(0.25)
         return entity
 
+    def local_state(self, processor_id: str) -> dict:
+        """What "View State" shows of a processor's local state (GET /processors/{id}/state), as {key: value}."""
+        state = self.get(f"/processors/{processor_id}/state")["componentState"]
+        entries = (state.get("localState") or {}).get("state") or []
+        return {e["key"]: e["value"] for e in entries}
+
     def counters_of(self, processor_id: str) -> dict:
         """NiFi's counters of one processor (GET /counters), by name: {name: value}."""
         snapshot = self.get("/counters")["counters"]["aggregateSnapshot"]["counters"]

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::state::{Buffered, InFlight, ShardState};
+use super::status::{EngineFacts, ShardStatus};
 use crate::config::consume_kinesis::InitialPosition;
 use crate::feedback::Loaded;
 use crate::kinesis::position::{is_after, Position};
@@ -209,6 +210,9 @@ impl Ledger {
             state.first_read =
                 records.first().map(|b| Position::new(b.record.sequence_number.clone(), b.record.sub_sequence_number));
         }
+        if let Some(last) = records.last() {
+            state.last_read_arrival_ms = Some(last.record.approximate_arrival_ms);
+        }
         for b in records {
             state.buffered_bytes += b.reservation.bytes();
             state.buffer.push_back(b);
@@ -265,8 +269,9 @@ impl Ledger {
                 continue;
             }
             let last = records.last().map(|r| Position::new(r.sequence_number.clone(), r.sub_sequence_number));
+            let last_arrival_ms = records.last().map(|r| r.approximate_arrival_ms);
             let previous = state.in_flight.back().and_then(|f| f.last.clone()).or_else(|| state.acked.clone());
-            state.in_flight.push_back(InFlight { batch_id: id, last, acked: false, reservations });
+            state.in_flight.push_back(InFlight { batch_id: id, last, last_arrival_ms, acked: false, reservations });
             out.push(ShardRecords {
                 shard_id: shard_id.clone(),
                 parent_shard_ids: state.parents.clone(),
@@ -365,6 +370,14 @@ impl Ledger {
     }
 
     /// Shards whose loaded position is tracked.
+    /// Each leased shard's status, by shard id (see `status`).
+    pub fn status(&self, facts: EngineFacts) -> Vec<ShardStatus> {
+        let mut shards: Vec<ShardStatus> =
+            self.shards.iter().filter(|(_, s)| !s.finished).map(|(id, s)| ShardStatus::of(id, s, facts)).collect();
+        shards.sort_by(|a, b| a.shard_id.cmp(&b.shard_id));
+        shards
+    }
+
     pub fn tracked(&self) -> Vec<String> {
         self.shards.iter().filter(|(_, s)| s.loaded.is_some() && !s.finished).map(|(k, _)| k.clone()).collect()
     }

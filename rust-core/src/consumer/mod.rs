@@ -18,6 +18,7 @@ mod reader;
 pub mod resume;
 mod shared;
 mod state;
+pub mod status;
 mod subscriber;
 
 pub use engine::{remove_fan_out_consumer, ConsumerEngine, Prepared};

@@ -22,6 +22,8 @@ pub struct InFlight {
     pub batch_id: i64,
     /// The last record of the shard in that batch.
     pub last: Option<Position>,
+    /// When that record arrived in Kinesis (ms since the epoch), for the shard's status.
+    pub last_arrival_ms: Option<i64>,
     pub acked: bool,
     /// One per record: dropping them gives the batch's bytes back to the budget.
     pub reservations: Vec<Reservation>,
@@ -71,6 +73,10 @@ pub struct ShardState {
     pub loaded_written: Option<Loaded>,
     /// A checkpoint was written since the keeper's last pass over the loaded positions.
     pub checkpointed_since_pass: bool,
+    /// When the last record read arrived in Kinesis (ms since the epoch), for the shard's status.
+    pub last_read_arrival_ms: Option<i64>,
+    /// When the last record NiFi committed arrived in Kinesis (ms since the epoch), for the status.
+    pub acked_arrival_ms: Option<i64>,
 }
 
 impl ShardState {
@@ -96,6 +102,8 @@ impl ShardState {
             loaded: None,
             loaded_written: None,
             checkpointed_since_pass: false,
+            last_read_arrival_ms: None,
+            acked_arrival_ms: None,
         }
     }
 
@@ -104,6 +112,7 @@ impl ShardState {
         let mut result = None;
         while self.in_flight.front().is_some_and(|f| f.acked) {
             let done = self.in_flight.pop_front().expect("front exists");
+            self.acked_arrival_ms = done.last_arrival_ms.or(self.acked_arrival_ms);
             result = done.last.or(result);
         }
         result

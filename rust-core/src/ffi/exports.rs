@@ -448,6 +448,20 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_counters<
     })
 }
 
+/// The component's View State lines as key, value, key, value... (empty while it does not run).
+#[no_mangle]
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_status<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    component: jlong,
+) -> jobjectArray {
+    guard::call(&mut env, |env| {
+        let lines = COMPONENTS.get(handle(component))?.status_map();
+        let flat: Vec<String> = lines.into_iter().flat_map(|(k, v)| [k, v]).collect();
+        java::string_array(env, &flat)
+    })
+}
+
 /// How many components are open in this JVM; read by the test-only natives.
 pub(super) fn open_components() -> usize {
     COMPONENTS.len()

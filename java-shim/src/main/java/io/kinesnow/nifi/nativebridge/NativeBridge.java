@@ -112,4 +112,7 @@ public final class NativeBridge {
      * {@code PutSnowflakeCounters.ENGINE} names them (zeros while no engine runs).
      */
     public static native long[] counters(long handle);
+
+    /** ConsumeKinesis: its View State lines as key, value, key, value... (this node, each leased shard); empty while not running. */
+    public static native String[] status(long handle);
 }

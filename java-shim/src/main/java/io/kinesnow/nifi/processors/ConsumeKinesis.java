@@ -9,6 +9,8 @@ import io.kinesnow.nifi.nativebridge.NativeLibrary;
 import io.kinesnow.nifi.nativebridge.RecordBatch;
 import io.kinesnow.nifi.nativebridge.SkippedRecords;
 import org.apache.nifi.annotation.behavior.InputRequirement;
+import org.apache.nifi.annotation.behavior.Stateful;
+import org.apache.nifi.components.state.Scope;
 import org.apache.nifi.annotation.configuration.DefaultSettings;
 import org.apache.nifi.annotation.behavior.SystemResource;
 import org.apache.nifi.annotation.behavior.SystemResourceConsideration;
@@ -51,6 +53,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
 @InputRequirement(InputRequirement.Requirement.INPUT_FORBIDDEN)
 // It yields only while the engine starts: a short yield lets the first records out as soon as it has started.
 @DefaultSettings(yieldDuration = "100 millis")
+@Stateful(scopes = Scope.LOCAL, description = "The status of each shard this node leases, for View State: lease counter, "
+        + "checkpoint, what Snowflake has committed (Failover Position SNOWFLAKE_COMMIT), milliseconds behind the tip, when "
+        + "the last records read and committed in NiFi arrived in Kinesis, and what the shard waits for. Written at most "
+        + "every 5 seconds when it changes and cleared when the processor stops; nothing reads it back, so clearing it "
+        + "changes nothing. Checkpoints and leases live in the DynamoDB lease table.")
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "
         + "records read ahead, outside the Java heap, whatever the number of shards; each concurrent task keeps one batch array "
         + "(up to about Max Batch Size) on the heap between runs.")
@@ -314,6 +321,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     private final RecordSource engine;
     private final BatchArrays arrays = new BatchArrays();
     private final EngineCounters engineCounters = new EngineCounters(ConsumeKinesisCounters.ENGINE);
+    private final StatusState status = new StatusState();
     private volatile long scheduledAt;
     /** The NiFi node, on the FlowFiles of a consumer with Failover Position SNOWFLAKE_COMMIT. */
     private volatile String node = "";
@@ -390,9 +398,10 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     }
 
     @OnStopped
-    public void onStopped() {
+    public void onStopped(final ProcessContext context) {
         engine.close();
         arrays.clear();
+        status.clear(context.getStateManager(), getLogger());
     }
 
     /** Removed from the canvas: its Enhanced Fan-Out consumer is deregistered, or the user is told to do it. */
@@ -433,6 +442,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                 return;
             }
             engineCounters.drain(session, engine::counters);
+            status.update(context.getStateManager(), getLogger(), engine::status);
             if (bytes == null) {
                 return; // the engine already waited up to Max Batch Duration
             }

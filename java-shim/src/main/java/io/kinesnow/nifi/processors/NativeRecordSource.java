@@ -51,4 +51,9 @@ final class NativeRecordSource implements RecordSource {
     public long[] counters() {
         return NativeBridge.counters(component.handle());
     }
+
+    @Override
+    public String[] status() {
+        return NativeBridge.status(component.handle());
+    }
 }

@@ -42,4 +42,9 @@ interface RecordSource {
     default long[] counters() {
         return new long[0];
     }
+
+    /** View State's lines as key, value, key, value... (this node, each leased shard's status); a stand-in has none. */
+    default String[] status() {
+        return new String[0];
+    }
 }

@@ -1,0 +1,60 @@
+package io.kinesnow.nifi.processors;
+
+import java.io.IOException;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+import org.apache.nifi.components.state.Scope;
+import org.apache.nifi.components.state.StateManager;
+import org.apache.nifi.logging.ComponentLog;
+
+/**
+ * Writes the engine's status lines into the processor's local state, which NiFi's "View State" shows: at most once per
+ * {@link #INTERVAL_NANOS}, only when a line changed, by one of the concurrent tasks at a time. Nothing reads the state
+ * back; stopping the processor clears it, so View State never shows a stopped engine's shards as held.
+ */
+final class StatusState {
+    static final long INTERVAL_NANOS = 5_000_000_000L;
+
+    private final AtomicLong dueAt = new AtomicLong(System.nanoTime());
+    private volatile Map<String, String> written = Map.of();
+    private volatile boolean warned;
+
+    /** Writes {@code lines} (key, value, key, value..., asked only when due) if they changed since the last write. */
+    void update(final StateManager state, final ComponentLog log, final Supplier<String[]> lines) {
+        final long now = System.nanoTime();
+        final long due = dueAt.get();
+        if (now - due < 0 || !dueAt.compareAndSet(due, now + INTERVAL_NANOS)) {
+            return;
+        }
+        final String[] flat = lines.get();
+        final Map<String, String> map = new LinkedHashMap<>();
+        for (int i = 0; i + 1 < flat.length; i += 2) {
+            map.put(flat[i], flat[i + 1]);
+        }
+        if (map.equals(written)) {
+            return;
+        }
+        try {
+            state.setState(map, Scope.LOCAL);
+            written = map;
+        } catch (final IOException e) {
+            if (!warned) {
+                warned = true;
+                log.warn("View State not updated (the status of each shard): {}", e.getMessage());
+            }
+        }
+    }
+
+    /** Clears the status (the processor stopped). */
+    void clear(final StateManager state, final ComponentLog log) {
+        written = Map.of();
+        dueAt.set(System.nanoTime());
+        try {
+            state.clear(Scope.LOCAL);
+        } catch (final IOException e) {
+            log.warn("View State not cleared (the status of each shard): {}", e.getMessage());
+        }
+    }
+}
