@@ -64,6 +64,15 @@ async fn unacknowledged_and_nacked_batches_are_delivered_again() {
     }
     let (again, _) = drain(&engine, 40, true).await;
     assert_eq!(again, by_shard(&put1));
+    // NiFi's counters say the same: 40 records read, rolled back and read again, then checkpointed.
+    use kinesnow_core::contract::counters::consume_kinesis::ConsumerCounter as C;
+    let counts = engine.take_counters();
+    let count = |c: C| counts[c as usize];
+    assert_eq!(count(C::RecordsRead), 80, "{counts:?}");
+    assert_eq!(count(C::RecordsReadAgain), 40, "{counts:?}");
+    assert_eq!(count(C::LeasesTaken), 1, "{counts:?}");
+    assert!(count(C::Batches) as usize > batches.len() && count(C::GetRecordsCalls) >= 2, "{counts:?}");
+    assert!(count(C::CheckpointsWritten) >= 1 && count(C::LeasesLost) == 0, "{counts:?}");
     // Acked now; then a batch is taken but never settled (NiFi dies before committing).
     let put2 = put(&c, "clicks", 40, 10).await;
     let (pending, _) = drain(&engine, 10, false).await;

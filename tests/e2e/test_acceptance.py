@@ -493,22 +493,24 @@ def test_schema_evolution_off_ignores_unknown_keys(env):
 
 
 def check_view_state(c, consumer_id, stream):
-    """View State of a ConsumeKinesis that read its one shard to the tip and checkpointed it: the node, and the
-    shard's line with its lease counter, checkpoint, lag, arrival times and what it waits for (it is written at most
-    every 5 s, so the test waits for the caught-up line)."""
-    shard, deadline, state = "shardId-000000000000", time.monotonic() + 30, {}
+    """View State of a ConsumeKinesis that read its one shard to the tip, checkpointed it and heard from PutSnowflake
+    that Snowflake has all of it: the node, and the shard's line with its lease counter, checkpoint, Snowflake's
+    position, lag, arrival times and what it waits for (written at most every 5 s, so the test waits for it)."""
+    shard, deadline, state, line = "shardId-000000000000", time.monotonic() + 30, {}, ""
+    pattern = re.compile(r"lease counter \d+; checkpoint (\d+); in Snowflake through (\d+); 0 ms behind the tip; "
+                         r"last record read arrived 20\d\d-")
     while time.monotonic() < deadline:
         state = c.local_state(consumer_id)
-        if "waits for nothing: caught up with the tip" in state.get(shard, ""):
+        line = state.get(shard, "")
+        match = pattern.match(line)
+        if match and match.group(1) == match.group(2) and line.endswith("waits for nothing: caught up with the tip"):
             break
         time.sleep(1)
+    else:
+        raise AssertionError(f"(SNOWFLAKE_COMMIT: all 300 loaded and checkpointed, caught up) {state}")
     assert set(state) == {"node", "updated", shard}, state
     assert state["node"].endswith("leasing 1 shard(s)"), state
-    line = state[shard]
-    match = re.match(r"lease counter \d+; checkpoint (\d+); in Snowflake through (\d+); 0 ms behind the tip; "
-                     r"last record read arrived 20\d\d-", line)
-    assert match and match.group(1) == match.group(2), f"(SNOWFLAKE_COMMIT: all 300 loaded and checkpointed) {line}"
-    assert "last record committed in NiFi arrived 20" in line and line.endswith("waits for nothing: caught up with the tip"), line
+    assert "last record committed in NiFi arrived 20" in line, line
 
 
 def check_counters(c, ids, records):

@@ -114,7 +114,8 @@ class ConsumerFlow:
 
     @classmethod
     def add(cls, client: NiFiClient, group_id: str, properties: dict, name: str = "ConsumeKinesis",
-            position: tuple = (0, 0), bundle: Optional[dict] = None, **scheduling) -> "ConsumerFlow":
+            position: tuple = (0, 0), bundle: Optional[dict] = None, back_pressure_count: int = 100000,
+            **scheduling) -> "ConsumerFlow":
         proc = client.add_processor(group_id, CONSUMER, bundle=bundle or BUNDLE, name=name, properties=properties,
                                     bulletin_level="INFO", position=position, **scheduling)
         queues = []
@@ -123,7 +124,7 @@ class ConsumerFlow:
                 "revision": {"version": 0},
                 "component": {"position": {"x": position[0] + 400 * i, "y": position[1] + 300}}})
             queues.append(client.connect(group_id, proc["id"], funnel["id"], [relationship],
-                                         destination_type="FUNNEL", back_pressure_count=100000)["id"])
+                                         destination_type="FUNNEL", back_pressure_count=back_pressure_count)["id"])
         return cls(client, group_id, proc["id"], queues[0], queues[1])
 
     def start(self) -> None:

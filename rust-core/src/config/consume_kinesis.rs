@@ -13,7 +13,7 @@ pub use crate::contract::properties::consume_kinesis::{
     DYNAMODB_ENDPOINT_OVERRIDE, ENDPOINT_OVERRIDE, FAILOVER_POSITION, FAILOVER_TIMEOUT, INITIAL_POSITION,
     LAG_WARNING_THRESHOLD, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, MAX_RECORDS_PER_REQUEST,
     MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, POSITION_TIMESTAMP, PROCESSING_STRATEGY, PROFILE_NAME, REGION,
-    SECRET_ACCESS_KEY, STREAM_NAME, WEB_IDENTITY_TOKEN_FILE,
+    SECRET_ACCESS_KEY, STREAM_NAME, STUCK_SHARD_WARNING, WEB_IDENTITY_TOKEN_FILE,
 };
 
 /// ConsumeKinesis' Failover Position.
@@ -66,6 +66,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     LAG_WARNING_THRESHOLD,
     FAILOVER_TIMEOUT,
     FAILOVER_POSITION,
+    STUCK_SHARD_WARNING,
 ];
 
 const MIB: u64 = 1024 * 1024;
@@ -207,6 +208,9 @@ pub struct ConsumeKinesisConfig {
     pub lag_warning_threshold_percent: u8,
     /// A node silent this long is dead; its shards are taken over.
     pub failover_timeout: Duration,
+    /// A leased shard whose checkpoint has not moved this long while records wait is warned about
+    /// (zero: never).
+    pub stuck_shard_warning: Duration,
     /// Where a node that takes a shard over resumes: after what NiFi or what Snowflake committed.
     pub failover_position: FailoverPosition,
     /// The NiFi node (a fact Java passes, not a property); empty in validation.
@@ -264,6 +268,8 @@ impl ConsumeKinesisConfig {
         let lag_warning_threshold_percent = r.int_in(LAG_WARNING_THRESHOLD, 50, 1, 100) as u8;
         let failover_timeout =
             r.duration_in(FAILOVER_TIMEOUT, Duration::from_secs(7), Duration::from_secs(1), Duration::from_secs(600));
+        let stuck_shard_warning =
+            r.duration_in(STUCK_SHARD_WARNING, Duration::from_secs(300), Duration::ZERO, Duration::from_secs(86_400));
         let failover_position = r.one_of(
             FAILOVER_POSITION,
             FailoverPosition::NiFiCommit,
@@ -292,6 +298,7 @@ impl ConsumeKinesisConfig {
             output_strategy,
             lag_warning_threshold_percent,
             failover_timeout,
+            stuck_shard_warning,
         })
     }
 }

@@ -18,7 +18,7 @@ use super::reader;
 pub use super::resume::FailoverPosition;
 pub use super::shared::{heartbeat_interval, scan_interval, EngineSettings, FanOutStats};
 use super::shared::{FanOut, Shared};
-use super::status::{state_map, EngineFacts};
+use super::status::state_map;
 use super::ConsumerError;
 use crate::aws::AwsClients;
 use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType};
@@ -143,10 +143,7 @@ impl ConsumerEngine {
     /// Fan-out subscriptions made, ResourceInUse retries and watchdog replacements so far.
     /// View State's lines: this node, when, and each leased shard's status (see `status`).
     pub fn status_map(&self) -> Vec<(String, String)> {
-        let facts =
-            EngineFacts { budget_available: self.shared.budget.available(), may_deliver: self.shared.may_deliver() };
-        let shards = self.shared.lock_ledger().status(facts);
-        state_map(&self.shared.owner, &shards, std::time::SystemTime::now())
+        state_map(&self.shared.owner, &self.shared.status(), std::time::SystemTime::now())
     }
 
     /// The counts of NiFi's counters since the last call, in the contract's order (see `counters`).

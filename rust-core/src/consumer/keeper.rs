@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use super::end_probe::ListingView;
 use super::resume;
 use super::shared::Shared;
+use super::watchdog::{Alarm, Watchdog};
 use super::ConsumerError;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::contract::counters::consume_kinesis::ConsumerCounter;
@@ -48,6 +49,9 @@ pub(super) struct Keeper {
     /// what is known about PutSnowflake's reports (for the warning when none come).
     next_loaded_write: Instant,
     reports: ReportWatch,
+    /// The stuck-shard watchdog and when it looks next.
+    watchdog: Watchdog,
+    next_watch: Instant,
 }
 
 /// Watches whether PutSnowflake in this JVM reports loaded positions for this consumer.
@@ -61,12 +65,16 @@ struct ReportWatch {
 /// A consumer whose checkpoints run ahead of every loaded position for this long is warned about.
 const NO_REPORT_WARNING: Duration = Duration::from_secs(120);
 
+/// How often the stuck-shard watchdog looks at the shards.
+const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
 /// A malformed row is warned about again after this long.
 const MALFORMED_REWARN: Duration = Duration::from_secs(600);
 
 impl Keeper {
     pub async fn new(shared: Arc<Shared>) -> Result<Self, ConsumerError> {
         let started = Instant::now();
+        let stuck_after = shared.settings.stuck_shard_warning;
         let shards = list_shards(&shared.kinesis, &shared.settings.stream).await?;
         *shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
         Ok(Self {
@@ -80,6 +88,8 @@ impl Keeper {
             malformed_warned: HashMap::new(),
             next_loaded_write: started,
             reports: ReportWatch { behind_since: None, warned_at: None },
+            watchdog: Watchdog::new(stuck_after),
+            next_watch: started,
         })
     }
 
@@ -110,6 +120,31 @@ impl Keeper {
                     component = self.shared.settings.component,
                     "lease pass on stream '{}' failed: {e}", self.shared.settings.stream
                 );
+            }
+            self.watch_progress();
+        }
+    }
+
+    /// The stuck-shard watchdog, at most once per [`WATCH_INTERVAL`]: a warning when a shard
+    /// makes no progress while records wait, and one when it moves again.
+    fn watch_progress(&mut self) {
+        let now = Instant::now();
+        if now < self.next_watch {
+            return;
+        }
+        self.next_watch = now + WATCH_INTERVAL;
+        let component = self.shared.settings.component;
+        for alarm in self.watchdog.observe(now, &self.shared.status()) {
+            match alarm {
+                Alarm::Stuck { shard_id, stalled, waiting } => warn!(
+                    component,
+                    "shard {shard_id} has made no progress for {} s while records wait: it waits for {}",
+                    stalled.as_secs(),
+                    waiting.describe()
+                ),
+                Alarm::Moving { shard_id, stalled } => {
+                    warn!(component, "shard {shard_id} moves again after {} s without progress", stalled.as_secs())
+                }
             }
         }
     }

@@ -20,6 +20,7 @@ mod shared;
 mod state;
 pub mod status;
 mod subscriber;
+mod watchdog;
 
 pub use engine::{remove_fan_out_consumer, ConsumerEngine, Prepared};
 pub use shared::{Batch, EngineSettings, FanOutStats};

@@ -61,6 +61,8 @@ pub struct EngineSettings {
     pub hand_back_timeout: Duration,
     /// Warn when a shard lags by more than this share of the stream's retention period.
     pub lag_warning_percent: u8,
+    /// Warn about a leased shard whose checkpoint has not moved this long while records wait (zero: never).
+    pub stuck_shard_warning: Duration,
     /// The component handle, so log events reach the processor's bulletins.
     pub component: u64,
     /// Lock and wait timings of the one-time migration from a KCL lease table.
@@ -88,6 +90,7 @@ impl EngineSettings {
             shard_refresh: Duration::from_secs(30),
             hand_back_timeout: Duration::from_secs(30),
             lag_warning_percent: c.lag_warning_threshold_percent,
+            stuck_shard_warning: c.stuck_shard_warning,
             component,
             migration: MigrationSettings::default(),
             failover_position: c.failover_position,
@@ -398,6 +401,13 @@ impl Shared {
         let mut readers = self.lock_readers();
         readers.retain(|(_, r)| !r.is_finished());
         readers.push((shard_id, handle));
+    }
+
+    /// Each leased shard's status (see `status`).
+    pub(super) fn status(&self) -> Vec<super::status::ShardStatus> {
+        let facts =
+            super::status::EngineFacts { budget_available: self.budget.available(), may_deliver: self.may_deliver() };
+        self.lock_ledger().status(facts)
     }
 
     pub(super) fn may_deliver(&self) -> bool {

@@ -61,6 +61,7 @@ pub mod consume_kinesis {
         OUTPUT_STRATEGY = "Output Strategy", Some("USE_VALUE"), ["USE_VALUE", "USE_WRAPPER", "INJECT_METADATA"];
         LAG_WARNING_THRESHOLD = "Lag Warning Threshold", Some("50"), [];
         FAILOVER_TIMEOUT = "Failover Timeout", Some("7 sec"), [];
+        STUCK_SHARD_WARNING = "Stuck Shard Warning", Some("5 min"), [];
         FAILOVER_POSITION = "Failover Position", Some("NIFI_COMMIT"), ["NIFI_COMMIT", "SNOWFLAKE_COMMIT"];
     }
 

@@ -262,6 +262,14 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                     + "its shards over. Each node writes one heartbeat per three sevenths of it (3 s at the default), "
                     + "whatever the number of shards it reads. From 1 sec to 10 min.")
             .required(true).defaultValue(ConsumeKinesisSpecs.FAILOVER_TIMEOUT.defaultValue()).addValidator(Validator.VALID).build();
+    static final PropertyDescriptor STUCK_SHARD_WARNING = new PropertyDescriptor.Builder()
+            .name(ConsumeKinesisSpecs.STUCK_SHARD_WARNING.name())
+            .description("Warn, with a bulletin that names the shard and what it waits for (back-pressure, NiFi's "
+                    + "commits, the lease table, Kinesis, the shard's end, a hand-back), when a shard this node leases "
+                    + "has not moved its checkpoint for this long while records wait; and warn once more when it moves "
+                    + "again. 0 sec turns the warning off. Up to 1 day.")
+            .required(true).defaultValue(ConsumeKinesisSpecs.STUCK_SHARD_WARNING.defaultValue())
+            .addValidator(Validator.VALID).build();
 
     static final AllowableValue NIFI_COMMIT = new AllowableValue("NIFI_COMMIT", "NiFi Commit",
             "A node that takes a shard over resumes after the last record NiFi committed (the checkpoint). Records NiFi "
@@ -287,7 +295,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             SECRET_ACCESS_KEY, PROFILE_NAME, CREDENTIALS_FILE, WEB_IDENTITY_TOKEN_FILE, ASSUME_ROLE_ARN, ASSUME_ROLE_SESSION_NAME,
             ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_TIME, ASSUME_ROLE_STS_REGION, ASSUME_ROLE_STS_ENDPOINT, ENDPOINT_OVERRIDE, DYNAMODB_ENDPOINT_OVERRIDE, CONSUMER_TYPE, INITIAL_POSITION, POSITION_TIMESTAMP,
             MAX_RECORDS_PER_REQUEST, MAX_BATCH_DURATION, MAX_BATCH_SIZE, MAX_BUFFER_SIZE, PROCESSING_STRATEGY,
-            MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION), REGION);
+            MESSAGE_DEMARCATOR, OUTPUT_STRATEGY, LAG_WARNING_THRESHOLD, FAILOVER_TIMEOUT, FAILOVER_POSITION, STUCK_SHARD_WARNING), REGION);
 
     /**
      * What NiFi shows: the properties the engine reads, the Record Reader and Writer (used by the shim alone, see
@@ -384,6 +392,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         slowStartupWarned = false;
         node = NativeComponent.nodeIdentity(getNodeTypeProvider());
         engine.open(context, getLogger(), node);
+        status.start(context.getStateManager(), getLogger(), engine::status);
     }
 
     /**
@@ -394,11 +403,13 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
      */
     @OnUnscheduled
     public void onUnscheduled() {
+        status.stop();
         engine.close();
     }
 
     @OnStopped
     public void onStopped(final ProcessContext context) {
+        status.stop();
         engine.close();
         arrays.clear();
         status.clear(context.getStateManager(), getLogger());
@@ -442,7 +453,6 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                 return;
             }
             engineCounters.drain(session, engine::counters);
-            status.update(context.getStateManager(), getLogger(), engine::status);
             if (bytes == null) {
                 return; // the engine already waited up to Max Batch Duration
             }

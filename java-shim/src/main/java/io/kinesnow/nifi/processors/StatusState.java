@@ -3,6 +3,9 @@ package io.kinesnow.nifi.processors;
 import java.io.IOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 import org.apache.nifi.components.state.Scope;
@@ -10,12 +13,47 @@ import org.apache.nifi.components.state.StateManager;
 import org.apache.nifi.logging.ComponentLog;
 
 /**
- * Writes the engine's status lines into the processor's local state, which NiFi's "View State" shows: at most once per
- * {@link #INTERVAL_NANOS}, only when a line changed, by one of the concurrent tasks at a time. Nothing reads the state
- * back; stopping the processor clears it, so View State never shows a stopped engine's shards as held.
+ * Writes the engine's status lines into the processor's local state, which NiFi's "View State" shows: from a thread of
+ * its own while the processor is scheduled (so the view stays current when NiFi stops triggering the processor, under
+ * back-pressure, exactly when an operator looks), at most once per {@link #INTERVAL_NANOS}, only when a line changed.
+ * Nothing reads the state back; stopping the processor clears it, so View State never shows a stopped engine's shards
+ * as held.
  */
 final class StatusState {
     static final long INTERVAL_NANOS = 5_000_000_000L;
+
+    private ScheduledExecutorService writer;
+
+    /** Starts writing {@code lines} (see {@link #update}) every second until {@link #stop}. */
+    synchronized void start(final StateManager state, final ComponentLog log, final Supplier<String[]> lines) {
+        stop();
+        writer = Executors.newSingleThreadScheduledExecutor(task -> {
+            final Thread thread = new Thread(task, "kinesnow-view-state");
+            thread.setDaemon(true);
+            return thread;
+        });
+        writer.scheduleWithFixedDelay(() -> {
+            try {
+                update(state, log, lines);
+            } catch (final RuntimeException e) {
+                log.debug("View State not updated: {}", e.getMessage()); // the engine is starting or closing
+            }
+        }, 1, 1, TimeUnit.SECONDS);
+    }
+
+    /** Stops the writer and waits for a write in progress, so the engine can be closed under it. */
+    synchronized void stop() {
+        if (writer == null) {
+            return;
+        }
+        writer.shutdownNow();
+        try {
+            writer.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (final InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        writer = null;
+    }
 
     private final AtomicLong dueAt = new AtomicLong(System.nanoTime());
     private volatile Map<String, String> written = Map.of();
