@@ -135,12 +135,12 @@ impl Component {
         }
     }
 
-    /// ConsumeKinesis: the lines of its View State (this node, each leased shard's status); empty
-    /// while its engine does not run and for PutSnowflake.
+    /// The lines of its View State (ConsumeKinesis: this node and each leased shard's status;
+    /// PutSnowflake: each open channel); empty while its engine does not run.
     pub fn status_map(&self) -> Vec<(String, String)> {
         match &self.settings {
             Settings::ConsumeKinesis(_) => self.consumer().map_or_else(|_| Vec::new(), |(e, _)| e.status_map()),
-            Settings::PutSnowflake(_) => Vec::new(),
+            Settings::PutSnowflake(_) => self.sink().map_or_else(|_| Vec::new(), |s| s.status_map()),
         }
     }
 

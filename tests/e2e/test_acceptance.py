@@ -487,9 +487,30 @@ def test_schema_evolution_off_ignores_unknown_keys(env):
     assert c.connection_queue_count(ids["failure_queue"]) == 0
     check_counters(c, ids, 300)
     check_view_state(c, ids["consumer"], stream)
+    check_sink_view_state(c, ids["sink"])
     c.stop_processor(ids["consumer"])
     assert c.local_state(ids["consumer"]) == {}, "a stopped ConsumeKinesis shows no shard as held"
+    instance = c.local_state(ids["sink"])["instance.id"]
     c.stop_processor(ids["sink"])
+    assert c.local_state(ids["sink"]) == {"instance.id": instance}, "a stop removes the channels' lines, never the id"
+
+
+def check_sink_view_state(c, sink_id):
+    """PutSnowflake's View State: its instance id (part of its per-node channels' names) and one line per open channel
+    with the last offset token Snowflake reported committed (written at most every 5 s, so the test waits for it)."""
+    deadline, state = time.monotonic() + 30, {}
+    while time.monotonic() < deadline:
+        state = c.local_state(sink_id)
+        channels = {k: v for k, v in state.items() if k.startswith("channel.")}
+        if channels and all("committed offset token none yet" not in v for v in channels.values()):
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError(f"no channel with a committed offset token in View State: {state}")
+    assert state["instance.id"], state
+    # Failover Position SNOWFLAKE_COMMIT: the shard's shared channel, named for every node alike (no instance id).
+    assert all(name.startswith("channel.kinesnow_") and name.endswith("_shardId-000000000000") for name in channels), state
+    assert all(re.match(r"pipe \S+; committed offset token \S+; learned 20\d\d-", v) for v in channels.values()), state
 
 
 def check_view_state(c, consumer_id, stream):

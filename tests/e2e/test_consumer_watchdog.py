@@ -3,13 +3,14 @@ queue at its back-pressure threshold, so NiFi stops triggering ConsumeKinesis) g
 shard and what it waits for once Stuck Shard Warning has passed, View State says the same, and once the queue is
 emptied the shard moves on and a second bulletin says so. The watchdog's decisions themselves are unit-tested in
 rust-core/src/consumer/watchdog.rs; what a shard waits for, in rust-core/src/consumer/status.rs.
-The NiFi is the session's shared one (tests/e2e/conftest.py)."""
+The NiFi is the session's shared one (tests/e2e/conftest.py). The stream is deleted at the end: the session's
+kinesis-local refuses shards beyond 50 over all its streams, and later modules create theirs."""
 import time
 
 import pytest
 
 from consumer_flow import ConsumerFlow, consumer_properties, create_stream, put_record, unique
-from services import local_services  # noqa: F401  (fixture)
+from services import kinesis_call, local_services  # noqa: F401  (fixture)
 
 SHARD = "shardId-000000000000"
 
@@ -36,6 +37,13 @@ def wait_for(predicate, timeout: float, what: str):
 def test_a_shard_held_up_by_back_pressure_is_named_once_and_again_when_it_moves(nifi):
     stream, app = unique("stuck"), unique("stuck-app")
     create_stream(stream, 1)
+    try:
+        held_up_then_moving(nifi, stream, app)
+    finally:
+        kinesis_call("DeleteStream", {"StreamName": stream, "EnforceConsumerDeletion": True})
+
+
+def held_up_then_moving(nifi, stream, app):
     for i in range(20):
         put_record(stream, f'{{"id":{i}}}'.encode(), f"k{i}")
     group = nifi.client.create_process_group(unique("stuck"))["id"]

@@ -20,6 +20,7 @@ use super::book::{ChannelBook, Done, Work};
 use super::offset::OffsetToken;
 use super::rows::Delivery;
 use super::status::StatusWatch;
+use super::views::{ChannelViews, ViewEntry};
 use super::writers::{Flights, Retire};
 use crate::contract::counters::put_snowflake::SinkCounter;
 use crate::counters::SinkCounters;
@@ -45,6 +46,8 @@ pub struct ChannelSettings {
     pub order_wait: Duration,
     /// What NiFi's counters show (drained by the processor), shared by the engine's writers.
     pub counters: Arc<SinkCounters>,
+    /// What View State shows of the open channels, shared by the engine's writers.
+    pub views: Arc<ChannelViews>,
 }
 
 /// The back-off between reopens of a channel another writer keeps reopening: jittered, doubling
@@ -74,6 +77,8 @@ pub struct ChannelWriter {
     reopen_backoff: Backoff,
     /// When FlowFiles were last given back with a warning (at most one per [`GIVE_BACK_REWARN`]).
     gave_back_warned: Option<Instant>,
+    /// This channel's line in View State, removed when the writer ends.
+    view: ViewEntry,
 }
 
 /// A channel warns about FlowFiles given back at most this often.
@@ -90,7 +95,9 @@ impl ChannelWriter {
         flights: Flights,
         status: StatusWatch,
     ) -> Self {
+        let view = settings.views.enter(&name);
         Self {
+            view,
             book: ChannelBook::new(name, delivery),
             api,
             settings,
@@ -189,6 +196,7 @@ impl ChannelWriter {
                 self.continuation = Some(opened.continuation_token);
                 let reported = opened.status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse);
                 let done = self.book.opened(reported, opened.status.rows_error_count.unwrap_or(0));
+                self.view.opened(self.api.pipe(), self.book.committed().map(ToString::to_string));
                 info!(
                     component = self.settings.component,
                     "channel {} opened on pipe {}; last committed offset token {}",
@@ -287,6 +295,9 @@ impl ChannelWriter {
             self.book.commit_reported(status.last_committed_offset_token.as_deref().and_then(OffsetToken::parse));
         if self.book.committed().cloned() > before {
             self.reopen_backoff.reset();
+            if let Some(token) = self.book.committed() {
+                self.view.committed(token.to_string());
+            }
         }
         self.deliver(done);
     }

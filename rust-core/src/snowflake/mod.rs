@@ -23,6 +23,7 @@ pub mod sink;
 pub mod status;
 pub mod supervise;
 pub mod take_order;
+pub mod views;
 pub mod writers;
 
 pub use book::{Outcome, Route};

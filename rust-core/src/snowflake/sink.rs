@@ -80,6 +80,7 @@ impl SinkSettings {
                 idle_retire: Duration::from_secs(300),
                 order_wait: config.order_wait,
                 counters: Default::default(),
+                views: Default::default(),
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
@@ -306,6 +307,11 @@ impl SinkEngine {
     }
 
     /// Bytes Java may still hand over before the budget is used up.
+    /// View State's lines: each open channel (see `views`).
+    pub fn status_map(&self) -> Vec<(String, String)> {
+        self.settings.channel.views.lines()
+    }
+
     /// The counts of NiFi's counters since the last call, in the contract's order (see `counters`).
     pub fn take_counters(&self) -> Vec<u64> {
         self.settings.channel.counters.take()

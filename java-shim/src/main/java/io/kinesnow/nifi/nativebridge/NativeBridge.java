@@ -113,6 +113,9 @@ public final class NativeBridge {
      */
     public static native long[] counters(long handle);
 
-    /** ConsumeKinesis: its View State lines as key, value, key, value... (this node, each leased shard); empty while not running. */
+    /**
+     * The component's View State lines as key, value, key, value... (ConsumeKinesis: this node and each leased shard;
+     * PutSnowflake: each open channel); empty while not running.
+     */
     public static native String[] status(long handle);
 }

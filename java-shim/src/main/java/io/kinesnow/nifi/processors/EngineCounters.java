@@ -1,5 +1,6 @@
 package io.kinesnow.nifi.processors;
 
+import io.kinesnow.nifi.nativebridge.NativeException;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
@@ -54,6 +55,10 @@ final class EngineCounters {
             return NONE;
         }
         drainedAt = now;
-        return counts.get();
+        try {
+            return counts.get();
+        } catch (final NativeException e) {
+            return NONE; // the engine was closed under this last trigger (the processor is stopping)
+        }
     }
 }

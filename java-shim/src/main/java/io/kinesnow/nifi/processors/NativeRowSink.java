@@ -42,4 +42,9 @@ final class NativeRowSink implements RowSink {
     public long[] counters() {
         return NativeBridge.counters(component.handle());
     }
+
+    @Override
+    public String[] status() {
+        return NativeBridge.status(component.handle());
+    }
 }

@@ -74,7 +74,9 @@ import java.util.UUID;
 @Stateful(scopes = Scope.LOCAL, description = "This processor's own id (instance.id), part of every channel name, so "
         + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
-        + "that load again.")
+        + "that load again. Besides it, for View State only: each open channel (channel.<name>) with its pipe and the "
+        + "last offset token Snowflake reported committed, written at most every 5 seconds when it changes and removed "
+        + "when the processor stops; nothing reads those back.")
 @ReadsAttributes({
     @ReadsAttribute(attribute = Attributes.STREAM, description = "With aws.kinesis.shard.id: the shard whose channel the rows go to"),
     @ReadsAttribute(attribute = Attributes.SHARD, description = "With aws.kinesis.stream.name: the shard whose channel the rows go to"),
@@ -309,6 +311,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private final NativeComponent rules = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
     private final RowSink engine;
     private final EngineCounters engineCounters = new EngineCounters(PutSnowflakeCounters.ENGINE);
+    private final StatusState status = new StatusState(java.util.Set.of(INSTANCE_STATE_KEY));
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();
     private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
@@ -404,6 +407,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         engine.open(context, getLogger(), NativeComponent.withFacts(ProxyService.facts(context), "PutSnowflake Instance", instance,
                 NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider())));
         transitBase = "snowflake://" + accountForProvenance(context);
+        status.start(context.getStateManager(), getLogger(), engine::status);
     }
 
     /** The account named in provenance: the identifier, else the host Openflow's managed deployments set. */
@@ -421,7 +425,9 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
      * replay skips whatever Snowflake committed meanwhile.
      */
     @OnStopped
-    public void onStopped() {
+    public void onStopped(final ProcessContext context) {
+        status.stop();
+        status.clear(context.getStateManager(), getLogger());
         engine.close();
         for (final HeldSession h : held) {
             h.session.rollback();

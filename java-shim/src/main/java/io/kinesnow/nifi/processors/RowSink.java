@@ -33,4 +33,9 @@ interface RowSink {
     default long[] counters() {
         return new long[0];
     }
+
+    /** View State's lines as key, value, key, value... (each open channel); a stand-in has none. */
+    default String[] status() {
+        return new String[0];
+    }
 }

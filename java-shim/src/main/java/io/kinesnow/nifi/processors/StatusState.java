@@ -3,6 +3,7 @@ package io.kinesnow.nifi.processors;
 import java.io.IOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -16,11 +17,15 @@ import org.apache.nifi.logging.ComponentLog;
  * Writes the engine's status lines into the processor's local state, which NiFi's "View State" shows: from a thread of
  * its own while the processor is scheduled (so the view stays current when NiFi stops triggering the processor, under
  * back-pressure, exactly when an operator looks), at most once per {@link #INTERVAL_NANOS}, only when a line changed.
- * Nothing reads the state back; stopping the processor clears it, so View State never shows a stopped engine's shards
- * as held.
+ * Nothing reads the status back; stopping the processor clears it, so View State never shows a stopped engine's work
+ * as current. Entries the processor keeps in the same state for itself ({@code kept}, such as PutSnowflake's
+ * {@code instance.id}) are carried over into every write and survive the clear; when they cannot be read, nothing is
+ * written.
  */
 final class StatusState {
     static final long INTERVAL_NANOS = 5_000_000_000L;
+
+    private final Set<String> kept;
 
     private ScheduledExecutorService writer;
 
@@ -59,6 +64,15 @@ final class StatusState {
     private volatile Map<String, String> written = Map.of();
     private volatile boolean warned;
 
+    /** For a processor that keeps nothing else in its local state. */
+    StatusState() {
+        this(Set.of());
+    }
+
+    StatusState(final Set<String> kept) {
+        this.kept = Set.copyOf(kept);
+    }
+
     /** Writes {@code lines} (key, value, key, value..., asked only when due) if they changed since the last write. */
     void update(final StateManager state, final ComponentLog log, final Supplier<String[]> lines) {
         final long now = System.nanoTime();
@@ -75,14 +89,33 @@ final class StatusState {
             return;
         }
         try {
-            state.setState(map, Scope.LOCAL);
+            state.setState(withKept(state, map), Scope.LOCAL);
             written = map;
         } catch (final IOException e) {
             if (!warned) {
                 warned = true;
-                log.warn("View State not updated (the status of each shard): {}", e.getMessage());
+                log.warn("View State not updated (the status of each shard or channel): {}", e.getMessage());
             }
         }
+    }
+
+    /** {@code status} with the kept entries as the state holds them now. */
+    private Map<String, String> withKept(final StateManager state, final Map<String, String> status) throws IOException {
+        if (kept.isEmpty()) {
+            return status;
+        }
+        final Map<String, String> all = new LinkedHashMap<>();
+        state.getState(Scope.LOCAL).toMap().forEach((key, value) -> {
+            if (kept.contains(key)) {
+                all.put(key, value);
+            }
+        });
+        status.forEach((key, value) -> {
+            if (!kept.contains(key)) {
+                all.put(key, value);
+            }
+        });
+        return all;
     }
 
     /** Clears the status (the processor stopped). */
@@ -90,9 +123,13 @@ final class StatusState {
         written = Map.of();
         dueAt.set(System.nanoTime());
         try {
-            state.clear(Scope.LOCAL);
+            if (kept.isEmpty()) {
+                state.clear(Scope.LOCAL);
+            } else {
+                state.setState(withKept(state, Map.of()), Scope.LOCAL);
+            }
         } catch (final IOException e) {
-            log.warn("View State not cleared (the status of each shard): {}", e.getMessage());
+            log.warn("View State not cleared (the status of each shard or channel): {}", e.getMessage());
         }
     }
 }
