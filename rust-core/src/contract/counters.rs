@@ -38,7 +38,7 @@ pub mod consume_kinesis {
         engine ConsumerCounter {
             /// Kinesis records fetched (after KPL de-aggregation), before NiFi has them.
             RecordsRead = "Records Read from Kinesis";
-            /// Bytes of the records fetched, as Kinesis sent them.
+            /// Bytes of the records' data (a KPL aggregate counts as its records' payloads, without its framing).
             BytesRead = "Bytes Read from Kinesis";
             /// GetRecords calls answered (polling).
             GetRecordsCalls = "GetRecords Calls";

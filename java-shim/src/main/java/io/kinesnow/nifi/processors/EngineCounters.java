@@ -3,6 +3,7 @@ package io.kinesnow.nifi.processors;
 import io.kinesnow.nifi.nativebridge.NativeException;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.processor.ProcessSessionFactory;
@@ -18,7 +19,8 @@ final class EngineCounters {
     private static final long[] NONE = new long[0];
 
     private final List<String> names;
-    private long drainedAt = System.nanoTime() - INTERVAL_NANOS;
+    /** When the next drain is due; several concurrent tasks may trigger at once, and one of them drains. */
+    private final AtomicLong dueAt = new AtomicLong(System.nanoTime());
 
     EngineCounters(final List<String> names) {
         this.names = names;
@@ -26,12 +28,7 @@ final class EngineCounters {
 
     /** Drains {@code counts} (supplied only when due) into {@code session}'s counters. */
     void drain(final ProcessSession session, final Supplier<long[]> counts) {
-        final long[] taken = due(counts);
-        for (int i = 0; i < taken.length && i < names.size(); i++) {
-            if (taken[i] != 0) {
-                session.adjustCounter(names.get(i), taken[i], true);
-            }
-        }
+        adjust(session, due(counts));
     }
 
     /** {@link #drain(ProcessSession, Supplier)} through a session of its own, created only when there is a count. */
@@ -41,20 +38,24 @@ final class EngineCounters {
             return;
         }
         final ProcessSession session = sessions.createSession();
+        adjust(session, taken);
+        session.commitAsync();
+    }
+
+    private void adjust(final ProcessSession session, final long[] taken) {
         for (int i = 0; i < taken.length && i < names.size(); i++) {
             if (taken[i] != 0) {
                 session.adjustCounter(names.get(i), taken[i], true);
             }
         }
-        session.commitAsync();
     }
 
     private long[] due(final Supplier<long[]> counts) {
         final long now = System.nanoTime();
-        if (now - drainedAt < INTERVAL_NANOS) {
+        final long due = dueAt.get();
+        if (now - due < 0 || !dueAt.compareAndSet(due, now + INTERVAL_NANOS)) {
             return NONE;
         }
-        drainedAt = now;
         try {
             return counts.get();
         } catch (final NativeException e) {

@@ -7,7 +7,6 @@ import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 import org.apache.nifi.components.state.Scope;
 import org.apache.nifi.components.state.StateManager;
@@ -16,20 +15,20 @@ import org.apache.nifi.logging.ComponentLog;
 /**
  * Writes the engine's status lines into the processor's local state, which NiFi's "View State" shows: from a thread of
  * its own while the processor is scheduled (so the view stays current when NiFi stops triggering the processor, under
- * back-pressure, exactly when an operator looks), at most once per {@link #INTERVAL_NANOS}, only when a line changed.
+ * back-pressure, exactly when an operator looks), every {@link #INTERVAL_SECONDS} seconds, only when a line changed.
  * Nothing reads the status back; stopping the processor clears it, so View State never shows a stopped engine's work
  * as current. Entries the processor keeps in the same state for itself ({@code kept}, such as PutSnowflake's
  * {@code instance.id}) are carried over into every write and survive the clear; when they cannot be read, nothing is
  * written.
  */
 final class StatusState {
-    static final long INTERVAL_NANOS = 5_000_000_000L;
+    static final long INTERVAL_SECONDS = 5;
 
     private final Set<String> kept;
 
     private ScheduledExecutorService writer;
 
-    /** Starts writing {@code lines} (see {@link #update}) every second until {@link #stop}. */
+    /** Starts writing {@code lines} (see {@link #update}) every {@link #INTERVAL_SECONDS} seconds until {@link #stop}. */
     synchronized void start(final StateManager state, final ComponentLog log, final Supplier<String[]> lines) {
         stop();
         writer = Executors.newSingleThreadScheduledExecutor(task -> {
@@ -43,7 +42,7 @@ final class StatusState {
             } catch (final RuntimeException e) {
                 log.debug("View State not updated: {}", e.getMessage()); // the engine is starting or closing
             }
-        }, 1, 1, TimeUnit.SECONDS);
+        }, INTERVAL_SECONDS, INTERVAL_SECONDS, TimeUnit.SECONDS);
     }
 
     /** Stops the writer and waits for a write in progress, so the engine can be closed under it. */
@@ -60,7 +59,6 @@ final class StatusState {
         writer = null;
     }
 
-    private final AtomicLong dueAt = new AtomicLong(System.nanoTime());
     private volatile Map<String, String> written = Map.of();
     private volatile boolean warned;
 
@@ -73,13 +71,8 @@ final class StatusState {
         this.kept = Set.copyOf(kept);
     }
 
-    /** Writes {@code lines} (key, value, key, value..., asked only when due) if they changed since the last write. */
+    /** Writes {@code lines} (key, value, key, value...) if they changed since the last write. */
     void update(final StateManager state, final ComponentLog log, final Supplier<String[]> lines) {
-        final long now = System.nanoTime();
-        final long due = dueAt.get();
-        if (now - due < 0 || !dueAt.compareAndSet(due, now + INTERVAL_NANOS)) {
-            return;
-        }
         final String[] flat = lines.get();
         final Map<String, String> map = new LinkedHashMap<>();
         for (int i = 0; i + 1 < flat.length; i += 2) {
@@ -121,7 +114,6 @@ final class StatusState {
     /** Clears the status (the processor stopped). */
     void clear(final StateManager state, final ComponentLog log) {
         written = Map.of();
-        dueAt.set(System.nanoTime());
         try {
             if (kept.isEmpty()) {
                 state.clear(Scope.LOCAL);
