@@ -495,6 +495,68 @@ def test_schema_evolution_off_ignores_unknown_keys(env):
     assert c.local_state(ids["sink"]) == {"instance.id": instance}, "a stop removes the channels' lines, never the id"
 
 
+def test_a_slow_snowflake_fires_the_freshness_warning_and_clears_it(env):
+    """Freshness Warning 3 sec: while the stand-in withholds commits, FlowFiles wait in PutSnowflake and the newest
+    row committed grows older than 3 s, so one bulletin names the shard; View State shows the shard's freshness on
+    both processors; once commits resume, a second bulletin says the shard is fresh again, and every row loads once.
+    The warning's rules (idle shards, once only, bounds) are unit-tested in rust-core/src/snowflake/freshness.rs."""
+    sf, stream, table = env["sf"], f"accept-fresh-{RUN}", f"{DB}.ACCEPT_FRESH_{RUN}"
+    shard = "shardId-000000000000"
+    create_table(sf, table, evolution=True)
+    create_stream(env, stream, 1)
+    producer = Producer(stream)
+    producer.put(100, phase=1)
+    ids = applied(env, "freshness", stream, f"{stream}-app", table)
+    c = env["nifi"].client
+    c.update_processor(ids["sink"], properties={"Freshness Warning": "3 sec"})
+    c.start_processor(ids["consumer"])
+    c.start_processor(ids["sink"])
+    assert wait_for_rows(sf, table, 100, 120) == 100
+    time.sleep(5)
+    assert not sink_messages(c, ids["sink"], "not fresh in Snowflake"), "nothing waits: an idle shard never warns"
+    fault = sf.fault({"kind": "withhold_commits", "count": -1})
+    try:
+        producer.put(100, phase=1)
+        stale = wait_until(lambda: sink_messages(c, ids["sink"], f"rows of shard {shard} of stream '{stream}' are not "
+                                                 "fresh in Snowflake"), 60, "the freshness bulletin")
+        assert "the newest row Snowflake has committed arrived in Kinesis" in stale[0], stale
+        assert "FlowFile(s) of the shard wait in PutSnowflake for Snowflake to commit" in stale[0], stale
+        line = wait_until(lambda: waiting_line(c, ids["sink"], f"shard.{stream}/{shard}"), 30, "the shard's View State")
+        assert line.startswith("newest FlowFile in Snowflake began with a record that arrived 20"), line
+    finally:
+        sf.admin("DELETE", f"/admin/faults/{fault['id']}")
+    wait_until(lambda: sink_messages(c, ids["sink"], f"rows of shard {shard} of stream '{stream}' are fresh again"),
+               60, "the fresh-again bulletin")
+    assert wait_for_rows(sf, table, 200, 120) == 200
+    assert len(sink_messages(c, ids["sink"], "not fresh in Snowflake")) == 1, "warned once, not on every look"
+    consumer_line = wait_until(lambda: (lambda l: l if "newest FlowFile in Snowflake began with a record that arrived 20"
+                                        in l else None)(c.local_state(ids["consumer"]).get(shard, "")), 30,
+                               "ConsumeKinesis' View State naming the arrival of what Snowflake has")
+    assert "in Snowflake through" in consumer_line, consumer_line
+    c.stop_processor(ids["consumer"])
+    c.stop_processor(ids["sink"])
+    check_table(sf, table, producer)
+
+
+def sink_messages(c, sink_id, needle: str) -> list[str]:
+    return [b["message"] for b in c.bulletins(source_id=sink_id) if needle in b.get("message", "")]
+
+
+def waiting_line(c, sink_id, key: str):
+    line = c.local_state(sink_id).get(key, "")
+    return line if re.search(r"FlowFiles waiting here [1-9]", line) else None
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
 def check_sink_view_state(c, sink_id):
     """PutSnowflake's View State: its instance id (part of its per-node channels' names) and one line per open channel
     with the last offset token Snowflake reported committed (written at most every 5 s, so the test waits for it)."""

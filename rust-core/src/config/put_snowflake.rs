@@ -8,9 +8,9 @@ use super::{ConfigProblems, Secret};
 /// The properties' names (and, in the contract, their defaults and allowed values).
 pub use crate::contract::properties::put_snowflake::{
     ACCOUNT_IDENTIFIER, AUTHENTICATION_STRATEGY, CHANNEL_PREFIX, COMMIT_TIMEOUT, DATABASE, DESTINATION_TYPE,
-    ICEBERG_ENABLED, MAX_BATCH_SIZE, MAX_IN_FLIGHT_SIZE, MAX_LATENCY, ORDER_WAIT, PIPE, PRIVATE_KEY, PRIVATE_KEY_FILE,
-    PRIVATE_KEY_PASSWORD, ROLE, SCHEMA, SCHEMA_EVOLUTION_ENABLED, SERVICE_ACCOUNT_TOKEN_FILE, TABLE, TOKEN_FILE,
-    URL_OVERRIDE, USER,
+    FRESHNESS_WARNING, ICEBERG_ENABLED, MAX_BATCH_SIZE, MAX_IN_FLIGHT_SIZE, MAX_LATENCY, ORDER_WAIT, PIPE, PRIVATE_KEY,
+    PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, ROLE, SCHEMA, SCHEMA_EVOLUTION_ENABLED, SERVICE_ACCOUNT_TOKEN_FILE, TABLE,
+    TOKEN_FILE, URL_OVERRIDE, USER,
 };
 
 /// Order Wait's default: how long a channel's FlowFiles wait for an earlier one before the gap is
@@ -46,6 +46,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     COMMIT_TIMEOUT,
     MAX_IN_FLIGHT_SIZE,
     ORDER_WAIT,
+    FRESHNESS_WARNING,
 ];
 
 /// Where Openflow's Snowflake deployments mount the session token.
@@ -122,6 +123,8 @@ pub struct PutSnowflakeConfig {
     pub max_in_flight_size: u64,
     /// How long FlowFiles wait for the records before them (see `snowflake::book`).
     pub order_wait: Duration,
+    /// Freshness Warning (zero: off; see `snowflake::freshness`).
+    pub freshness_warning: Duration,
 }
 
 impl PutSnowflakeConfig {
@@ -187,6 +190,8 @@ impl PutSnowflakeConfig {
         let max_in_flight_size = r.data_size_in(MAX_IN_FLIGHT_SIZE, 64 * MIB, MIB, 4096 * MIB);
         let order_wait =
             r.duration_in(ORDER_WAIT, DEFAULT_ORDER_WAIT, Duration::from_secs(1), Duration::from_secs(3600));
+        let freshness_warning =
+            r.duration_in(FRESHNESS_WARNING, Duration::ZERO, Duration::ZERO, Duration::from_secs(86_400));
         if max_in_flight_size < max_batch_size {
             r.problem(MAX_IN_FLIGHT_SIZE, "must be at least Max Batch Size");
         }
@@ -212,6 +217,7 @@ impl PutSnowflakeConfig {
             commit_timeout,
             max_in_flight_size,
             order_wait,
+            freshness_warning,
         })
     }
 }

@@ -384,6 +384,14 @@ impl Ledger {
 
     /// Snowflake reported every record of the shard up to `position` committed; true when that
     /// moved the shard's loaded position on.
+    /// The newest FlowFile of the shard PutSnowflake reported loaded began with a record that
+    /// arrived at `arrival_ms` (for the shard's status only).
+    pub fn note_loaded_arrival(&mut self, shard_id: &str, arrival_ms: i64) {
+        if let Some(state) = self.shards.get_mut(shard_id).filter(|s| s.loaded.is_some()) {
+            state.loaded_arrival_ms = Some(state.loaded_arrival_ms.map_or(arrival_ms, |a| a.max(arrival_ms)));
+        }
+    }
+
     pub fn note_loaded(&mut self, shard_id: &str, position: Position) -> bool {
         let Some(state) = self.shards.get_mut(shard_id) else { return false };
         let Some(known) = state.loaded.take() else { return false };

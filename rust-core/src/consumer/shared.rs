@@ -266,12 +266,23 @@ impl Shared {
     /// engine tracks; true when one moved on.
     pub(super) fn take_in_loaded(&self, key: &LinkKey) -> bool {
         let tracked = self.lock_ledger().tracked();
-        let facts: Vec<(String, Position)> = {
+        let facts: Vec<(String, Position, Option<i64>)> = {
             let board = self.settings.board.lock();
-            tracked.iter().filter_map(|shard| board.loaded(key, shard).map(|p| (shard.clone(), p))).collect()
+            tracked
+                .iter()
+                .filter_map(|shard| {
+                    board.loaded(key, shard).map(|p| (shard.clone(), p, board.loaded_arrival(key, shard)))
+                })
+                .collect()
         };
         let mut ledger = self.lock_ledger();
-        facts.into_iter().fold(false, |moved, (shard, p)| ledger.note_loaded(&shard, p) || moved)
+        facts.into_iter().fold(false, |moved, (shard, p, arrival)| {
+            let moved = ledger.note_loaded(&shard, p) || moved;
+            if let Some(arrival) = arrival {
+                ledger.note_loaded_arrival(&shard, arrival);
+            }
+            moved
+        })
     }
 
     /// Writes the loaded positions not yet in their lease rows (of shards without a checkpoint

@@ -77,6 +77,9 @@ pub struct ShardState {
     pub last_read_arrival_ms: Option<i64>,
     /// When the last record NiFi committed arrived in Kinesis (ms since the epoch), for the status.
     pub acked_arrival_ms: Option<i64>,
+    /// With `SNOWFLAKE_COMMIT`: when the first record of the newest FlowFile PutSnowflake reported
+    /// loaded arrived in Kinesis (ms since the epoch), for the status.
+    pub loaded_arrival_ms: Option<i64>,
 }
 
 impl ShardState {
@@ -104,6 +107,7 @@ impl ShardState {
             checkpointed_since_pass: false,
             last_read_arrival_ms: None,
             acked_arrival_ms: None,
+            loaded_arrival_ms: None,
         }
     }
 

@@ -70,6 +70,8 @@ pub struct ShardStatus {
     pub millis_behind: i64,
     pub last_read_arrival_ms: Option<i64>,
     pub last_committed_arrival_ms: Option<i64>,
+    /// With `SNOWFLAKE_COMMIT`: the first record of the newest FlowFile in Snowflake arrived then.
+    pub loaded_arrival_ms: Option<i64>,
     pub waiting: Waiting,
 }
 
@@ -100,6 +102,7 @@ impl ShardStatus {
             millis_behind: s.millis_behind,
             last_read_arrival_ms: s.last_read_arrival_ms,
             last_committed_arrival_ms: s.acked_arrival_ms,
+            loaded_arrival_ms: s.loaded_arrival_ms,
             waiting,
         }
     }
@@ -118,6 +121,12 @@ impl ShardStatus {
         }
         parts.push(format!("last record read arrived {}", time(self.last_read_arrival_ms)));
         parts.push(format!("last record committed in NiFi arrived {}", time(self.last_committed_arrival_ms)));
+        if self.loaded.is_some() {
+            parts.push(format!(
+                "newest FlowFile in Snowflake began with a record that arrived {}",
+                time(self.loaded_arrival_ms)
+            ));
+        }
         parts.push(format!("waits for {}", self.waiting.describe()));
         parts.join("; ")
     }
@@ -201,6 +210,23 @@ mod tests {
         assert_eq!(ShardStatus::of("s", &s, stale).waiting, Waiting::LeaseTable);
         s.reader_finished = true;
         assert_eq!(ShardStatus::of("s", &s, CALM).waiting, Waiting::ShardEnd);
+    }
+
+    #[test]
+    fn a_tracked_shard_names_what_snowflake_has_and_when_it_arrived() {
+        let mut s = state();
+        s.loaded = Some(Loaded::Through(Position::new("490".to_owned(), None)));
+        let line = ShardStatus::of("s", &s, CALM).describe();
+        assert!(line.contains("in Snowflake through 490"), "{line}");
+        assert!(line.contains("newest FlowFile in Snowflake began with a record that arrived -"), "{line}");
+        s.loaded_arrival_ms = Some(1_764_961_200_000);
+        let line = ShardStatus::of("s", &s, CALM).describe();
+        assert!(
+            line.contains("newest FlowFile in Snowflake began with a record that arrived 2025-12-05T19:00:00.000Z"),
+            "{line}"
+        );
+        s.loaded = None;
+        assert!(!ShardStatus::of("s", &s, CALM).describe().contains("newest FlowFile"), "untracked: not shown");
     }
 
     #[test]

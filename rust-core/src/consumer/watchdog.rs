@@ -78,6 +78,7 @@ mod tests {
             millis_behind: 1000,
             last_read_arrival_ms: None,
             last_committed_arrival_ms: None,
+            loaded_arrival_ms: None,
             waiting,
         }
     }

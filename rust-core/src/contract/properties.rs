@@ -97,6 +97,7 @@ pub mod put_snowflake {
         COMMIT_TIMEOUT = "Commit Timeout", Some("90 sec"), [];
         ORDER_WAIT = "Order Wait", Some("60 sec"), [];
         MAX_IN_FLIGHT_SIZE = "Max In-Flight Size", Some("64 MB"), [];
+        FRESHNESS_WARNING = "Freshness Warning", Some("0 sec"), [];
         RECORD_READER = "Record Reader", None, [];
         BINARY_ENCODING = "Binary Encoding", Some("HEX"), ["HEX", "BASE64"];
     }

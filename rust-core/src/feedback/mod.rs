@@ -221,6 +221,9 @@ struct KeyState {
     destination: Option<String>,
     conflicted: bool,
     loaded: HashMap<String, Position>,
+    /// Per shard with a loaded position: the Kinesis arrival (ms) of the newest FlowFile reported
+    /// loaded (its first record's), for the consumer's View State.
+    loaded_arrival: HashMap<String, i64>,
     tenures: HashMap<String, ShardTenure>,
     /// The leases each running engine of this JVM holds (by owner): shard and counter.
     held_here: HashMap<String, HashMap<String, u64>>,
@@ -249,6 +252,7 @@ impl Board {
                 let newly = !state.conflicted;
                 state.conflicted = true;
                 state.loaded.clear();
+                state.loaded_arrival.clear();
                 return Reported::Conflicted { first: first.clone(), newly };
             }
             Some(_) => {}
@@ -290,6 +294,19 @@ impl Board {
         state.spans = 0;
         state.scans = 0;
         true
+    }
+
+    /// The newest FlowFile of `shard` reported loaded began with a record that arrived at
+    /// `arrival_ms`. Kept only for shards with a loaded position (so bounded as they are).
+    pub fn report_arrival(&mut self, key: &LinkKey, shard: &str, arrival_ms: i64) {
+        let Some(state) = self.keys.get_mut(key).filter(|s| s.loaded.contains_key(shard)) else { return };
+        let known = state.loaded_arrival.entry(shard.to_owned()).or_insert(arrival_ms);
+        *known = (*known).max(arrival_ms);
+    }
+
+    /// What [`Board::report_arrival`] keeps for `shard`, unless the key is conflicted.
+    pub fn loaded_arrival(&self, key: &LinkKey, shard: &str) -> Option<i64> {
+        self.keys.get(key).filter(|s| !s.conflicted).and_then(|s| s.loaded_arrival.get(shard).copied())
     }
 
     /// The highest position reported for `shard`, unless the key is conflicted.
@@ -581,6 +598,19 @@ mod tests {
         assert_eq!(b.loaded(&key(), "shard-2"), None);
         let other = LinkKey { application: "other".into(), ..key() };
         assert_eq!(b.loaded(&other, "shard-1"), None, "another application's consumer learns nothing");
+    }
+
+    #[test]
+    fn keeps_the_newest_arrival_of_shards_with_a_loaded_position_until_a_conflict() {
+        let mut b = Board::default();
+        b.report_arrival(&key(), "shard-1", 5);
+        assert_eq!(b.loaded_arrival(&key(), "shard-1"), None, "no loaded position: nothing kept");
+        b.report(&key(), "db.s.p", "shard-1", at("200", None));
+        b.report_arrival(&key(), "shard-1", 10);
+        b.report_arrival(&key(), "shard-1", 7);
+        assert_eq!(b.loaded_arrival(&key(), "shard-1"), Some(10), "a late report of an older FlowFile changes nothing");
+        b.report(&key(), "other.s.p", "shard-1", at("300", None));
+        assert_eq!(b.loaded_arrival(&key(), "shard-1"), None, "conflicted: nothing more is told");
     }
 
     #[test]

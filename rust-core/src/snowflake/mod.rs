@@ -12,6 +12,7 @@ pub mod auth;
 pub mod book;
 pub mod channel;
 pub mod destinations;
+pub mod freshness;
 pub mod lineage;
 pub mod link;
 pub mod naming;

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -26,17 +26,21 @@ use super::channel::{ChannelSettings, ChannelWriter};
 use super::destinations::{
     DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS,
 };
+use super::freshness::{self, Freshness, ShardKey};
 use super::lineage::LineageGate;
 use super::link::{self, Decision};
 use super::naming::ChannelNames;
 use super::offset::OffsetToken;
-use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_PARENT_SHARDS};
+use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_PARENT_SHARDS};
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
 use crate::feedback::{BoardHandle, LinkKey, Reported};
 use crate::kinesis::position::Position;
+
+/// How often the Freshness Warning looks at the shards (when outcomes are collected).
+const FRESHNESS_CHECK: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct SinkSettings {
@@ -63,6 +67,8 @@ pub struct SinkSettings {
     pub extra_root_ca_pem: Option<Vec<u8>>,
     /// The board PutSnowflake reports committed positions on (see `feedback`): the process's.
     pub board: crate::feedback::BoardHandle,
+    /// Freshness Warning (zero: off; see `freshness`).
+    pub freshness_warning: Duration,
 }
 
 impl SinkSettings {
@@ -90,6 +96,7 @@ impl SinkSettings {
             warm_up: Duration::from_secs(60),
             extra_root_ca_pem: None,
             board: crate::feedback::BoardHandle::process(),
+            freshness_warning: config.freshness_warning,
         }
     }
 }
@@ -166,6 +173,10 @@ pub struct SinkEngine {
     /// FlowFiles of tracking consumers (see `link`): what their success tells `feedback`, where
     /// they were last sent back to the queue, and the warnings given.
     links: Mutex<Links>,
+    /// Per shard, how fresh its rows in Snowflake are (View State, the Freshness Warning).
+    freshness: Mutex<Freshness>,
+    /// When the Freshness Warning looks next.
+    next_freshness_check: Mutex<Instant>,
     started: Instant,
 }
 
@@ -178,11 +189,14 @@ struct Report {
     tenure: u64,
     last: Position,
     previous: Option<Position>,
+    /// Kinesis arrival (ms) of the FlowFile's first record.
+    arrival_ms: Option<i64>,
 }
 
 impl Report {
-    fn of(tracked: &link::Tracked, destination: &impl std::fmt::Display) -> Self {
+    fn of(tracked: &link::Tracked, destination: &impl std::fmt::Display, flow_file: &FlowFileIn) -> Self {
         Self {
+            arrival_ms: arrival_ms(flow_file),
             key: tracked.key.clone(),
             destination: destination.to_string(),
             shard_id: tracked.shard_id.clone(),
@@ -302,14 +316,19 @@ impl SinkEngine {
             in_flight_bytes,
             gate: Mutex::new(LineageGate::default()),
             links: Mutex::new(Links::default()),
+            freshness: Mutex::new(Freshness::default()),
+            next_freshness_check: Mutex::new(Instant::now()),
             started: Instant::now(),
         })
     }
 
     /// Bytes Java may still hand over before the budget is used up.
-    /// View State's lines: each open channel (see `views`).
+    /// View State's lines: each open channel (see `views`), then each shard's freshness (see
+    /// `freshness`).
     pub fn status_map(&self) -> Vec<(String, String)> {
-        self.settings.channel.views.lines()
+        let mut lines = self.settings.channel.views.lines();
+        lines.extend(self.lock_freshness().lines(SystemTime::now()));
+        lines
     }
 
     /// The counts of NiFi's counters since the last call, in the contract's order (see `counters`).
@@ -361,6 +380,7 @@ impl SinkEngine {
                 "the FlowFile holds no rows; nothing was sent".into(),
             ),
             Prepared::Rows { source, delivery, rows } => {
+                self.note_taken(&flow_file, &source);
                 let shared = match self.link_decision(&flow_file, &source, delivery, &destination, rows.len()) {
                     Ok(shared) => shared,
                     Err(()) => return, // decided already (superseded, or back to the queue)
@@ -484,7 +504,7 @@ impl SinkEngine {
                 if links.put_in.len() < crate::feedback::MAX_SHARDS_PER_KEY {
                     links.put_in.insert((tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure));
                 }
-                links.reports.insert(id, Report::of(&tracked, destination));
+                links.reports.insert(id, Report::of(&tracked, destination, flow_file));
                 Ok(Some((tracked, Order::Chain)))
             }
             Decision::Superseded { current } => {
@@ -526,7 +546,7 @@ impl SinkEngine {
                     tracked.tenure,
                     self.settings.retry_limit.as_secs()
                 );
-                links.reports.insert(id, Report::of(&tracked, destination));
+                links.reports.insert(id, Report::of(&tracked, destination, flow_file));
                 Ok(Some((tracked, Order::Book)))
             }
             Decision::AwaitChain { reason } => {
@@ -642,9 +662,11 @@ impl SinkEngine {
         }
         for r in reports {
             board.committed_in_channel(&r.key, &r.shard_id, r.tenure, &r.last);
-            if let Reported::Conflicted { first, newly: true } =
-                board.report(&r.key, &r.destination, &r.shard_id, r.last)
-            {
+            let reported = board.report(&r.key, &r.destination, &r.shard_id, r.last);
+            if let (Reported::Recorded, Some(arrival)) = (&reported, r.arrival_ms) {
+                board.report_arrival(&r.key, &r.shard_id, arrival);
+            }
+            if let Reported::Conflicted { first, newly: true } = reported {
                 warn!(
                     component = self.settings.component,
                     "rows of stream '{}' (Application Name '{}') are loaded into {} and {}: Snowflake's committed position cannot \
@@ -658,6 +680,68 @@ impl SinkEngine {
                 );
             }
         }
+    }
+
+    /// A FlowFile of a Kinesis shard is waiting here from now on (see `freshness`).
+    fn note_taken(&self, flow_file: &FlowFileIn, source: &Source) {
+        let Source::Shard { stream, shard_id, .. } = source else { return };
+        let Some(arrival) = arrival_ms(flow_file) else { return };
+        let shard = ShardKey { stream: stream.clone(), shard_id: shard_id.clone() };
+        self.lock_freshness().taken(flow_file.id, shard, arrival);
+    }
+
+    /// The outcomes' FlowFiles wait no more; a success's rows are in Snowflake. Then the
+    /// Freshness Warning, at most once per [`FRESHNESS_CHECK`].
+    fn note_settled(&self, outcomes: &[Outcome]) {
+        let now = SystemTime::now();
+        let alarms = {
+            let mut freshness = self.lock_freshness();
+            for o in outcomes {
+                freshness.settled(o.flow_file_id, o.route == Route::Success, now);
+            }
+            let mut next = self.next_freshness_check.lock().unwrap_or_else(|p| p.into_inner());
+            if Instant::now() < *next {
+                return;
+            }
+            *next = Instant::now() + FRESHNESS_CHECK;
+            freshness.check(now, self.settings.freshness_warning)
+        };
+        let component = self.settings.component;
+        for alarm in alarms {
+            match alarm {
+                freshness::Alarm::Stale { shard, age, waiting, committed } => {
+                    let newest = if committed {
+                        "the newest row Snowflake has committed"
+                    } else {
+                        "nothing is committed yet, and the oldest FlowFile waiting"
+                    };
+                    warn!(
+                        component,
+                        "rows of shard {} of stream '{}' are not fresh in Snowflake: {newest} arrived in Kinesis {} ago, \
+                         while {waiting} FlowFile(s) of the shard wait in PutSnowflake for Snowflake to commit",
+                        shard.shard_id,
+                        shard.stream,
+                        freshness::age_text(age)
+                    )
+                }
+                freshness::Alarm::Fresh { shard, age } => {
+                    let now = match age {
+                        Some(age) => format!("the newest row committed arrived {} ago", freshness::age_text(age)),
+                        None => "nothing of the shard waits".to_owned(),
+                    };
+                    warn!(
+                        component,
+                        "rows of shard {} of stream '{}' are fresh again in Snowflake: {now}",
+                        shard.shard_id,
+                        shard.stream
+                    )
+                }
+            }
+        }
+    }
+
+    fn lock_freshness(&self) -> std::sync::MutexGuard<'_, Freshness> {
+        self.freshness.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn immediate(&self, id: i64, route: Route, channel: String, message: String) {
@@ -725,6 +809,7 @@ impl SinkEngine {
         self.unpark();
         let out = self.collect_outcomes(wait, max).await;
         self.report_loaded(&out);
+        self.note_settled(&out);
         let released: Vec<Routed> = {
             let mut gate = self.lock_gate();
             out.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
@@ -786,6 +871,11 @@ impl Drop for SinkEngine {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The Kinesis arrival (ms) of the FlowFile's first record, from its attribute.
+fn arrival_ms(flow_file: &FlowFileIn) -> Option<i64> {
+    flow_file.attributes.get(ATTR_ARRIVAL_MS).and_then(|a| a.trim().parse::<i64>().ok())
 }
 
 /// What a per-node channel's book waits for before it lines the FlowFile up: the record

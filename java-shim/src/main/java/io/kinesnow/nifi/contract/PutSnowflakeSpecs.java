@@ -56,12 +56,14 @@ public final class PutSnowflakeSpecs {
 
     public static final PropertySpec MAX_IN_FLIGHT_SIZE = new PropertySpec("Max In-Flight Size", "64 MB", List.of());
 
+    public static final PropertySpec FRESHNESS_WARNING = new PropertySpec("Freshness Warning", "0 sec", List.of());
+
     public static final PropertySpec RECORD_READER = new PropertySpec("Record Reader", null, List.of());
 
     public static final PropertySpec BINARY_ENCODING = new PropertySpec("Binary Encoding", "HEX", List.of("HEX", "BASE64"));
 
     /** Every property, in the order of the descriptors. */
-    public static final List<PropertySpec> ALL = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY, USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE, DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE, MAX_LATENCY, COMMIT_TIMEOUT, ORDER_WAIT, MAX_IN_FLIGHT_SIZE, RECORD_READER, BINARY_ENCODING);
+    public static final List<PropertySpec> ALL = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY, USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE, DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE, MAX_LATENCY, COMMIT_TIMEOUT, ORDER_WAIT, MAX_IN_FLIGHT_SIZE, FRESHNESS_WARNING, RECORD_READER, BINARY_ENCODING);
 
     /** Properties renamed since a release: former name to current name (migrateProperties). */
     public static final Map<String, String> RENAMED = Map.of();

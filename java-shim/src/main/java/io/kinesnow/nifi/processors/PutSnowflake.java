@@ -250,6 +250,15 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             "Bytes become hexadecimal text, what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT HEX).");
     static final AllowableValue BINARY_BASE64 = new AllowableValue("BASE64", "Base64",
             "Bytes become Base64 text, for BINARY columns of a pipe or table set to BINARY_INPUT_FORMAT BASE64, or for text columns.");
+    static final PropertyDescriptor FRESHNESS_WARNING = new PropertyDescriptor.Builder()
+            .name(PutSnowflakeSpecs.FRESHNESS_WARNING.name())
+            .description("Warn, with a bulletin that names the shard, when FlowFiles of a Kinesis shard wait in this "
+                    + "processor while the newest of the shard's rows Snowflake has committed arrived in Kinesis longer ago "
+                    + "than this (before anything of the shard is committed, the oldest FlowFile waiting counts); and warn "
+                    + "once more when the shard is fresh again. An idle stream never warns: nothing waits. The arrival is "
+                    + "that of each FlowFile's first record. 0 sec (the default) turns the warning off. Up to 1 day.")
+            .required(true).defaultValue(PutSnowflakeSpecs.FRESHNESS_WARNING.defaultValue())
+            .addValidator(Validator.VALID).build();
     static final PropertyDescriptor RECORD_READER = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.RECORD_READER.name())
             .description("Reads the FlowFile's records in any format (Avro, CSV, JSON, ...): each record becomes one row, its "
@@ -265,7 +274,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,
             USER, ROLE, PRIVATE_KEY, PRIVATE_KEY_FILE, PRIVATE_KEY_PASSWORD, TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_FILE, DATABASE, SCHEMA, TABLE,
             DESTINATION_TYPE, PIPE, ICEBERG_ENABLED, SCHEMA_EVOLUTION_ENABLED, CHANNEL_PREFIX, MAX_BATCH_SIZE,
-            MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE, ORDER_WAIT);
+            MAX_LATENCY, COMMIT_TIMEOUT, MAX_IN_FLIGHT_SIZE, ORDER_WAIT, FRESHNESS_WARNING);
 
     /**
      * What NiFi shows: the properties the engine reads, NiFi's Proxy Configuration Service (see {@link ProxyService}),
