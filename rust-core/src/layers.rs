@@ -23,6 +23,8 @@ const FLOORS: &[&[&str]] = &[
     &["consumer", "snowflake"],
     // Verify Properties; one processor instance's life.
     &["verify", "component"],
+    // The operator's tool (kinesnow-ctl): read-only views of the lease table, the stream and a table.
+    &["ops"],
     // JNI: handles, byte layouts, exports. Only here.
     &["ffi"],
     // Test-only: the failover model over feedback, consumer and snowflake together.

@@ -7,7 +7,7 @@
 //!
 //! The modules stand in floors, each using only floors below it (checked by `layers`):
 //! `contract`, `error`, `runtime`, `secrets`; `counters`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
-//! `snowflake`; `verify`, `component`; `ffi`.
+//! `snowflake`; `verify`, `component`; `ops`; `ffi`.
 
 pub mod aws;
 pub mod component;
@@ -20,6 +20,7 @@ pub mod feedback;
 pub mod ffi;
 pub mod kinesis;
 pub mod lease;
+pub mod ops;
 pub mod runtime;
 pub mod secrets;
 pub mod snowflake;

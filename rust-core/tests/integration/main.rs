@@ -32,6 +32,8 @@ mod iam_policy;
 mod lease_migration;
 #[path = "../nifi_table.rs"]
 mod nifi_table;
+#[path = "../ops_tool.rs"]
+mod ops_tool;
 #[path = "../sink_standin.rs"]
 mod sink_standin;
 #[path = "../snowflake_failover.rs"]

