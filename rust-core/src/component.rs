@@ -122,17 +122,21 @@ impl Component {
     }
 
     /// The counts of NiFi's counters since the last call, in the contract's order
-    /// (`contract::counters`); zeros while no engine runs.
-    pub fn take_counters(&self) -> Vec<u64> {
-        use crate::contract::counters::{consume_kinesis, put_snowflake};
-        match &self.settings {
-            Settings::ConsumeKinesis(_) => {
-                self.consumer().map_or_else(|_| vec![0; consume_kinesis::ENGINE.len()], |(e, _)| e.take_counters())
-            }
-            Settings::PutSnowflake(_) => {
-                self.sink().map_or_else(|_| vec![0; put_snowflake::ENGINE.len()], |s| s.take_counters())
-            }
-        }
+    /// (`contract::counters`; zeros while no engine runs), then the gauges' values now
+    /// (`contract::counters::NO_VALUE` for one with nothing to measure).
+    pub fn take_metrics(&self) -> Vec<i64> {
+        use crate::contract::counters::{consume_kinesis, put_snowflake, NO_VALUE};
+        let (counts, gauges) = match &self.settings {
+            Settings::ConsumeKinesis(_) => self.consumer().map_or_else(
+                |_| (vec![0; consume_kinesis::ENGINE.len()], vec![NO_VALUE; consume_kinesis::GAUGES.len()]),
+                |(e, _)| (e.take_counters(), e.gauges()),
+            ),
+            Settings::PutSnowflake(_) => self.sink().map_or_else(
+                |_| (vec![0; put_snowflake::ENGINE.len()], vec![NO_VALUE; put_snowflake::GAUGES.len()]),
+                |s| (s.take_counters(), s.gauges()),
+            ),
+        };
+        counts.into_iter().map(|n| n.min(i64::MAX as u64) as i64).chain(gauges).collect()
     }
 
     /// The lines of its View State (ConsumeKinesis: this node and each leased shard's status;

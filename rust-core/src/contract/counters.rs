@@ -1,5 +1,6 @@
 //! The counters each processor adds to NiFi's (`adjustCounter`: the canvas' Counters page and
-//! `/nifi-api/counters`), written once. The engine keeps its counts in the top-level `counters`
+//! `/nifi-api/counters`), and the gauges it records where the NiFi running it has them
+//! (`recordGauge`, nifi-api 2.6 and later), written once. The engine keeps its counts in the top-level `counters`
 //! module, in the order listed here, and the processor drains them into NiFi; the processor counts the rest
 //! itself. The Java twins `io.kinesnow.nifi.contract.ConsumeKinesisCounters` and
 //! `PutSnowflakeCounters` are generated from these lists.
@@ -32,8 +33,22 @@ macro_rules! counters {
     };
 }
 
-/// ConsumeKinesis' counters.
+/// ConsumeKinesis' counters and gauges.
 pub mod consume_kinesis {
+    /// The gauges, in the order the engine reports their values after its counts.
+    pub const GAUGES: &[super::CounterSpec] = &[
+        super::CounterSpec {
+            constant: "MILLIS_BEHIND_LATEST",
+            name: "Kinesis Millis Behind Latest",
+            meaning: "The most any shard this node leases was behind the tip of the stream on its last read (MillisBehindLatest), in milliseconds.",
+        },
+        super::CounterSpec {
+            constant: "SHARDS_LEASED",
+            name: "Shards Leased",
+            meaning: "The shards this node leases.",
+        },
+    ];
+
     counters! {
         engine ConsumerCounter {
             /// Kinesis records fetched (after KPL de-aggregation), before NiFi has them.
@@ -66,8 +81,15 @@ pub mod consume_kinesis {
     }
 }
 
-/// PutSnowflake's counters.
+/// PutSnowflake's counters and gauges.
 pub mod put_snowflake {
+    /// The gauges, in the order the engine reports their values after its counts.
+    pub const GAUGES: &[super::CounterSpec] = &[super::CounterSpec {
+        constant: "FRESHNESS_LAG",
+        name: "Snowflake Freshness Lag",
+        meaning: "While FlowFiles of a shard wait for Snowflake to commit: how long ago the newest row Snowflake committed of the stalest such shard arrived in Kinesis (as the Freshness Warning weighs it), in milliseconds; 0 when nothing waits.",
+    }];
+
     counters! {
         engine SinkCounter {
             /// Channels opened again after Snowflake invalidated them, a stale continuation token or rows not committed in time.
@@ -98,6 +120,13 @@ pub const PROCESSORS: &[(&str, &[CounterSpec], &[CounterSpec])] = &[
     ("PutSnowflake", put_snowflake::ENGINE, put_snowflake::PROCESSOR),
 ];
 
+/// Both processors' gauges, by the Java class that records them.
+pub const GAUGES: &[(&str, &[CounterSpec])] =
+    &[("ConsumeKinesis", consume_kinesis::GAUGES), ("PutSnowflake", put_snowflake::GAUGES)];
+
+/// A gauge value the engine has none for (nothing to measure yet): not recorded.
+pub const NO_VALUE: i64 = i64::MIN;
+
 #[cfg(test)]
 fn java_twins() -> Vec<(String, String)> {
     let mut twins = Vec::new();
@@ -113,6 +142,12 @@ fn java_twins() -> Vec<(String, String)> {
         let names: Vec<String> = engine.iter().map(|c| format!("\n            \"{}\"", c.name)).collect();
         out.push_str(&format!(
             "\n    /** The engine's counters, by their index in what it reports. */\n    public static final List<String> ENGINE = List.of({});\n",
+            names.join(",")
+        ));
+        let gauges = GAUGES.iter().find(|(p, _)| p == processor).map_or(&[][..], |(_, g)| g);
+        let names: Vec<String> = gauges.iter().map(|g| format!("\n            \"{}\"", g.name)).collect();
+        out.push_str(&format!(
+            "\n    /** The gauges (NiFi 2.6 and later), by their index after the engine's counts. */\n    public static final List<String> GAUGES = List.of({});\n",
             names.join(",")
         ));
         for c in *own {
@@ -161,6 +196,15 @@ mod tests {
                     page.contains(&format!("| {processor} | `{}` |", c.name)),
                     "docs/monitoring.md has no row for {processor}'s counter `{}`",
                     c.name
+                );
+            }
+        }
+        for (processor, gauges) in GAUGES {
+            for g in *gauges {
+                assert!(
+                    page.contains(&format!("| {processor} | `{}` |", g.name)),
+                    "docs/monitoring.md has no row for {processor}'s gauge `{}`",
+                    g.name
                 );
             }
         }

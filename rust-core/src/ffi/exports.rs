@@ -428,7 +428,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>
 }
 
 /// The counts of the component's engine counters since the last call, in the contract's order
-/// (`contract::counters`), for NiFi's counters.
+/// (`contract::counters`), for NiFi's counters, then its gauges' values.
 #[no_mangle]
 pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_counters<'l>(
     mut env: JNIEnv<'l>,
@@ -436,12 +436,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_counters<
     component: jlong,
 ) -> jlongArray {
     guard::call(&mut env, |env| {
-        let counts: Vec<i64> = COMPONENTS
-            .get(handle(component))?
-            .take_counters()
-            .into_iter()
-            .map(|n| n.min(i64::MAX as u64) as i64)
-            .collect();
+        let counts: Vec<i64> = COMPONENTS.get(handle(component))?.take_metrics();
         let array = env.new_long_array(counts.len() as i32)?;
         env.set_long_array_region(&array, 0, &counts)?;
         Ok(array.into_raw())

@@ -137,6 +137,13 @@ impl Freshness {
         alarms
     }
 
+    /// The Snowflake Freshness Lag gauge at `now`: of the shards with FlowFiles waiting, the largest
+    /// age the warning weighs; zero when nothing waits.
+    pub fn lag(&self, now: SystemTime) -> Duration {
+        let now_ms = millis(now);
+        self.shards.values().filter(|s| !s.waiting.is_empty()).filter_map(|s| s.age(now_ms)).max().unwrap_or_default()
+    }
+
     /// View State's lines at `now`: key `shard.<stream>/<shard>`, the stalest [`VIEW_SHARDS`] first.
     pub fn lines(&self, now: SystemTime) -> Vec<(String, String)> {
         let now_ms = millis(now);
@@ -246,6 +253,21 @@ mod tests {
             alarms,
             vec![Alarm::Stale { shard: shard("a"), age: Duration::from_secs(70), waiting: 2, committed: false }]
         );
+    }
+
+    #[test]
+    fn the_lag_gauge_weighs_only_shards_with_rows_waiting() {
+        let mut f = Freshness::default();
+        assert_eq!(f.lag(at(T0)), Duration::ZERO);
+        f.taken(1, shard("idle"), T0);
+        f.settled(1, true, at(T0));
+        f.taken(2, shard("busy"), T0 + 40_000);
+        f.taken(3, shard("busy"), T0 + 50_000);
+        assert_eq!(f.lag(at(T0 + 60_000)), Duration::from_secs(20), "busy: nothing committed, its oldest waits 20 s");
+        f.settled(2, true, at(T0 + 61_000));
+        assert_eq!(f.lag(at(T0 + 62_000)), Duration::from_secs(22));
+        f.settled(3, true, at(T0 + 63_000));
+        assert_eq!(f.lag(at(T0 + 64_000)), Duration::ZERO, "nothing waits");
     }
 
     #[test]

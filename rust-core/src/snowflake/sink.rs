@@ -336,6 +336,12 @@ impl SinkEngine {
         self.settings.channel.counters.take()
     }
 
+    /// The gauges' values now, in the contract's order (`contract::counters::put_snowflake::GAUGES`).
+    pub fn gauges(&self) -> Vec<i64> {
+        let lag = self.lock_freshness().lag(SystemTime::now());
+        vec![i64::try_from(lag.as_millis()).unwrap_or(i64::MAX)]
+    }
+
     pub fn capacity(&self) -> u64 {
         self.settings.max_in_flight_bytes.saturating_sub(self.in_flight_bytes.load(Ordering::Acquire))
     }

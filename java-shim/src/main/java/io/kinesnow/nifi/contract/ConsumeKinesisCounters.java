@@ -22,6 +22,11 @@ public final class ConsumeKinesisCounters {
             "Checkpoints Written",
             "Records Read Again after a Rollback");
 
+    /** The gauges (NiFi 2.6 and later), by their index after the engine's counts. */
+    public static final List<String> GAUGES = List.of(
+            "Kinesis Millis Behind Latest",
+            "Shards Leased");
+
     /** Kinesis records written into FlowFiles of committed sessions (NiFi's own ConsumeKinesis has the same counter). */
     public static final String RECORDS_CONSUMED = "Records Consumed";
 

@@ -16,6 +16,10 @@ public final class PutSnowflakeCounters {
             "Snowflake Calls Retried (server or network)",
             "Gaps Detected");
 
+    /** The gauges (NiFi 2.6 and later), by their index after the engine's counts. */
+    public static final List<String> GAUGES = List.of(
+            "Snowflake Freshness Lag");
+
     /** Rows Snowflake reported committed. */
     public static final String ROWS_SENT = "Rows Sent";
 

@@ -328,7 +328,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     private final NativeComponent rules = new NativeComponent(NativeBridge.CONSUME_KINESIS);
     private final RecordSource engine;
     private final BatchArrays arrays = new BatchArrays();
-    private final EngineCounters engineCounters = new EngineCounters(ConsumeKinesisCounters.ENGINE);
+    private final EngineCounters engineCounters = new EngineCounters(ConsumeKinesisCounters.ENGINE, ConsumeKinesisCounters.GAUGES);
     private final StatusState status = new StatusState();
     private volatile long scheduledAt;
     /** The NiFi node, on the FlowFiles of a consumer with Failover Position SNOWFLAKE_COMMIT. */

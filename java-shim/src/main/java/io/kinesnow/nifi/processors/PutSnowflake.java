@@ -319,7 +319,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** The rules (validation, verification) the native side applies to the settings. */
     private final NativeComponent rules = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
     private final RowSink engine;
-    private final EngineCounters engineCounters = new EngineCounters(PutSnowflakeCounters.ENGINE);
+    private final EngineCounters engineCounters = new EngineCounters(PutSnowflakeCounters.ENGINE, PutSnowflakeCounters.GAUGES);
     private final StatusState status = new StatusState(java.util.Set.of(INSTANCE_STATE_KEY));
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();

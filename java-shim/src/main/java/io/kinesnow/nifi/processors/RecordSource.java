@@ -38,7 +38,7 @@ interface RecordSource {
     /** NiFi did not commit the batch: its shards are read again from their checkpoint. */
     void nack(long batchId);
 
-    /** The engine's counts since the last call, by index into {@code ConsumeKinesisCounters.ENGINE}; a stand-in counts nothing. */
+    /** The engine's counts since the last call, by index into {@code ConsumeKinesisCounters.ENGINE}, then its gauges' values ({@code GAUGES}); a stand-in counts nothing. */
     default long[] counters() {
         return new long[0];
     }

@@ -29,7 +29,7 @@ interface RowSink {
     /** The outcomes known so far, waiting up to {@code waitMillis} for the first; null when none is known yet. */
     byte[] outcomes(long waitMillis);
 
-    /** The engine's counts since the last call, by index into {@code PutSnowflakeCounters.ENGINE}; a stand-in counts nothing. */
+    /** The engine's counts since the last call, by index into {@code PutSnowflakeCounters.ENGINE}, then its gauges' values ({@code GAUGES}); a stand-in counts nothing. */
     default long[] counters() {
         return new long[0];
     }
