@@ -73,11 +73,15 @@ fmt_gate() {
     cargo fmt --all --check --manifest-path bench/kinesis-source/Cargo.toml &&
     cargo fmt --all --check --manifest-path fuzz/Cargo.toml
 }
+# In the `suite` profile, as the tests build: the lint's check build then shares the build scripts' runs (AWS-LC's,
+# ring's and zstd's C libraries) and the proc-macros with the test build, which a fresh machine would otherwise
+# compile twice (dev and suite).
 clippy_gate() {
   standin_lint_env || return 1
-  cargo clippy --workspace --exclude snowflake-standin --all-targets -- -D warnings &&
-    cargo clippy -p snowflake-standin --no-default-features --all-targets -- -D warnings &&
-    CARGO_TARGET_DIR="$repo/target" cargo clippy --all-targets --manifest-path bench/kinesis-source/Cargo.toml -- -D warnings
+  cargo clippy --profile suite --workspace --exclude snowflake-standin --all-targets -- -D warnings &&
+    cargo clippy --profile suite -p snowflake-standin --no-default-features --all-targets -- -D warnings &&
+    CARGO_TARGET_DIR="$repo/target" cargo clippy --profile suite --all-targets \
+      --manifest-path bench/kinesis-source/Cargo.toml -- -D warnings
 }
 javac_gate() { ./mvnw -B -q -DskipCargo=true -pl java-shim test-compile; }
 gates() {
@@ -151,6 +155,19 @@ join_long_rust_test() {
 # lags), 286 s against 448 s with the default two on a busy machine.
 rust_tests() { cargo test --profile suite -p kinesnow-core -- --skip "$LONG_RUST_TEST" --test-threads 4; }
 
+release_pid=""
+start_release_build() {
+  release_log="$(mktemp)"
+  nice -n 10 cargo build --release -p kinesnow-core >"$release_log" 2>&1 &
+  release_pid=$!
+}
+join_release_build() { # a failure shows again, with its errors, in Maven's cargo step
+  [ -n "$release_pid" ] || return 0
+  wait "$release_pid" || tail -n 30 "$release_log"
+  rm -f "$release_log"
+  release_pid=""
+}
+
 e2e_needs_nar() {
   ls nar-packaging/target/kinesnow-nar-*.nar >/dev/null 2>&1 || {
     echo "no NAR in nar-packaging/target: run ./mvnw -B -q package -DskipTests (or tests/run-all.sh) first" >&2
@@ -166,12 +183,9 @@ case "$mode" in
     gates
     # The NAR's release library compiles beside the unit tests' build (rustc leaves a core idle for long stretches);
     # Maven's own cargo step then finds it current.
-    release_log="$(mktemp)"
-    cargo build --release -p kinesnow-core >"$release_log" 2>&1 &
-    release_pid=$!
+    start_release_build
     step "Rust unit and model tests (suite profile)" unit_tests
-    wait "$release_pid" || cat "$release_log"   # Maven's cargo step reports the same error again
-    rm -f "$release_log"
+    join_release_build
     step "Java tests and the NAR (Maven)" ./mvnw -B -q verify
     ;;
   e2e)
@@ -188,12 +202,18 @@ case "$mode" in
     gates
     start_prefetch
     step "Rust build (suite profile: engine tests, stand-in, benchmark source)" rust_build
-    # The prefetch builds KCL's legacy jar with Maven: joined first, so two Mavens never share ~/.m2 at once.
+    # The prefetch (the emulators, NiFi's artifacts, the Python venvs the tests use, KCL's legacy jar built with
+    # Maven) is joined first: the tests use what it installs, and two Mavens never share ~/.m2 at once.
     join_prefetch
-    step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
+    # The NAR's release library compiles (niced) beside the Rust tests, which mostly wait on their emulators: on a
+    # fresh machine that hides most of its five minutes; on a warm one it is current at once. Maven's own cargo step
+    # then finds it built.
+    start_release_build
     export_standin_bin
     start_long_rust_test
     step "Rust tests (suite profile)" rust_tests
+    join_release_build
+    step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
     # The stand-in's tests and Snowflake's official SDK against it; its binary serves PutSnowflake's tests.
     step "Snowflake stand-in (Rust tests, official SDK conformance)" tests/snowflake-standin/run-tests.sh
     # The benchmark Kinesis source (issue 20): a load generator, not an emulator; its conformance tests (the Rust
