@@ -3,7 +3,7 @@
 //! and through the built binary; `audit` finds a duplicated and a missing row planted in a table
 //! and calls a complete table clean.
 
-use crate::support;
+use crate::{standin_support, support};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,7 +13,13 @@ use std::time::Duration;
 use kinesnow_core::aws::{clients, AwsClients};
 use kinesnow_core::consumer::ConsumerEngine;
 use kinesnow_core::lease::{LeaseStore, TableView};
+use kinesnow_core::ops::audit::{self, AuditReport, Table, Window};
+use kinesnow_core::ops::sql::SqlApi;
 use kinesnow_core::ops::status::{self, checkpoint_text, loaded_text, StatusReport, Target};
+use kinesnow_core::snowflake::api::{Destination, SnowflakeApi};
+use kinesnow_core::snowflake::auth::{Credentials, KeyPairSigner};
+use serde_json::json;
+use standin_support::{Standin, ACCOUNT, KEY, USER};
 use support::{aws, create_stream, log, put, settings, Emulators};
 
 /// What status and the table must agree on, per shard row: (owner, counter, checkpoint, loaded).
@@ -201,4 +207,194 @@ fn the_tool_refuses_wrong_usage_with_exit_code_2() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/nonexistent/key.p8"), "{stderr}");
+}
+
+/// One record as Kinesis holds it: (shard, sequence number, arrival ms).
+type Held = (String, String, i64);
+
+/// Every record of the stream, shard by shard from TRIM_HORIZON.
+async fn read_all(c: &AwsClients, stream: &str) -> Vec<Held> {
+    let mut out = Vec::new();
+    for shard in kinesnow_core::kinesis::shards::list_shards(&c.kinesis, stream).await.unwrap() {
+        let mut iterator = c
+            .kinesis
+            .get_shard_iterator()
+            .stream_name(stream)
+            .shard_id(&shard.shard_id)
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .unwrap()
+            .shard_iterator()
+            .map(str::to_owned);
+        while let Some(it) = iterator {
+            let page = c.kinesis.get_records().shard_iterator(it).send().await.unwrap();
+            for r in page.records() {
+                let arrival = r.approximate_arrival_timestamp().unwrap().to_millis().unwrap();
+                out.push((shard.shard_id.clone(), r.sequence_number().to_owned(), arrival));
+            }
+            if page.records().is_empty() && page.millis_behind_latest().unwrap_or(0) == 0 {
+                break;
+            }
+            iterator = page.next_shard_iterator().map(str::to_owned);
+        }
+    }
+    out
+}
+
+fn signer() -> KeyPairSigner {
+    KeyPairSigner::new(ACCOUNT, USER, None, KEY, None).unwrap()
+}
+
+/// Loads one row per record into `table` through the Snowpipe Streaming REST API, as PutSnowflake
+/// does, and waits until they are committed.
+async fn plant(standin_url: &str, table: &str, stream: &str, rows: &[&Held]) {
+    let api = SnowflakeApi::new(
+        Destination {
+            control: standin_url.parse().unwrap(),
+            database: "DB".into(),
+            schema: "PUBLIC".into(),
+            pipe: format!("{table}-STREAMING"),
+        },
+        Credentials::KeyPair(signer()),
+        Duration::from_secs(10),
+        &Default::default(),
+        None,
+    )
+    .unwrap();
+    let opened = api.open_channel("audit").await.unwrap();
+    let mut body = String::new();
+    for (n, (shard, sequence, arrival)) in rows.iter().enumerate() {
+        let line = json!({
+            "N": n,
+            "kinesisMetadata": {
+                "stream": stream,
+                "shardId": shard,
+                "sequenceNumber": sequence,
+                "subSequenceNumber": 0,
+                "shardedSequenceNumber": kinesnow_core::contract::exactly_once::sharded_sequence_number(sequence, 0),
+                "partitionKey": "k",
+                "approximateArrival": arrival,
+            }
+        });
+        body.push_str(&format!("{line}\n"));
+    }
+    let zstd = zstd::encode_all(body.as_bytes(), 3).unwrap();
+    api.append_rows("audit", &opened.continuation_token, "1", zstd, body.len()).await.unwrap();
+}
+
+fn totals(report: &AuditReport) -> (u64, u64, u64, u64, u64) {
+    report.shards.iter().fold((0, 0, 0, 0, 0), |t, s| {
+        (t.0 + s.rows, t.1 + s.in_kinesis, t.2 + s.duplicates, t.3 + s.missing, t.4 + s.unexpected)
+    })
+}
+
+#[test]
+fn audit_finds_a_planted_duplicate_and_missing_row_and_calls_a_complete_table_clean() {
+    log();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let e = Emulators::start("ops-audit");
+    let standin = Standin::start("ops-audit", 0);
+    for table in ["CLEAN", "DIRTY"] {
+        standin.sql(&format!("CREATE OR REPLACE TABLE DB.PUBLIC.{table} (N NUMBER, KINESISMETADATA VARIANT)"));
+    }
+    // 250 records on two shards: each table's result comes in several partitions of 100 rows.
+    const RECORDS: usize = 250;
+    let c = rt.block_on(clients(&aws(&e)));
+    let held = rt.block_on(async {
+        create_stream(&c, "audited", 2).await;
+        put(&c, "audited", 0, RECORDS).await;
+        read_all(&c, "audited").await
+    });
+    assert_eq!(held.len(), RECORDS);
+    let (twice, skipped) = (&held[3], &held[RECORDS - 10]);
+    let dirty: Vec<&Held> = held
+        .iter()
+        .flat_map(|h| match h {
+            h if h == twice => vec![h, h],
+            h if h == skipped => vec![],
+            h => vec![h],
+        })
+        .collect();
+    rt.block_on(async {
+        plant(&standin.url, "CLEAN", "audited", &held.iter().collect::<Vec<_>>()).await;
+        plant(&standin.url, "DIRTY", "audited", &dirty).await;
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while standin.count("DB.PUBLIC.CLEAN") < RECORDS as u64 || standin.count("DB.PUBLIC.DIRTY") < RECORDS as u64 {
+        assert!(std::time::Instant::now() < deadline, "the planted rows were never committed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let from_ms = held.iter().map(|h| h.2).min().unwrap();
+    let to_ms = held.iter().map(|h| h.2).max().unwrap() + 1;
+    let window = Window::Time { from_ms, to_ms };
+    let sql = SqlApi::new(standin.url.parse().unwrap(), signer(), None, None, None).unwrap();
+    let table = |name: &str| Table { database: "DB".into(), schema: "PUBLIC".into(), name: name.into() };
+
+    let clean = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("CLEAN"), &window)).unwrap();
+    assert!(clean.clean, "{}", audit::render(&clean));
+    assert_eq!(clean.shards.len(), 2);
+    assert_eq!(totals(&clean), (RECORDS as u64, RECORDS as u64, 0, 0, 0));
+
+    let found = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("DIRTY"), &window)).unwrap();
+    assert!(!found.clean);
+    assert_eq!(totals(&found), (RECORDS as u64, RECORDS as u64, 1, 1, 0), "{}", audit::render(&found));
+    let key = |h: &Held| kinesnow_core::contract::exactly_once::sharded_sequence_number(&h.1, 0);
+    let shard = |id: &str| found.shards.iter().find(|s| s.shard_id == id).unwrap();
+    assert_eq!(shard(&twice.0).duplicate_examples, [key(twice)]);
+    assert_eq!(shard(&skipped.0).missing_examples, [key(skipped)]);
+
+    // A sequence window of one shard sees the same duplicate.
+    let of_shard: Vec<&Held> = held.iter().filter(|h| h.0 == twice.0).collect();
+    let window = Window::Sequence {
+        shard: twice.0.clone(),
+        from: of_shard.first().unwrap().1.clone(),
+        to: of_shard.last().unwrap().1.clone(),
+    };
+    let one = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("DIRTY"), &window)).unwrap();
+    assert_eq!(one.shards.len(), 1);
+    assert_eq!(one.shards[0].duplicate_examples, [key(twice)]);
+    assert_eq!(one.shards[0].in_kinesis, of_shard.len() as u64);
+
+    // The built tool: exit code 1 and the problems named, 0 for the clean table.
+    let key_file = std::env::temp_dir().join(format!("kinesnow-ctl-key-{}.p8", std::process::id()));
+    std::fs::write(&key_file, KEY).unwrap();
+    let run = |name: &str| {
+        let (since, until) = (from_ms.to_string(), to_ms.to_string());
+        ctl(&[
+            "audit",
+            "--stream",
+            "audited",
+            "--region",
+            "us-east-1",
+            "--endpoint-url",
+            &e.kinesis,
+            "--account",
+            ACCOUNT,
+            "--account-url",
+            &standin.url,
+            "--user",
+            USER,
+            "--private-key-file",
+            key_file.to_str().unwrap(),
+            "--database",
+            "DB",
+            "--schema",
+            "PUBLIC",
+            "--table",
+            name,
+            "--since",
+            &since,
+            "--until",
+            &until,
+        ])
+    };
+    let out = run("DIRTY");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("duplicate shardedSequenceNumber {}", key(twice))), "{text}");
+    assert!(text.contains(&format!("missing shardedSequenceNumber {}", key(skipped))), "{text}");
+    let out = run("CLEAN");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let _ = std::fs::remove_file(&key_file);
 }

@@ -78,6 +78,8 @@ pub struct AppState {
     pub telemetry_batches: std::sync::atomic::AtomicU64,
     /// Bench mode: rows committed per table (`DB.SCHEMA.TABLE`).
     pub bench_counts: Mutex<std::collections::HashMap<String, u64>>,
+    /// The SQL API's recent SELECT results by statement handle, for `GET /api/v2/statements/<handle>`.
+    pub sql_results: Mutex<VecDeque<(String, crate::routes::sql_api::StoredResult)>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -208,6 +210,7 @@ impl AppState {
             requests: Mutex::new(VecDeque::new()),
             telemetry_batches: Default::default(),
             bench_counts: Default::default(),
+            sql_results: Default::default(),
         }
     }
 

@@ -31,6 +31,7 @@ pub fn router(state: Shared) -> Router {
         .route("/oauth/token", post(control::oauth_token))
         .route("/telemetry/send/sessionless", post(control::telemetry))
         .route("/api/v2/statements", post(sql_api::statements))
+        .route("/api/v2/statements/{handle}", get(sql_api::statement_result))
         .route("/v2/streaming/databases/{db}/schemas/{schema}/pipes/{pipe_action}", post(ingest::pipe_action))
         .route(
             "/v2/streaming/databases/{db}/schemas/{schema}/pipes/{pipe}/channels/{channel}",

@@ -1,18 +1,23 @@
 //! The smallest faithful part of Snowflake's SQL API (`POST /api/v2/statements`) that
-//! PutSnowflake's verification reads: `DESCRIBE TABLE` (`DESC TABLE`) and
-//! `SHOW TABLES [LIKE '…'] [IN SCHEMA db.schema]`, answered from the catalog with the
-//! result-set shape of the SQL API (`resultSetMetaData.rowType`, `data` rows of strings, code
-//! `090001`). A missing table is 422 with code `002003`; any other statement is 422 with a
-//! syntax error code, saying what the stand-in answers. Same authentication as the REST API.
+//! PutSnowflake's verification and `kinesnow-ctl audit` read: `DESCRIBE TABLE` (`DESC TABLE`) and
+//! `SHOW TABLES [LIKE '…'] [IN SCHEMA db.schema]`, answered from the catalog, and a single-table
+//! `SELECT … FROM db.schema.table [WHERE …] [ORDER BY …] [LIMIT n]` run in DuckDB, with
+//! Snowflake's semi-structured paths (`col:field.sub` and `::string`/`::number`/`::variant` casts)
+//! translated to DuckDB's JSON functions. Results have the SQL API's shape
+//! (`resultSetMetaData.rowType` and `partitionInfo`, `data` rows of strings, code `090001`); a
+//! SELECT's result comes in partitions of [`PARTITION_ROWS`] rows, the first in the answer and the
+//! others at `GET /api/v2/statements/<handle>?partition=<n>`. A missing table is 422 with code
+//! `002003`; any other statement is 422 with a syntax error code, saying what the stand-in
+//! answers. Same authentication as the REST API.
 
-use axum::extract::State;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::Shared;
-use crate::catalog::{ObjectName, TableDef};
+use crate::catalog::{quote, ObjectName, TableDef};
 use crate::channels::now_ms;
 use crate::ddl::{normalize_ident, split_identifier};
 use crate::error::ApiError;
@@ -26,6 +31,19 @@ pub struct StatementRequest {
     schema: Option<String>,
 }
 
+/// Rows per partition of a SELECT's result (Snowflake sizes its partitions itself; a small fixed
+/// size lets tests see several).
+pub const PARTITION_ROWS: usize = 100;
+/// SELECT results kept for partition reads, newest last.
+const KEPT_RESULTS: usize = 16;
+
+/// A SELECT's result as later partition reads need it: the first answer and every partition.
+#[derive(Clone)]
+pub struct StoredResult {
+    first: Value,
+    partitions: Vec<Vec<Vec<Value>>>,
+}
+
 /// `POST /api/v2/statements`.
 pub async fn statements(
     State(state): State<Shared>,
@@ -34,6 +52,9 @@ pub async fn statements(
 ) -> Result<Json<Value>, ApiError> {
     state.auth.authenticate(&headers)?;
     let defaults = (req.database.as_deref().map(normalize_ident), req.schema.as_deref().map(normalize_ident));
+    if keyword(&req.statement, "SELECT").is_some() {
+        return select(&state, &req.statement, &defaults).map(Json);
+    }
     let catalog = state.catalog.read().unwrap();
     let (columns, rows) = match parse(&req.statement, &defaults)? {
         Statement::Describe(name) => {
@@ -63,7 +84,7 @@ fn syntax(statement: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         "001003",
-        format!("SQL compilation error: syntax error in '{statement}' (the stand-in's SQL API answers DESCRIBE TABLE and SHOW TABLES only)"),
+        format!("SQL compilation error: syntax error in '{statement}' (the stand-in's SQL API answers DESCRIBE TABLE, SHOW TABLES and a SELECT from one table only)"),
     )
 }
 
@@ -312,6 +333,214 @@ fn result_set(columns: &[&str], rows: Vec<Vec<Value>>) -> Value {
     })
 }
 
+/// Runs a SELECT from one table; keeps its partitions for later reads.
+fn select(state: &Shared, statement: &str, defaults: &(Option<String>, Option<String>)) -> Result<Value, ApiError> {
+    let text = statement.trim().trim_end_matches(';');
+    let (sql, table) = translate(text, defaults).map_err(|why| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "001003", format!("SQL compilation error: {why} in '{text}'"))
+    })?;
+    let known = state.catalog.read().unwrap().table(&table).map(|t| t.name.quoted());
+    let quoted = known.ok_or_else(|| not_found(&table))?;
+    let result = state.store.query(&sql.replace(TABLE_MARK, &quoted)).map_err(|e| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "001003", format!("SQL compilation error: {e}"))
+    })?;
+    let columns: Vec<String> = result.columns.iter().map(|c| c.to_uppercase()).collect();
+    let kinds: Vec<&str> = result
+        .columns
+        .iter()
+        .map(|c| match result.rows.first().and_then(|r| r.get(c)) {
+            Some(Value::Number(_)) => "fixed",
+            _ => "text",
+        })
+        .collect();
+    let rows: Vec<Vec<Value>> =
+        result.rows.iter().map(|r| result.columns.iter().map(|c| text_value(r.get(c))).collect()).collect();
+    let partitions: Vec<Vec<Vec<Value>>> =
+        if rows.is_empty() { vec![vec![]] } else { rows.chunks(PARTITION_ROWS).map(<[_]>::to_vec).collect() };
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let mut first = result_set(&names, partitions[0].clone());
+    for (column, kind) in first["resultSetMetaData"]["rowType"].as_array_mut().into_iter().flatten().zip(kinds) {
+        column["type"] = json!(kind);
+    }
+    first["resultSetMetaData"]["numRows"] = json!(rows.len());
+    first["resultSetMetaData"]["partitionInfo"] =
+        Value::Array(partitions.iter().map(|p| json!({"rowCount": p.len(), "uncompressedSize": Value::Array(p.iter().map(|r| Value::Array(r.clone())).collect()).to_string().len()})).collect());
+    let handle = first["statementHandle"].as_str().unwrap_or_default().to_owned();
+    let mut kept = state.sql_results.lock().unwrap();
+    kept.push_back((handle, StoredResult { first: first.clone(), partitions }));
+    while kept.len() > KEPT_RESULTS {
+        kept.pop_front();
+    }
+    Ok(first)
+}
+
+#[derive(Deserialize)]
+pub struct PartitionQuery {
+    #[serde(default)]
+    partition: Option<usize>,
+}
+
+/// `GET /api/v2/statements/<handle>[?partition=<n>]`: the statement's answer again (no
+/// partition), or one partition's rows (`{"data": …}`, as Snowflake sends partitions after the
+/// first).
+pub async fn statement_result(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(handle): Path<String>,
+    Query(query): Query<PartitionQuery>,
+) -> Result<Json<Value>, ApiError> {
+    state.auth.authenticate(&headers)?;
+    let kept = state.sql_results.lock().unwrap();
+    let stored = kept.iter().find(|(h, _)| *h == handle).map(|(_, r)| r.clone()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "333333",
+            format!("Statement {handle} not found (the stand-in keeps the last {KEPT_RESULTS} results)"),
+        )
+    })?;
+    match query.partition {
+        None => Ok(Json(stored.first)),
+        Some(n) => match stored.partitions.get(n) {
+            Some(rows) => Ok(Json(json!({ "data": rows }))),
+            None => Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "000002",
+                format!("partition {n} out of range: the result has {} partitions", stored.partitions.len()),
+            )),
+        },
+    }
+}
+
+/// A value as the SQL API sends it: text, or null.
+fn text_value(value: Option<&Value>) -> Value {
+    match value {
+        None | Some(Value::Null) => Value::Null,
+        Some(Value::String(s)) => Value::String(s.clone()),
+        Some(other) => Value::String(other.to_string()),
+    }
+}
+
+/// Where the translated statement names the table (replaced by its quoted name once known).
+const TABLE_MARK: &str = "\u{0}TABLE\u{0}";
+
+/// Snowflake's `SELECT … FROM <table> …` in DuckDB's dialect, and the table it reads. Refuses
+/// more than one statement, joins, subqueries and anything but a SELECT.
+fn translate(text: &str, defaults: &(Option<String>, Option<String>)) -> Result<(String, ObjectName), String> {
+    if text.contains(';') {
+        return Err("one statement at a time".into());
+    }
+    let body = keyword(text, "SELECT").ok_or("not a SELECT")?;
+    let lower = body.to_lowercase();
+    for word in [" join ", "(select", "( select", " union ", " into "] {
+        if lower.contains(word) {
+            return Err(format!("'{}' is not supported here", word.trim()));
+        }
+    }
+    let from = find_keyword(body, "FROM").ok_or("no FROM")?;
+    let (parts, tail) = dotted(&body[from + 4..]).map_err(|e| format!("table name: {e}"))?;
+    let (db, sc) = defaults.clone();
+    let table = match parts.as_slice() {
+        [t] => ObjectName::new(&db.ok_or("no database")?, &sc.ok_or("no schema")?, t),
+        [s, t] => ObjectName::new(&db.ok_or("no database")?, s, t),
+        [d, s, t] => ObjectName::new(d, s, t),
+        _ => return Err("a table name has at most three parts".into()),
+    };
+    let sql = format!("SELECT {} FROM {TABLE_MARK}{}", paths(&body[..from])?.trim(), paths(tail)?);
+    Ok((sql, table))
+}
+
+/// Byte offset of `word` as a whole keyword outside string literals.
+fn find_keyword(text: &str, word: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut in_string = false;
+    for (i, c) in text.char_indices() {
+        if c == '\'' {
+            in_string = !in_string;
+        }
+        if in_string || !text[i..].get(..word.len()).is_some_and(|w| w.eq_ignore_ascii_case(word)) {
+            continue;
+        }
+        let before = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        let after = bytes.get(i + word.len()).is_none_or(|b| !(b.is_ascii_alphanumeric() || *b == b'_'));
+        if before && after {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Rewrites Snowflake's `col:path[::type]` into DuckDB's JSON functions, leaving string literals
+/// and everything else as written.
+fn paths(text: &str) -> Result<String, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            let start = i;
+            i += 1;
+            while i < chars.len() {
+                if chars[i] == '\'' {
+                    if chars.get(i + 1) == Some(&'\'') {
+                        i += 2;
+                        continue;
+                    }
+                    break;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.extend(&chars[start..i.min(chars.len())]);
+            continue;
+        }
+        if word(c) && (i == 0 || !word(chars[i - 1])) {
+            let start = i;
+            while i < chars.len() && word(chars[i]) {
+                i += 1;
+            }
+            let ident: String = chars[start..i].iter().collect();
+            if chars.get(i) == Some(&':') && chars.get(i + 1) != Some(&':') {
+                i += 1;
+                let path_start = i;
+                while i < chars.len() && (word(chars[i]) || chars[i] == '.') {
+                    i += 1;
+                }
+                let path: String = chars[path_start..i].iter().collect();
+                if path.is_empty() {
+                    return Err(format!("a path after '{ident}:'"));
+                }
+                let column = quote(&normalize_ident(&ident));
+                let json_path = format!("'$.{}'", path.replace('\'', "''"));
+                let mut cast = None;
+                if chars.get(i) == Some(&':') && chars.get(i + 1) == Some(&':') {
+                    i += 2;
+                    let type_start = i;
+                    while i < chars.len() && word(chars[i]) {
+                        i += 1;
+                    }
+                    cast = Some(chars[type_start..i].iter().collect::<String>().to_uppercase());
+                }
+                out.push_str(&match cast.as_deref() {
+                    None | Some("VARIANT") => format!("json_extract({column}, {json_path})"),
+                    Some("STRING" | "VARCHAR" | "TEXT") => format!("json_extract_string({column}, {json_path})"),
+                    Some("NUMBER" | "INT" | "INTEGER" | "BIGINT") => {
+                        format!("CAST(json_extract_string({column}, {json_path}) AS DECIMAL(38,0))")
+                    }
+                    Some(other) => return Err(format!("cast to {other} is not supported here")),
+                });
+                continue;
+            }
+            out.push_str(&ident);
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +570,29 @@ mod tests {
             _ => panic!("not parsed"),
         }
         assert!(parse("SELECT 1", &d).is_err());
+    }
+
+    #[test]
+    fn selects_read_semi_structured_paths_in_duckdb() {
+        let d = (Some("DB".to_owned()), Some("SC".to_owned()));
+        let (sql, table) = translate(
+            "SELECT kinesisMetadata:shardId::string AS shard_id FROM db.public.events \
+             WHERE kinesisMetadata:approximateArrival::number >= 5 AND kinesisMetadata:stream::string = 'a:b::c' ORDER BY shard_id",
+            &d,
+        )
+        .unwrap();
+        assert_eq!(table, ObjectName::new("DB", "PUBLIC", "EVENTS"));
+        assert_eq!(
+            sql,
+            format!(
+                "SELECT json_extract_string(\"KINESISMETADATA\", '$.shardId') AS shard_id FROM {TABLE_MARK} \
+                 WHERE CAST(json_extract_string(\"KINESISMETADATA\", '$.approximateArrival') AS DECIMAL(38,0)) >= 5 \
+                 AND json_extract_string(\"KINESISMETADATA\", '$.stream') = 'a:b::c' ORDER BY shard_id"
+            )
+        );
+        assert!(translate("SELECT 1 FROM t; DROP TABLE t", &d).is_err());
+        assert!(translate("SELECT * FROM a JOIN b ON a.x = b.x", &d).is_err());
+        assert!(translate("SELECT c:x::date FROM t", &d).is_err());
         assert!(parse("SHOW TABLES LIKE 'x' garbage", &d).is_err());
     }
 }
