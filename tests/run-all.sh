@@ -123,6 +123,7 @@ join_prefetch() { # the steps after it fetch for themselves what the prefetch di
 
 rust_build() {
   cargo test --profile suite -p kinesnow-core --no-run &&
+    cargo build --profile suite -p kinesnow-ctl &&
     STANDIN_BIN="$(tests/snowflake-standin/build.sh | tail -n 1)" &&
     bench/kinesis-source/build.sh >/dev/null
 }
