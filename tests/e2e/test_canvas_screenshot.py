@@ -9,9 +9,16 @@ drawn, each with the "running" status icon; and takes a screenshot, kept as
 tests/e2e/artifacts/canvas.png (not committed), which must be a real picture (PNG of the window's size,
 many colours, no colour covering nearly all of it). KINESNOW_UPDATE_DOCS=1 also copies it to
 docs/canvas.png, the image in the README.
+
+Then opens ConsumeKinesis' View State the way a user does (view_state_shot.mjs: puppeteer-core driving the same
+Chromium right-clicks the processor on the canvas and clicks "View State" in its menu), once the processor's
+local state has a shard: the dialog must list each shard the REST API shows, with its lease counter and what
+it waits for, and its screenshot (tests/e2e/artifacts/view-state.png; with KINESNOW_UPDATE_DOCS=1 also
+docs/view-state.png, the image in docs/monitoring.md and the README) must be a real picture as above.
 """
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -137,12 +144,62 @@ def test_the_canvas_shows_the_running_flow(running_flow):
         os.remove(png)
     shot = headless(browser, profile, url, f"--screenshot={png}")
     assert os.path.exists(png), f"no screenshot: {shot.stderr[-2000:]}"
-    assert os.path.getsize(png) > 20_000, "the screenshot is suspiciously small"
     stats = png_stats(png)
     print(f"\ncanvas screenshot: {png} {stats}")
-    assert (stats["width"], stats["height"]) == (WIDTH, HEIGHT)
-    assert stats["colors"] > 100, f"hardly anything is drawn: {stats}"
-    assert stats["dominant_share"] < 0.95, f"one colour covers nearly the whole picture: {stats}"
+    assert_real_picture(png, stats)
     if os.environ.get("KINESNOW_UPDATE_DOCS") == "1":
         os.makedirs(os.path.join(REPO, "docs"), exist_ok=True)
         shutil.copyfile(png, os.path.join(REPO, "docs", "canvas.png"))
+
+
+def assert_real_picture(png: str, stats: dict) -> None:
+    assert os.path.getsize(png) > 20_000, "the screenshot is suspiciously small"
+    assert (stats["width"], stats["height"]) == (WIDTH, HEIGHT)
+    assert stats["colors"] > 100, f"hardly anything is drawn: {stats}"
+    assert stats["dominant_share"] < 0.95, f"one colour covers nearly the whole picture: {stats}"
+
+
+def test_view_state_shows_each_shard(running_flow):
+    nifi, ids = running_flow["nifi"], running_flow["ids"]
+    c = nifi.client
+    deadline = time.monotonic() + 60  # View State is written at most every 5 s
+    shards = []
+    while time.monotonic() < deadline:
+        state = c.local_state(ids["consumer"])
+        shards = sorted(k for k in state if k.startswith("shardId-"))
+        if len(shards) == 2 and all("waits for" in state[k] for k in shards):
+            break
+        time.sleep(1)
+    assert len(shards) == 2, f"ConsumeKinesis' local state has no line for each of the 2 shards: {state}"
+
+    browser = chromium()
+    url = f"http://127.0.0.1:{nifi.port}/nifi/#/process-groups/{ids['group']}"
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    png = os.path.join(ARTIFACTS, "view-state.png")
+    for old in (png, png + ".failed.png"):
+        if os.path.exists(old):
+            os.remove(old)
+    started = time.monotonic()
+    shot = subprocess.run(["node", os.path.join(HERE, "view_state_shot.mjs"), url, ids["consumer"], png,
+                           str(WIDTH), str(HEIGHT)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "KINESNOW_CHROMIUM": browser})
+    assert shot.returncode == 0, f"the View State dialog was not shown (see {png}.failed.png): {shot.stderr[-3000:]}"
+    seen = json.loads(shot.stdout.strip().splitlines()[-1])
+    print(f"\nView State screenshot in {time.monotonic() - started:.1f} s; the dialog says:\n{seen['text']}")
+
+    text = seen["text"]
+    assert "View State" in seen["menu"], seen["menu"]
+    assert "Component State" in text and "ConsumeKinesis" in text, text
+    for shard in shards:
+        line = next((row for row in text.splitlines() if row.startswith(shard)), None)
+        assert line, f"the dialog has no row for {shard}: {text}"
+        assert "lease counter" in line and "checkpoint" in line and "waits for" in line, line
+    for key in ("node", "updated"):
+        assert re.search(rf"^{key}\b", text, re.M), f"the dialog has no {key} row: {text}"
+
+    stats = png_stats(png)
+    print(f"View State screenshot: {png} {stats}")
+    assert_real_picture(png, stats)
+    if os.environ.get("KINESNOW_UPDATE_DOCS") == "1":
+        os.makedirs(os.path.join(REPO, "docs"), exist_ok=True)
+        shutil.copyfile(png, os.path.join(REPO, "docs", "view-state.png"))
