@@ -55,7 +55,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 @DefaultSettings(yieldDuration = "100 millis")
 @Stateful(scopes = Scope.LOCAL, description = "The status of each shard this node leases, for View State: lease counter, "
         + "checkpoint, what Snowflake has committed (Failover Position SNOWFLAKE_COMMIT), milliseconds behind the tip, when "
-        + "the last records read and committed in NiFi arrived in Kinesis, and what the shard waits for. Written at most "
+        + "the last records read and committed in NiFi arrived in Kinesis (with SNOWFLAKE_COMMIT also when the first "
+        + "record of the newest FlowFile in Snowflake arrived), and what the shard waits for. Written at most "
         + "every 5 seconds when it changes and cleared when the processor stops; nothing reads it back, so clearing it "
         + "changes nothing. Checkpoints and leases live in the DynamoDB lease table.")
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "

@@ -75,8 +75,10 @@ import java.util.UUID;
         + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
         + "that load again. Besides it, for View State only: each open channel (channel.<name>) with its pipe and the "
-        + "last offset token Snowflake reported committed, written at most every 5 seconds when it changes and removed "
-        + "when the processor stops; nothing reads those back.")
+        + "last offset token Snowflake reported committed, and each Kinesis shard loaded since the start "
+        + "(shard.<stream>/<shard>) with when the first record of its newest FlowFile in Snowflake arrived in Kinesis and "
+        + "how many of its FlowFiles wait here; written at most every 5 seconds when they change and removed when the "
+        + "processor stops; nothing reads those back.")
 @ReadsAttributes({
     @ReadsAttribute(attribute = Attributes.STREAM, description = "With aws.kinesis.shard.id: the shard whose channel the rows go to"),
     @ReadsAttribute(attribute = Attributes.SHARD, description = "With aws.kinesis.stream.name: the shard whose channel the rows go to"),
