@@ -27,6 +27,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Per shard: owner, lease counter, checkpoint, loaded position, lag; and the lease table's other rows.
