@@ -200,9 +200,8 @@ impl SqlApi {
             .map_err(|e| SqlError::Transport(e.without_url().to_string()))?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| SqlError::Transport(e.without_url().to_string()))?;
-        if bytes.starts_with(&[0x1f, 0x8b]) {
-            return Err(SqlError::Protocol("a gzip-compressed partition, which this tool does not read".into()));
-        }
+        // reqwest decodes a body sent with `Content-Encoding: gzip`; one compressed without the header is decoded here.
+        let bytes = if bytes.starts_with(&[0x1f, 0x8b]) { gunzip(&bytes)? } else { bytes.to_vec() };
         let answer: Answer = serde_json::from_slice(&bytes).map_err(|e| {
             SqlError::Protocol(format!(
                 "HTTP {status}: {e} in '{}'",
@@ -220,6 +219,15 @@ impl SqlApi {
     }
 }
 
+fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, SqlError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .map_err(|e| SqlError::Protocol(format!("a gzip-compressed partition that does not decode: {e}")))?;
+    Ok(out)
+}
+
 /// A SQL string literal.
 pub fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
@@ -227,6 +235,15 @@ pub fn literal(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_gzip_body_decodes_and_a_broken_one_is_refused() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(br#"{"data":[["1"]]}"#).unwrap();
+        assert_eq!(super::gunzip(&gz.finish().unwrap()).unwrap(), br#"{"data":[["1"]]}"#);
+        assert!(super::gunzip(&[0x1f, 0x8b, 0, 1, 2]).is_err());
+    }
+
     #[test]
     fn literals_double_their_quotes() {
         assert_eq!(super::literal("it's"), "'it''s'");

@@ -6,12 +6,14 @@
 //! translated to DuckDB's JSON functions. Results have the SQL API's shape
 //! (`resultSetMetaData.rowType` and `partitionInfo`, `data` rows of strings, code `090001`); a
 //! SELECT's result comes in partitions of [`PARTITION_ROWS`] rows, the first in the answer and the
-//! others at `GET /api/v2/statements/<handle>?partition=<n>`. A missing table is 422 with code
+//! others at `GET /api/v2/statements/<handle>?partition=<n>`, gzip-compressed (`Content-Encoding:
+//! gzip`) when the request accepts it, as Snowflake sends them. A missing table is 422 with code
 //! `002003`; any other statement is 422 with a syntax error code, saying what the stand-in
 //! answers. Same authentication as the REST API.
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -388,7 +390,7 @@ pub async fn statement_result(
     headers: HeaderMap,
     Path(handle): Path<String>,
     Query(query): Query<PartitionQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     state.auth.authenticate(&headers)?;
     let kept = state.sql_results.lock().unwrap();
     let stored = kept.iter().find(|(h, _)| *h == handle).map(|(_, r)| r.clone()).ok_or_else(|| {
@@ -399,15 +401,35 @@ pub async fn statement_result(
         )
     })?;
     match query.partition {
-        None => Ok(Json(stored.first)),
+        None => Ok(Json(stored.first).into_response()),
         Some(n) => match stored.partitions.get(n) {
-            Some(rows) => Ok(Json(json!({ "data": rows }))),
+            Some(rows) => Ok(partition_body(&headers, &json!({ "data": rows }))),
             None => Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "000002",
                 format!("partition {n} out of range: the result has {} partitions", stored.partitions.len()),
             )),
         },
+    }
+}
+
+/// A partition's body: gzip-compressed when the request accepts gzip (as Snowflake sends partitions).
+fn partition_body(headers: &HeaderMap, body: &Value) -> Response {
+    use std::io::Write;
+    let accepts_gzip = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    if !accepts_gzip {
+        return Json(body.clone()).into_response();
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let compressed = gz.write_all(body.to_string().as_bytes()).and_then(|_| gz.finish());
+    match compressed {
+        Ok(bytes) => {
+            ([(header::CONTENT_TYPE, "application/json"), (header::CONTENT_ENCODING, "gzip")], bytes).into_response()
+        }
+        Err(_) => Json(body.clone()).into_response(),
     }
 }
 
