@@ -10,7 +10,7 @@
 // Prints one line of JSON: {"text": the dialog's innerText, "menu": the context menu's items}. Any step that
 // fails exits 1 with a message naming the step, and leaves what the page looked like in <out>.failed.png.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -32,9 +32,12 @@ function fail(step, error) {
 
 if (!existsSync(MODULE)) {
     mkdirSync(WORK, { recursive: true });
+    // Run inside WORK (a package of its own), not with --prefix: --prefix also moves npm's global config
+    // (<prefix>/etc/npmrc), and with it the machine's registry and CA settings.
+    writeFileSync(join(WORK, "package.json"), '{"name": "kinesnow-view-state-shot", "private": true}\n');
     try {
-        execFileSync("npm", ["install", "--no-save", "--no-audit", "--no-fund", "--prefix", WORK, PUPPETEER],
-            { stdio: ["ignore", process.stderr, process.stderr], timeout: 300_000 });
+        execFileSync("npm", ["install", "--no-save", "--no-audit", "--no-fund", PUPPETEER],
+            { cwd: WORK, stdio: ["ignore", process.stderr, process.stderr], timeout: 300_000 });
     } catch (e) {
         fail(`installing ${PUPPETEER} with npm into ${WORK}`, e);
     }
