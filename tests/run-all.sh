@@ -73,15 +73,14 @@ fmt_gate() {
     cargo fmt --all --check --manifest-path bench/kinesis-source/Cargo.toml &&
     cargo fmt --all --check --manifest-path fuzz/Cargo.toml
 }
-# In the `suite` profile, as the tests build: the lint's check build then shares the build scripts' runs (AWS-LC's,
-# ring's and zstd's C libraries) and the proc-macros with the test build, which a fresh machine would otherwise
-# compile twice (dev and suite).
+# In the dev profile: tried in the `suite` profile (to share the build scripts' runs and the proc-macros with the
+# test build), a fresh machine's gate took 328 s instead of 218-236 s (the C libraries built at -O3) and the test
+# build gained nothing measurable (BENCHMARKS, "Test suite").
 clippy_gate() {
   standin_lint_env || return 1
-  cargo clippy --profile suite --workspace --exclude snowflake-standin --all-targets -- -D warnings &&
-    cargo clippy --profile suite -p snowflake-standin --no-default-features --all-targets -- -D warnings &&
-    CARGO_TARGET_DIR="$repo/target" cargo clippy --profile suite --all-targets \
-      --manifest-path bench/kinesis-source/Cargo.toml -- -D warnings
+  cargo clippy --workspace --exclude snowflake-standin --all-targets -- -D warnings &&
+    cargo clippy -p snowflake-standin --no-default-features --all-targets -- -D warnings &&
+    CARGO_TARGET_DIR="$repo/target" cargo clippy --all-targets --manifest-path bench/kinesis-source/Cargo.toml -- -D warnings
 }
 javac_gate() { ./mvnw -B -q -DskipCargo=true -pl java-shim test-compile; }
 gates() {

@@ -136,12 +136,19 @@ impl Keeper {
         let component = self.shared.settings.component;
         for alarm in self.watchdog.observe(now, &self.shared.status()) {
             match alarm {
-                Alarm::Stuck { shard_id, stalled, waiting } => warn!(
-                    component,
-                    "shard {shard_id} has made no progress for {} s while records wait: it waits for {}",
-                    stalled.as_secs(),
-                    waiting.describe()
-                ),
+                Alarm::Stuck { shard_id, stalled, waiting, children } => {
+                    let blocked = if children.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; no node reads its child shard(s) {} before it ends", children.join(", "))
+                    };
+                    warn!(
+                        component,
+                        "shard {shard_id} has made no progress for {} s while records wait: it waits for {}{blocked}",
+                        stalled.as_secs(),
+                        waiting.describe()
+                    )
+                }
                 Alarm::Moving { shard_id, stalled } => {
                     warn!(component, "shard {shard_id} moves again after {} s without progress", stalled.as_secs())
                 }

@@ -72,6 +72,8 @@ pub struct ShardStatus {
     pub last_committed_arrival_ms: Option<i64>,
     /// With `SNOWFLAKE_COMMIT`: the first record of the newest FlowFile in Snowflake arrived then.
     pub loaded_arrival_ms: Option<i64>,
+    /// The shard's children (a split or merge), which no node reads before it ends.
+    pub children: Vec<String>,
     pub waiting: Waiting,
 }
 
@@ -103,6 +105,7 @@ impl ShardStatus {
             last_read_arrival_ms: s.last_read_arrival_ms,
             last_committed_arrival_ms: s.acked_arrival_ms,
             loaded_arrival_ms: s.loaded_arrival_ms,
+            children: s.children.iter().map(|(child, _)| child.clone()).collect(),
             waiting,
         }
     }

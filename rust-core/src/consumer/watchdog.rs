@@ -13,8 +13,9 @@ use crate::kinesis::position::Position;
 /// What the watchdog reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Alarm {
-    /// No progress for `stalled` while records wait: the shard waits for `waiting`.
-    Stuck { shard_id: String, stalled: Duration, waiting: Waiting },
+    /// No progress for `stalled` while records wait: the shard waits for `waiting`; `children`
+    /// (of a split or merge) cannot start before it ends.
+    Stuck { shard_id: String, stalled: Duration, waiting: Waiting, children: Vec<String> },
     /// A shard reported stuck moved again after `stalled`.
     Moving { shard_id: String, stalled: Duration },
 }
@@ -58,7 +59,12 @@ impl Watchdog {
                 *watch = Watch { checkpoint: s.checkpoint.clone(), since: now, warned: false };
             } else if !watch.warned && stalled >= self.after {
                 watch.warned = true;
-                alarms.push(Alarm::Stuck { shard_id: s.shard_id.clone(), stalled, waiting: s.waiting });
+                alarms.push(Alarm::Stuck {
+                    shard_id: s.shard_id.clone(),
+                    stalled,
+                    waiting: s.waiting,
+                    children: s.children.clone(),
+                });
             }
         }
         alarms
@@ -79,6 +85,7 @@ mod tests {
             last_read_arrival_ms: None,
             last_committed_arrival_ms: None,
             loaded_arrival_ms: None,
+            children: Vec::new(),
             waiting,
         }
     }
@@ -96,7 +103,8 @@ mod tests {
             vec![Alarm::Stuck {
                 shard_id: "shardId-000000000001".into(),
                 stalled: Duration::from_secs(60),
-                waiting: Waiting::BackPressure
+                waiting: Waiting::BackPressure,
+                children: vec![]
             }]
         );
         assert_eq!(dog.observe(at(300), &[status("1", Waiting::BackPressure)]), vec![], "reported once");
@@ -117,6 +125,25 @@ mod tests {
         dog.observe(t0, &[status("1", Waiting::NiFiCommit)]);
         assert_eq!(dog.observe(t0 + Duration::from_secs(5), &[]).len(), 0);
         assert!(dog.shards.is_empty(), "no entry for a shard no longer leased");
+    }
+
+    #[test]
+    fn a_parent_stuck_at_its_end_names_the_children_waiting_for_it() {
+        let t0 = Instant::now();
+        let mut dog = Watchdog::new(Duration::from_secs(10));
+        let mut parent = status("9", Waiting::ShardEnd);
+        parent.children = vec!["shardId-000000000002".into(), "shardId-000000000003".into()];
+        dog.observe(t0, std::slice::from_ref(&parent));
+        let alarms = dog.observe(t0 + Duration::from_secs(10), &[parent]);
+        assert_eq!(
+            alarms,
+            vec![Alarm::Stuck {
+                shard_id: "shardId-000000000001".into(),
+                stalled: Duration::from_secs(10),
+                waiting: Waiting::ShardEnd,
+                children: vec!["shardId-000000000002".into(), "shardId-000000000003".into()],
+            }]
+        );
     }
 
     #[test]
