@@ -153,9 +153,8 @@ impl ConsumerEngine {
 
     /// The gauges' values now, in the contract's order (`contract::counters::consume_kinesis::GAUGES`).
     pub fn gauges(&self) -> Vec<i64> {
-        let shards = self.shared.status();
-        let behind = shards.iter().map(|s| s.millis_behind).filter(|ms| *ms >= 0).max();
-        vec![behind.unwrap_or(crate::contract::counters::NO_VALUE), shards.len() as i64]
+        let (behind, leased) = self.shared.lock_ledger().lag();
+        vec![behind.unwrap_or(crate::contract::counters::NO_VALUE), leased as i64]
     }
 
     pub fn fan_out_stats(&self) -> &FanOutStats {

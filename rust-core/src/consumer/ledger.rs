@@ -378,6 +378,20 @@ impl Ledger {
         shards
     }
 
+    /// For the gauges: the most any leased shard was behind the tip on its last read (`None`
+    /// before any read), and how many shards are leased. No allocation: it runs once a second.
+    pub fn lag(&self) -> (Option<i64>, usize) {
+        let leased = self.shards.values().filter(|s| !s.finished);
+        leased.fold((None, 0), |(behind, n), s| {
+            let behind = if s.millis_behind >= 0 {
+                Some(behind.map_or(s.millis_behind, |b: i64| b.max(s.millis_behind)))
+            } else {
+                behind
+            };
+            (behind, n + 1)
+        })
+    }
+
     pub fn tracked(&self) -> Vec<String> {
         self.shards.iter().filter(|(_, s)| s.loaded.is_some() && !s.finished).map(|(k, _)| k.clone()).collect()
     }
@@ -617,6 +631,17 @@ mod tests {
             Some(Next::Write(w)) => w,
             other => panic!("expected a checkpoint write, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_lag_is_the_most_behind_of_the_leased_shards_read_so_far() {
+        let mut l = Ledger::new();
+        assert_eq!(l.lag(), (None, 0));
+        let a = l.start(lease("a", 1), None, vec![], None);
+        l.start(lease("b", 1), None, vec![], None);
+        assert_eq!(l.lag(), (None, 2), "nothing read yet");
+        l.push("a", a.generation, records(1, 2), 4_000, None);
+        assert_eq!(l.lag(), (Some(4_000), 2));
     }
 
     #[test]
