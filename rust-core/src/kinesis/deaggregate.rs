@@ -24,16 +24,22 @@
 //! [`super::kpl_view`]): first the entries are only counted, which bounds the expansion from below
 //! without allocating anything, then the key table and the sub-records are indexed (at most 8
 //! bytes a key and 12 a sub-record, within the bound) and the exact expansion is summed. An
-//! aggregate that would cost more than [`MAX_EXPANSION_BYTES`] passes through whole, as one
-//! record, with [`Outcome::Oversized`] saying why. It is never dropped. The engine reserves
+//! aggregate that would cost more than its bound ([`expansion_bound`]) passes through whole, as
+//! one record, with [`Outcome::Oversized`] saying why. It is never dropped. The engine reserves
 //! [`Planned::cost`] of its budget before it calls [`Planned::expand`].
 //!
-//! [`MAX_EXPANSION_BYTES`] is 16 MiB. Real aggregates stay well inside it: the KPL writes at most
-//! 1 MiB per aggregate (50 KiB by default) and Kinesis allows keys of at most 256 bytes. A
-//! sub-record takes at least 6 bytes of the body plus its data `d`, and costs `d` + key + sequence
-//! number (56 digits) + 144, so a full 1 MiB aggregate with 256-byte keys stays inside the bound
-//! whenever its user records average 24 bytes or more (12 bytes with keys of up to 64 bytes), and
-//! an aggregate of the KPL's default size always does (at most about 3.9 MB). Decoding never
+//! The bound is proportional to the aggregate's own size: [`EXPANSION_FACTOR`] (16) times its
+//! bytes, and never less than [`MAX_EXPANSION_BYTES`] (16 MiB, the bound of a 1 MiB aggregate), so
+//! 160 MiB for the largest, 10 MiB, that a stream's maximum record size (`MaxRecordSizeInKiB`,
+//! 1024 to 10240) allows. Real aggregates stay well inside it: Kinesis allows keys of at most 256
+//! bytes, and the KPL writes 50 KiB per aggregate by default. A sub-record takes at least 6 bytes
+//! of the body plus its data `d`, and costs `d` + key + sequence number (56 digits) + 144, at most
+//! `d` + 456: at most 16 times its 6 + `d` bytes whenever `d` is 24 bytes or more (12 bytes with
+//! keys of up to 64 bytes). So an aggregate of 1 MiB or more whose user records average 24 bytes
+//! or more stays inside its bound whatever its size, a full 10 MiB one included, and an aggregate
+//! of the KPL's default size always does (at most about 3.9 MB, within 16 MiB). A hostile
+//! aggregate gains nothing from being small (its bound is then still 16 MiB) and at most 16 times
+//! its own bytes from being large. Decoding never
 //! builds prost's owned messages, whose size grows with the number of entries (72 bytes for a
 //! 2-byte empty `Record`), not with the bytes of the aggregate.
 
@@ -49,9 +55,18 @@ pub const KPL_MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 /// Length of the MD5 trailer that closes every KPL aggregate.
 pub const KPL_DIGEST_LEN: usize = 16;
 
-/// The most an aggregate may expand to, in budget bytes; beyond it the aggregate passes through
-/// whole. See the module documentation for why 16 MiB.
+/// The bound of an aggregate of at most 1 MiB, and the least bound of any ([`expansion_bound`]).
+/// See the module documentation for why 16 MiB.
 pub const MAX_EXPANSION_BYTES: u64 = 16 * 1024 * 1024;
+
+/// An aggregate larger than 1 MiB may expand to this many times its own bytes.
+pub const EXPANSION_FACTOR: u64 = 16;
+
+/// The most an aggregate of `len` bytes may expand to, in budget bytes; beyond it the aggregate
+/// passes through whole: [`EXPANSION_FACTOR`] times `len`, at least [`MAX_EXPANSION_BYTES`].
+pub fn expansion_bound(len: usize) -> u64 {
+    (len as u64).saturating_mul(EXPANSION_FACTOR).max(MAX_EXPANSION_BYTES)
+}
 
 /// What each entry of the partition key table costs while its aggregate is expanded: its place in
 /// the table's index (8 bytes) and its shared key (16 bytes), plus the allocator's share.
@@ -78,7 +93,7 @@ pub enum Outcome {
     Aggregated { count: usize },
     /// Starts with the KPL magic but is not a valid aggregate: passed through whole, unchanged.
     Invalid(InvalidAggregate),
-    /// An aggregate that would expand beyond [`MAX_EXPANSION_BYTES`]: passed through whole,
+    /// An aggregate that would expand beyond its [`expansion_bound`]: passed through whole,
     /// unchanged.
     Oversized(Oversized),
 }
@@ -98,18 +113,20 @@ pub enum InvalidAggregate {
     ExplicitHashKeyIndexOutOfRange { sub_record: usize, index: u64, table_len: usize },
 }
 
-/// An aggregate whose expansion exceeds [`MAX_EXPANSION_BYTES`].
+/// An aggregate whose expansion exceeds its [`expansion_bound`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "its {sub_records} sub-records and {keys} partition key(s) would expand to at least {at_least} bytes \
-     (each sub-record counts its data, partition key, sequence number and 128 bytes), more than the {max} bytes allowed",
-    max = MAX_EXPANSION_BYTES
+     (each sub-record counts its data, partition key, sequence number and 128 bytes), more than the {max} bytes allowed \
+     for an aggregate of its size"
 )]
 pub struct Oversized {
     pub sub_records: usize,
     pub keys: usize,
     /// The expansion counted when the count passed the bound (counting stops there).
     pub at_least: u64,
+    /// The aggregate's bound ([`expansion_bound`] of its length).
+    pub max: u64,
 }
 
 /// De-aggregates one Kinesis record. See [`plan`] to learn the cost first, and
@@ -226,12 +243,13 @@ pub fn is_kpl_aggregate(data: &[u8]) -> bool {
 fn count_aggregate(data: &[u8], sequence_len: usize) -> Result<Plan, Outcome> {
     let body = verified_body(data).map_err(Outcome::Invalid)?;
     let census = Census::of(body).map_err(Outcome::Invalid)?;
+    let max = expansion_bound(data.len());
     let oversized =
-        |at_least| Outcome::Oversized(Oversized { sub_records: census.records, keys: census.keys, at_least });
+        |at_least| Outcome::Oversized(Oversized { sub_records: census.records, keys: census.keys, at_least, max });
     // The least the sub-records can cost (no data, no key), known before anything is allocated.
     let floor = census.records as u64 * (record_cost(0, sequence_len, 0) + SUB_RECORD_SLOT_BYTES)
         + census.keys as u64 * KEY_SLOT_BYTES;
-    if floor > MAX_EXPANSION_BYTES || u32::try_from(body.len()).is_err() {
+    if floor > max || u32::try_from(body.len()).is_err() {
         return Err(oversized(floor));
     }
     let (keys, records) = index(body, &census).map_err(Outcome::Invalid)?;
@@ -239,7 +257,7 @@ fn count_aggregate(data: &[u8], sequence_len: usize) -> Result<Plan, Outcome> {
     for r in &records {
         let key = &keys[r.key as usize]; // in range: checked by index
         cost += record_cost(r.data.len(), sequence_len, key.len()) + SUB_RECORD_SLOT_BYTES;
-        if cost > MAX_EXPANSION_BYTES {
+        if cost > max {
             return Err(oversized(cost));
         }
     }
@@ -634,11 +652,14 @@ mod tests {
         let bomb = key_bomb(512 * 1024, 130_000);
         let planned = plan(parent(bomb.clone()));
         let floor = 130_000 * (record_cost(0, 56, 0) + SUB_RECORD_SLOT_BYTES) + KEY_SLOT_BYTES;
-        assert_eq!(planned.outcome(), Outcome::Oversized(Oversized { sub_records: 130_000, keys: 1, at_least: floor }));
+        assert_eq!(
+            planned.outcome(),
+            Outcome::Oversized(Oversized { sub_records: 130_000, keys: 1, at_least: floor, max: MAX_EXPANSION_BYTES })
+        );
         assert_eq!(planned.cost(), parent(bomb.clone()).cost(), "it costs what the record itself costs");
         assert_passed_through(
             parent(bomb),
-            Outcome::Oversized(Oversized { sub_records: 130_000, keys: 1, at_least: floor }),
+            Outcome::Oversized(Oversized { sub_records: 130_000, keys: 1, at_least: floor, max: MAX_EXPANSION_BYTES }),
         );
         let reason = planned.outcome();
         let Outcome::Oversized(reason) = reason else { unreachable!() };
@@ -660,8 +681,59 @@ mod tests {
         let over = fits + 1;
         assert_passed_through(
             parent(aggregate(&users(over))),
-            Outcome::Oversized(Oversized { sub_records: over, keys: 1, at_least: over as u64 * each + KEY_SLOT_BYTES }),
+            Outcome::Oversized(Oversized {
+                sub_records: over,
+                keys: 1,
+                at_least: over as u64 * each + KEY_SLOT_BYTES,
+                max: MAX_EXPANSION_BYTES,
+            }),
         );
+    }
+
+    /// Issue 38: a Kinesis record may now be up to 10 MiB, and so may a KPL aggregate. A full one of
+    /// 24-byte user records with 256-byte keys (the ratio the module doc keeps inside the bound)
+    /// expands to about 160 MiB of budget bytes: it is de-aggregated, not passed through whole.
+    #[test]
+    fn a_full_10_mib_aggregate_of_small_records_is_de_aggregated() {
+        let key = "k".repeat(256);
+        let data = [7u8; 24];
+        // 30 bytes of body per sub-record: tag, length, the key index field (2) and the data field (2 + 24).
+        let n = (10 * 1024 * 1024 - 300) / 30;
+        let users = vec![(key.as_str(), &data[..]); n];
+        let bytes = aggregate(&users);
+        assert!(bytes.len() <= 10 * 1024 * 1024 && bytes.len() > 10 * 1024 * 1024 - 400, "{} bytes", bytes.len());
+        let planned = plan(parent(bytes));
+        assert_eq!(planned.outcome(), Outcome::Aggregated { count: n });
+        assert_eq!(planned.cost(), n as u64 * (record_cost(24, 56, 256) + SUB_RECORD_SLOT_BYTES) + KEY_SLOT_BYTES);
+        assert!(planned.cost() > 150 * 1024 * 1024, "far beyond the 16 MiB of a 1 MiB aggregate: {}", planned.cost());
+        let mut out = Vec::new();
+        assert_eq!(planned.expand_into(&mut out), Outcome::Aggregated { count: n });
+        assert_eq!(out.len(), n);
+        assert!(out.iter().all(|r| r.data == data && &*r.partition_key == key));
+    }
+
+    #[test]
+    fn the_bound_is_16_times_the_aggregate_and_never_less_than_16_mib() {
+        const MIB: usize = 1024 * 1024;
+        assert_eq!(expansion_bound(0), MAX_EXPANSION_BYTES);
+        assert_eq!(expansion_bound(50 * 1024), MAX_EXPANSION_BYTES, "the KPL's default size");
+        assert_eq!(expansion_bound(MIB), MAX_EXPANSION_BYTES, "a 1 MiB aggregate: 16 MiB, as before");
+        assert_eq!(expansion_bound(MIB + 1), MAX_EXPANSION_BYTES + EXPANSION_FACTOR);
+        assert_eq!(expansion_bound(10 * MIB), 160 * MIB as u64, "the largest record a stream allows");
+        assert_eq!(expansion_bound(usize::MAX), u64::MAX);
+    }
+
+    /// A 10 MiB key bomb (a 5 MiB key, 1.3 million empty sub-records) is refused like the 1 MiB
+    /// one: its floor alone exceeds its 160 MiB bound.
+    #[test]
+    fn a_10_mib_key_bomb_still_passes_through_whole() {
+        let bomb = key_bomb(5 * 1024 * 1024, 1_300_000);
+        assert!(bomb.len() <= 10 * 1024 * 1024, "{}", bomb.len());
+        let planned = plan(parent(bomb));
+        let Outcome::Oversized(why) = planned.outcome() else { panic!("{:?}", planned.outcome()) };
+        assert_eq!((why.sub_records, why.max), (1_300_000, expansion_bound(planned.record.data.len())));
+        assert!(why.at_least > why.max);
+        assert_eq!(planned.cost(), planned.record.cost(), "it costs what the record itself costs");
     }
 
     #[test]
