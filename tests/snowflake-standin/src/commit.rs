@@ -136,7 +136,7 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
 }
 
 /// Bench mode: the batch's counted rows are committed as inserted (added to the table's count), its bad lines
-/// as errors; nothing is converted or stored.
+/// as errors; nothing is converted or stored. The commit is recorded for `GET /admin/bench-commits`.
 fn count_batch(state: &AppState, table: &TableDef, item: &DueBatch, mut outcome: BatchOutcome) -> BatchOutcome {
     let bad: Vec<&str> = item
         .batch
@@ -148,6 +148,20 @@ fn count_batch(state: &AppState, table: &TableDef, item: &DueBatch, mut outcome:
     outcome.inserted = outcome.parsed - outcome.errors;
     outcome.first_error = bad.first().map(|e| e.to_string());
     *state.bench_counts.lock().unwrap().entry(table.name.to_string()).or_default() += outcome.inserted;
+    let mut commits = state.bench_commits.lock().unwrap();
+    if commits.0.len() < crate::state::BENCH_COMMITS_MAX {
+        commits.0.push(crate::state::BenchCommit {
+            table: table.name.to_string(),
+            channel: item.channel.clone(),
+            offset_token: item.batch.end_offset.clone(),
+            rows: outcome.inserted,
+            accepted_ms: item.batch.accepted_ms,
+            committed_ms: crate::channels::now_ms(),
+        });
+    } else {
+        commits.1 += 1;
+    }
+    drop(commits);
     outcome
 }
 

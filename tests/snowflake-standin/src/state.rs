@@ -67,6 +67,22 @@ pub struct LoggedRequest {
     pub auth: serde_json::Value,
 }
 
+/// Bench mode: a committed batch, for a benchmark to measure latency (append or arrival to commit).
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchCommit {
+    pub table: String,
+    pub channel: String,
+    /// The append's end offset token (its last row's).
+    pub offset_token: Option<String>,
+    pub rows: u64,
+    /// When the append was accepted and when the batch was committed, epoch ms.
+    pub accepted_ms: i64,
+    pub committed_ms: i64,
+}
+
+/// The most bench commits held between two reads of `GET /admin/bench-commits`.
+pub const BENCH_COMMITS_MAX: usize = 1_000_000;
+
 pub struct AppState {
     pub settings: RwLock<Settings>,
     pub auth: Authenticator,
@@ -78,6 +94,9 @@ pub struct AppState {
     pub telemetry_batches: std::sync::atomic::AtomicU64,
     /// Bench mode: rows committed per table (`DB.SCHEMA.TABLE`).
     pub bench_counts: Mutex<std::collections::HashMap<String, u64>>,
+    /// Bench mode: one entry per committed batch, oldest first, until `GET /admin/bench-commits` takes them
+    /// (end-to-end latency: bench/pipeline.py). At most `BENCH_COMMITS_MAX`; more are counted as dropped.
+    pub bench_commits: Mutex<(Vec<BenchCommit>, u64)>,
     /// The SQL API's recent SELECT results by statement handle, for `GET /api/v2/statements/<handle>`.
     pub sql_results: Mutex<VecDeque<(String, crate::routes::sql_api::StoredResult)>>,
 }
@@ -210,6 +229,7 @@ impl AppState {
             requests: Mutex::new(VecDeque::new()),
             telemetry_batches: Default::default(),
             bench_counts: Default::default(),
+            bench_commits: Default::default(),
             sql_results: Default::default(),
         }
     }

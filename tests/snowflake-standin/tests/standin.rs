@@ -893,6 +893,17 @@ async fn bench_mode_counts_committed_rows_without_storing_them() {
     assert_eq!(s["rows_error_count"], 1, "{s}");
     let counts = e.admin("GET", "/admin/bench-counts", json!(null)).await;
     assert_eq!(counts, json!({"bench_mode": true, "tables": {"DB.PUBLIC.T": 4}}));
+    // Each committed batch is recorded once, oldest first, for a benchmark's latency (bench/pipeline.sh).
+    let commits = e.admin("GET", "/admin/bench-commits", json!(null)).await;
+    let list = commits["commits"].as_array().unwrap();
+    let tokens: Vec<_> = list.iter().map(|c| (c["offset_token"].clone(), c["rows"].clone())).collect();
+    assert_eq!(tokens, vec![(json!("3"), json!(3)), (json!("5"), json!(1))], "{commits}");
+    for c in list {
+        assert_eq!((c["table"].as_str(), c["channel"].as_str()), (Some("DB.PUBLIC.T"), Some("c")), "{c}");
+        assert!(c["committed_ms"].as_i64().unwrap() >= c["accepted_ms"].as_i64().unwrap() + 50, "{c}");
+    }
+    assert_eq!(commits["dropped"], 0);
+    assert_eq!(e.admin("GET", "/admin/bench-commits", json!(null)).await["commits"], json!([]));
     assert_eq!(e.query("SELECT COUNT(*) AS C FROM DB.PUBLIC.T").await, vec![json!({"C": 0})]);
     // A table made again starts from zero.
     e.sql(T_DDL).await;

@@ -34,6 +34,7 @@ pub fn router() -> Router<Shared> {
         .route("/admin/requests", get(list_requests).delete(clear_requests))
         .route("/admin/checkpoint", post(checkpoint))
         .route("/admin/bench-counts", get(bench_counts))
+        .route("/admin/bench-commits", get(bench_commits))
 }
 
 impl From<StateError> for ApiError {
@@ -224,6 +225,13 @@ async fn list_channels(State(state): State<Shared>) -> Json<Value> {
 /// `GET /admin/bench-counts`: in bench mode, the rows committed per table (`{"tables": {"DB.SCHEMA.T": n}}`).
 async fn bench_counts(State(state): State<Shared>) -> Json<Value> {
     Json(json!({ "bench_mode": state.settings().bench_mode, "tables": *state.bench_counts.lock().unwrap() }))
+}
+
+/// `GET /admin/bench-commits`: in bench mode, the batches committed since the last call, oldest first, and taken
+/// (`{"commits": [{"table","channel","offset_token","rows","accepted_ms","committed_ms"}], "dropped": n}`).
+async fn bench_commits(State(state): State<Shared>) -> Json<Value> {
+    let (commits, dropped) = std::mem::take(&mut *state.bench_commits.lock().unwrap());
+    Json(json!({ "bench_mode": state.settings().bench_mode, "commits": commits, "dropped": dropped }))
 }
 
 async fn commit_now(State(state): State<Shared>) -> Json<Value> {
