@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::Parser;
 
 use kinesis_source::generate::Generator;
-use kinesis_source::ops::Source;
+use kinesis_source::ops::{Live, Source};
 use kinesis_source::server::Server;
 use kinesis_source::spec::{KeyScheme, Payload, RecordCount, StreamSpec};
 
@@ -62,6 +62,13 @@ struct Args {
     /// Apply Kinesis' per-shard read limits (5 GetRecords/s, 2 MiB/s).
     #[arg(long)]
     limits: bool,
+    /// A live stream: each shard's records arrive at this many per second from --live-start-ms on and are
+    /// served only once arrived, with that ApproximateArrivalTimestamp (0 = off: every record has arrived).
+    #[arg(long, default_value_t = 0.0)]
+    live_rate: f64,
+    /// When a live stream's first records arrive, epoch ms (default: when the server starts).
+    #[arg(long)]
+    live_start_ms: Option<u64>,
     /// How long a SubscribeToShard subscription lasts before its event stream ends (Kinesis: 300).
     #[arg(long, default_value_t = 300)]
     subscription_seconds: u64,
@@ -140,10 +147,22 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(serve(generator, args.port, args.limits, Duration::from_secs(args.subscription_seconds)))
+    let live = (args.live_rate > 0.0).then(|| Live {
+        start_ms: args
+            .live_start_ms
+            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)),
+        rate: args.live_rate,
+    });
+    runtime.block_on(serve(generator, args.port, args.limits, live, Duration::from_secs(args.subscription_seconds)))
 }
 
-async fn serve(generator: Generator, port: u16, limits: bool, subscription_lifetime: Duration) -> ExitCode {
+async fn serve(
+    generator: Generator,
+    port: u16,
+    limits: bool,
+    live: Option<Live>,
+    subscription_lifetime: Duration,
+) -> ExitCode {
     let spec = generator.spec().clone();
     let listener = match Server::bind(port).await {
         Ok(l) => l,
@@ -156,7 +175,7 @@ async fn serve(generator: Generator, port: u16, limits: bool, subscription_lifet
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     eprintln!(
-        "kinesis-source: stream {} ({}), {} shards, {} records in shard 0, {} B {} records, aggregates {} of {}, keys {:?}, seed {}, created at {} ms, limits {}",
+        "kinesis-source: stream {} ({}), {} shards, {} records in shard 0, {} B {} records, aggregates {} of {}, keys {:?}, seed {}, created at {} ms, limits {}, live {}",
         spec.stream_name,
         spec.stream_arn(),
         spec.shard_count,
@@ -168,9 +187,11 @@ async fn serve(generator: Generator, port: u16, limits: bool, subscription_lifet
         spec.keys,
         spec.seed,
         spec.created_at_ms,
-        if limits { "on" } else { "off" }
+        if limits { "on" } else { "off" },
+        live.map_or("off".to_string(), |l| format!("{} records/s per shard from {} ms", l.rate, l.start_ms))
     );
-    let server = Server::new(Source::new(generator, limits), subscription_lifetime);
+    let source = Source::new(generator, limits);
+    let server = Server::new(if let Some(l) = live { source.with_live(l) } else { source }, subscription_lifetime);
     let running = tokio::spawn(Arc::clone(&server).run(listener));
     shutdown_signal().await;
     running.abort();

@@ -296,6 +296,42 @@ pub struct Source {
     iterators: IteratorCodec,
     limits: Option<Limits>,
     consumers: fan_out::Consumers,
+    live: Option<Live>,
+}
+
+/// `--live-rate`: a live stream. Record `i` of every shard arrives at `start_ms + i · 1000 / rate` (ms, rounded
+/// down) and is served from then on, with that ApproximateArrivalTimestamp; until then a shard looks as if it
+/// ended before it. (AT_TIMESTAMP iterators and `--dump` keep the generator's arrival times.)
+#[derive(Debug, Clone, Copy)]
+pub struct Live {
+    pub start_ms: u64,
+    /// Records per second of each shard.
+    pub rate: f64,
+}
+
+impl Live {
+    pub fn arrival_ms(&self, index: u64) -> u64 {
+        self.start_ms + (index as f64 * 1000.0 / self.rate) as u64
+    }
+
+    /// How many records of a shard have arrived by `now_ms`.
+    pub fn arrived(&self, now_ms: u64) -> u64 {
+        if now_ms < self.start_ms {
+            return 0;
+        }
+        let mut n = ((now_ms - self.start_ms + 1) as f64 * self.rate / 1000.0).ceil() as u64;
+        while n > 0 && self.arrival_ms(n - 1) > now_ms {
+            n -= 1;
+        }
+        while self.arrival_ms(n) <= now_ms {
+            n += 1;
+        }
+        n
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 impl Source {
@@ -303,7 +339,29 @@ impl Source {
         let spec = generator.spec();
         let tag = generate::mix(generate::mix(spec.seed, spec.created_at_ms), name_hash(&spec.stream_name));
         let limits = with_limits.then(|| Limits::new(spec.shard_count));
-        Source { generator, iterators: IteratorCodec::new(tag), limits, consumers: fan_out::Consumers::default() }
+        Source {
+            generator,
+            iterators: IteratorCodec::new(tag),
+            limits,
+            consumers: fan_out::Consumers::default(),
+            live: None,
+        }
+    }
+
+    /// Serves the stream live (`--live-rate`).
+    pub fn with_live(mut self, live: Live) -> Self {
+        self.live = Some(live);
+        self
+    }
+
+    /// Records of `shard` served so far: all of them, or those that have arrived in a live stream.
+    fn available(&self, shard: u32) -> u64 {
+        let count = self.generator.records_in(shard);
+        self.live.map_or(count, |l| l.arrived(now_ms()).min(count))
+    }
+
+    fn arrival_ms(&self, index: u64) -> u64 {
+        self.live.map_or_else(|| self.generator.arrival_ms(index), |l| l.arrival_ms(index))
     }
 
     /// Whether `--limits` is on (fan-out then paces each subscription at 2 MiB/s).
@@ -529,7 +587,7 @@ impl Source {
         };
         let position = match input.r#type.as_str() {
             "TRIM_HORIZON" => 0,
-            "LATEST" => count,
+            "LATEST" => self.available(shard),
             "AT_SEQUENCE_NUMBER" => sequence()?,
             "AFTER_SEQUENCE_NUMBER" => sequence()?.saturating_add(1),
             "AT_TIMESTAMP" => {
@@ -584,7 +642,7 @@ impl Source {
     /// (at least one record is returned if any remains).
     pub fn read_batch(&self, it: ShardIterator, limit: u64, max_bytes: usize) -> RecordBatch {
         let g = &self.generator;
-        let count = g.records_in(it.shard);
+        let count = self.available(it.shard);
         let end = count.min(it.position.saturating_add(limit));
         let mut batch = RecordBatch::default();
         let wanted = (end.saturating_sub(it.position)) as usize;
@@ -600,7 +658,7 @@ impl Source {
                 data: data_start..batch.data.len(),
                 key: key_start..batch.keys.len(),
                 sequence_number: g.sequence_number(it.shard, next),
-                arrival_ms: g.arrival_ms(next),
+                arrival_ms: self.arrival_ms(next),
             });
             next += 1;
         }
@@ -609,7 +667,7 @@ impl Source {
             0
         } else {
             // how far the next unread record is behind the shard's last one; at least 1 while records remain
-            (g.arrival_ms(count - 1) - g.arrival_ms(next)).max(1)
+            (self.arrival_ms(count - 1) - self.arrival_ms(next)).max(1)
         };
         batch
     }
@@ -775,5 +833,29 @@ mod tests {
         // another shard has its own budget
         let other = s.iterators.encode(ShardIterator { shard: 1, position: 0 });
         assert_eq!(records(&s, &other, 1).records.len(), 1);
+    }
+
+    #[test]
+    fn a_live_stream_serves_only_records_that_have_arrived() {
+        let live = Live { start_ms: now_ms() - 1_000, rate: 20.0 }; // record i arrives at start + 50 ms · i
+        assert_eq!((live.arrival_ms(0), live.arrival_ms(3)), (live.start_ms, live.start_ms + 150));
+        assert_eq!(
+            (live.arrived(live.start_ms - 1), live.arrived(live.start_ms), live.arrived(live.start_ms + 149)),
+            (0, 1, 3)
+        );
+        assert_eq!(Live { start_ms: 0, rate: 3.0 }.arrived(1_000), 4); // 0, 333, 666 and 1000 ms
+        let s = Source::new(Generator::new(test_spec()), false).with_live(live);
+        let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000, MAX_BATCH_BYTES);
+        let n = batch.records.len();
+        assert!((21..=23).contains(&n), "about a second's worth at 20/s: {n}");
+        assert_eq!(batch.records[5].arrival_ms, live.start_ms + 250);
+        assert_eq!(batch.millis_behind_latest, 0);
+        let later = s.read_batch(ShardIterator { shard: 0, position: 40 }, 10_000, MAX_BATCH_BYTES);
+        assert!(later.records.is_empty(), "not arrived yet");
+        let latest = s.handle(
+            Operation::GetShardIterator,
+            json!({"StreamName": "bench", "ShardId": "shardId-000000000000", "ShardIteratorType": "LATEST"}),
+        );
+        assert!(latest.is_ok());
     }
 }
