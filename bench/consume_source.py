@@ -102,14 +102,55 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+class PeakSampler:
+    """Peak used heap and peak RSS of a NiFi JVM, sampled every 0.25 s in a thread between start() and stop(),
+    from a base taken after a full GC (`heap_base`); with `live_heap_every` > 0, also the used heap right after a
+    full GC forced that often (`peak["live"]`). Values in bytes (heap) and KiB (RSS)."""
+
+    def __init__(self, nifi: NiFiInstance, live_heap_every: float = 0):
+        self.nifi, self.live_heap_every = nifi, live_heap_every
+        jcmd_gc(nifi.pid)
+        time.sleep(1)
+        self.heap_base = used_heap(nifi.client)
+        self.peak = {"heap": self.heap_base, "rss": rss_kib(nifi.pid), "live": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        c, pid, peak = self.nifi.client, self.nifi.pid, self.peak
+        forced = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                peak["heap"] = max(peak["heap"], used_heap(c))
+                peak["rss"] = max(peak["rss"], rss_kib(pid))
+                if self.live_heap_every > 0 and time.monotonic() - forced >= self.live_heap_every:
+                    # What the heap holds while draining: used heap right after a full GC (no garbage in it).
+                    jcmd_gc(pid)
+                    forced = time.monotonic()
+                    peak["live"] = max(peak["live"], used_heap(c))
+            except Exception:  # noqa: BLE001 - a missed sample is not a failure
+                pass
+            self._stop.wait(0.25)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 class Source:
     """One kinesis-source process serving `shards` shards of `records` records in all."""
 
     def __init__(self, binary: str, shards: int, records: int, size: int, threads: int, limits: bool,
-                 payload: str = "ascii"):
+                 payload: str = "ascii", extra: tuple = ()):
+        """`extra`: more kinesis-source flags (bench/pipeline.py: `--live-rate`, `--live-start-ms`)."""
         self.process = subprocess.Popen([binary, "--port", "0", "--stream", STREAM, "--shards", str(shards),
                                          "--records-total", str(records), "--record-size", str(size),
-                                         "--payload", payload, "--threads", str(threads)] + (["--limits"] if limits else []),
+                                         "--payload", payload, "--threads", str(threads)] + (["--limits"] if limits else [])
+                                        + list(extra),
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.process.stdout.readline().strip()
         if not line.startswith("listening on 127.0.0.1:"):
@@ -182,28 +223,8 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
         raise
     c.update_processor(pid, properties=wanted)
     record_services.auto_terminate_all(c, pid)  # success, and parse.failure where the strategy has it
-    jcmd_gc(nifi.pid)
-    time.sleep(1)
-    heap_base = used_heap(c)
-    peak = {"heap": heap_base, "rss": rss_kib(nifi.pid), "live": 0}
-    stop = threading.Event()
-
-    def sample() -> None:
-        forced = time.monotonic()
-        while not stop.is_set():
-            try:
-                peak["heap"] = max(peak["heap"], used_heap(c))
-                peak["rss"] = max(peak["rss"], rss_kib(nifi.pid))
-                if live_heap_every > 0 and time.monotonic() - forced >= live_heap_every:
-                    # What the heap holds while draining: used heap right after a full GC (no garbage in it).
-                    jcmd_gc(nifi.pid)
-                    forced = time.monotonic()
-                    peak["live"] = max(peak["live"], used_heap(c))
-            except Exception:  # noqa: BLE001 - a missed sample is not a failure
-                pass
-            stop.wait(0.25)
-
-    sampler = threading.Thread(target=sample, daemon=True)
+    sampler = PeakSampler(nifi, live_heap_every)
+    peak, heap_base = sampler.peak, sampler.heap_base
     cpu0, src0, throttled0, t0 = cpu_seconds(nifi.pid), source.cpu(), source.throttled(), time.monotonic()
     sampler.start()
     perf = nifi_profile.Recording(nifi.pid, profile) if profile else None
@@ -211,7 +232,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
     done, first = 0, None
     while done < source.records:
         if time.monotonic() - t0 > timeout:
-            stop.set()
+            sampler.stop()
             raise SystemExit(f"{strategy}, {source.shards} shards: only {done} of {source.records} records after {timeout} s")
         time.sleep(0.2)
         done = records_consumed(c, pid)
@@ -221,8 +242,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
     cpu, src = cpu_seconds(nifi.pid) - cpu0, source.cpu() - src0
     if perf is not None:
         perf.stop()
-    stop.set()
-    sampler.join()
+    sampler.stop()
     idle_consumer = caught_up(nifi, source, caught_up_seconds, idle) if caught_up_seconds > 0 else {}
     c.stop_processor(pid)
     c.delete_processor(pid)

@@ -9,10 +9,5 @@
 #     DYNAMODB_PORT=14571 tests/services/local-services.sh stop
 #   bench/e2e-consume.sh [--records 100000] [--shards 16] [--runs 3] [--strategies FLOW_FILE,LINE_DELIMITED] [--keep-services]
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$repo/build/java-home.sh"
-export PYTHONDONTWRITEBYTECODE=1
-export KINESIS_PORT="${BENCH_KINESIS_PORT:-14568}" KINESIS_TLS_PORT="${BENCH_KINESIS_TLS_PORT:-14567}"
-export DYNAMODB_PORT="${BENCH_DYNAMODB_PORT:-14571}"
-export SERVICES_STATE_DIR="${BENCH_SERVICES_STATE_DIR:-$repo/tests/.work/bench-services}"
+source "$(dirname "${BASH_SOURCE[0]}")/bench-env.sh"  # Java, the ports and state directory above
 exec python3 "$repo/bench/e2e_consume.py" "$@"

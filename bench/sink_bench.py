@@ -411,15 +411,21 @@ def report(args):
     block = "\n".join(lines)
     print(block)
     if args.write:
-        path = Path(args.write)
-        text = path.read_text()
-        if begin in text and end in text:
-            before, rest = text.split(begin, 1)
-            after = rest.split(end, 1)[1]
-            text = before + block + after
-        else:
-            text = text.rstrip("\n") + f"\n\n{heading}\n\n{block}\n"
-        path.write_text(text)
+        write_between_markers(args.write, begin, end, heading, block)
+
+
+def write_between_markers(path, begin: str, end: str, heading: str, block: str) -> None:
+    """Puts `block` (which starts with `begin` and ends with `end`) in place of the one between these markers in
+    the file, or appends it under `heading` at the end when the markers are not there yet."""
+    path = Path(path)
+    text = path.read_text()
+    if begin in text and end in text:
+        before, rest = text.split(begin, 1)
+        after = rest.split(end, 1)[1]
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{block}\n"
+    path.write_text(text)
 
 
 def main():
