@@ -230,7 +230,8 @@ impl Ledger {
         self.advance(shard_id)
     }
 
-    /// Takes up to `max_bytes` (at least one record) round-robin over the shards and registers the batch.
+    /// Takes up to `max_bytes` of records, by their [`KinesisRecord::cost`] (at least one record, so
+    /// a record larger than `max_bytes` goes alone), round-robin over the shards, and registers the batch.
     pub fn take(&mut self, max_bytes: u64) -> Option<Batch> {
         let ids: Vec<String> = self
             .shards
@@ -255,13 +256,15 @@ impl Ledger {
             let mut records = Vec::new();
             let mut reservations = Vec::new();
             while let Some(front) = state.buffer.front() {
-                let size = front.reservation.bytes();
+                // What the record costs, not what it holds of the budget: a record admitted with an
+                // admission clamped to the whole budget may hold less, or nothing.
+                let size = front.record.cost();
                 if bytes + size > max_bytes && !(records.is_empty() && out.is_empty()) {
                     break;
                 }
                 let b = state.buffer.pop_front().expect("front exists");
                 bytes += size;
-                state.buffered_bytes -= size;
+                state.buffered_bytes -= b.reservation.bytes();
                 reservations.push(b.reservation);
                 records.push(b.record);
             }
@@ -631,6 +634,51 @@ mod tests {
             Some(Next::Write(w)) => w,
             other => panic!("expected a checkpoint write, got {other:?}"),
         }
+    }
+
+    /// A record (or a KPL aggregate's expansion) larger than the whole budget is admitted alone with
+    /// the whole budget, clamped: the records split from it after the budget's bytes run out hold
+    /// none. Batches are still cut by what the records cost, so Max Batch Size holds for them too,
+    /// and a record larger than Max Batch Size goes alone.
+    #[tokio::test]
+    async fn batches_keep_to_max_batch_size_when_an_admission_was_clamped_to_the_budget() {
+        let budget = crate::consumer::budget::MemoryBudget::new(1000);
+        let mut l = Ledger::new();
+        let start = l.start(lease("s", 1), None, vec![], None);
+        let mut whole = budget.reserve(10 * 430).await; // ten records of 430 bytes: clamped to 1000
+        let buffered: Vec<Buffered> = (1..=10u64)
+            .map(|seq| {
+                let record = KinesisRecord {
+                    sequence_number: "1".into(), // the sub-records of one aggregate
+                    sub_sequence_number: Some(seq),
+                    partition_key: "k".into(),
+                    approximate_arrival_ms: 0,
+                    data: vec![b'x'; 300],
+                };
+                assert_eq!(record.cost(), 430);
+                Buffered { reservation: whole.split(record.cost()), record }
+            })
+            .collect();
+        assert_eq!(budget.available(), 0);
+        l.push("s", start.generation, buffered, 0, None);
+        let mut sizes = Vec::new();
+        while let Some(batch) = l.take(500) {
+            sizes.push(batch.shards.iter().map(|s| s.records.len()).sum::<usize>());
+            l.ack(batch.id);
+        }
+        assert_eq!(sizes, vec![1; 10], "430-byte records, 500-byte batches: one a batch");
+        assert_eq!(budget.available(), 1000, "all given back");
+        let mut big = budget.reserve(5000).await;
+        let record = KinesisRecord {
+            sequence_number: "11".into(),
+            sub_sequence_number: None,
+            partition_key: "k".into(),
+            approximate_arrival_ms: 0,
+            data: vec![b'y'; 4800],
+        };
+        l.push("s", start.generation, vec![Buffered { reservation: big.split(record.cost()), record }], 0, None);
+        let batch = l.take(500).expect("a record larger than a batch goes alone");
+        assert_eq!(batch.shards[0].records.len(), 1);
     }
 
     #[test]
