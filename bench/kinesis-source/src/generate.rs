@@ -527,4 +527,31 @@ mod tests {
         assert_eq!(g.first_arrival_at_or_after(0, t0 + 6), 3);
         assert_eq!(g.first_arrival_at_or_after(0, t0 + 1_000_000), 10);
     }
+
+    #[test]
+    fn aggregates_stay_within_the_overhead_validation_counts() {
+        use crate::spec::aggregate_overhead;
+        for (keys, n, size) in [(KeyScheme::ShardPool(16), 100_000u32, 80usize), (KeyScheme::Unique, 2_000, 10)] {
+            let spec = StreamSpec {
+                keys,
+                records_per_aggregate: n,
+                record_size: size,
+                aggregate_share: 1.0,
+                max_record_size_kib: 10240,
+                ..test_spec()
+            }
+            .validate()
+            .unwrap();
+            let g = Generator::new(spec);
+            let mut data = Vec::new();
+            g.kinesis_record_into(3, 49, &mut data);
+            assert!(
+                data.len() <= n as usize * size + aggregate_overhead(n, keys),
+                "{keys:?}: {} bytes, counted {}",
+                data.len(),
+                n as usize * size + aggregate_overhead(n, keys)
+            );
+            assert_eq!(kpl::decode(&data).unwrap().records.len(), n as usize);
+        }
+    }
 }

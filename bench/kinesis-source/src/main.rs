@@ -31,9 +31,13 @@ struct Args {
     /// Kinesis records over the whole stream, spread evenly over the shards.
     #[arg(long)]
     records_total: Option<u64>,
-    /// Bytes of data per user record.
+    /// Bytes of data per user record (at most the stream's maximum record size).
     #[arg(long, default_value_t = 1024)]
     record_size: usize,
+    /// The stream's maximum record size in KiB (MaxRecordSizeInKiB, 1024..=10240): no record's data (a
+    /// whole aggregate's included) may be longer.
+    #[arg(long, default_value_t = kinesis_source::spec::DEFAULT_MAX_RECORD_SIZE_KIB)]
+    max_record_size_kib: u32,
     /// Share (0..1) of the Kinesis records that are KPL aggregates.
     #[arg(long, default_value_t = 0.0)]
     aggregate_share: f64,
@@ -104,6 +108,7 @@ fn spec(args: &Args) -> Result<StreamSpec, String> {
         seed: args.seed,
         created_at_ms: 0,
         arrival_interval_ms: args.arrival_interval_ms,
+        max_record_size_kib: args.max_record_size_kib,
     };
     spec.created_at_ms = match args.created_at_ms {
         Some(ms) => ms,

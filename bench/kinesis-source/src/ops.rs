@@ -229,6 +229,9 @@ pub struct StreamDescriptionSummary {
     pub encryption_type: &'static str,
     pub open_shard_count: u32,
     pub consumer_count: u32,
+    /// The stream's maximum record size (`--max-record-size-kib`), as Kinesis reports it.
+    #[serde(rename = "MaxRecordSizeInKiB")]
+    pub max_record_size_in_kib: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -547,6 +550,7 @@ impl Source {
                 encryption_type: "NONE",
                 open_shard_count: spec.shard_count,
                 consumer_count: 0,
+                max_record_size_in_kib: spec.max_record_size_kib,
             },
         })
     }
@@ -638,8 +642,9 @@ impl Source {
         ))
     }
 
-    /// Up to `limit` records from the iterator's position, stopping once the data reaches `max_bytes`
-    /// (at least one record is returned if any remains).
+    /// Up to `limit` records from the iterator's position whose data stays within `max_bytes`, and at
+    /// least one record if any remains: a record that alone is larger (a 10 MiB record in a 2 MiB
+    /// fan-out event) goes alone.
     pub fn read_batch(&self, it: ShardIterator, limit: u64, max_bytes: usize) -> RecordBatch {
         let g = &self.generator;
         let count = self.available(it.shard);
@@ -647,11 +652,15 @@ impl Source {
         let mut batch = RecordBatch::default();
         let wanted = (end.saturating_sub(it.position)) as usize;
         batch.records.reserve(wanted);
-        batch.data.reserve(wanted.saturating_mul(g.spec().record_size).min(max_bytes + crate::spec::MAX_RECORD_BYTES));
+        batch.data.reserve(wanted.saturating_mul(g.spec().record_size).min(max_bytes.max(g.spec().max_record_bytes())));
         let mut next = it.position;
         while next < end && batch.data.len() < max_bytes {
             let data_start = batch.data.len();
             let key = g.kinesis_record_into(it.shard, next, &mut batch.data);
+            if batch.data.len() > max_bytes && !batch.records.is_empty() {
+                batch.data.truncate(data_start); // over the cap: it opens the next answer
+                break;
+            }
             let key_start = batch.keys.len();
             batch.keys.push_str(&key);
             batch.records.push(BatchRecord {
@@ -819,6 +828,36 @@ mod tests {
         let s = Source::new(Generator::new(spec), false);
         let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000, MAX_BATCH_BYTES);
         assert_eq!(batch.records.len(), 10);
+    }
+
+    #[test]
+    fn an_answer_stays_within_its_cap_but_always_holds_a_record() {
+        let spec = |size| StreamSpec {
+            record_size: size,
+            aggregate_share: 0.0,
+            records: RecordCount::PerShard(4),
+            max_record_size_kib: 10240,
+            ..test_spec()
+        };
+        let s = Source::new(Generator::new(spec(1024 * 1024 + 1)), false);
+        let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000, MAX_BATCH_BYTES);
+        assert_eq!(batch.records.len(), 4, "4 MiB and 4 bytes fit in 10 MiB");
+        let s = Source::new(Generator::new(spec(4 * 1024 * 1024)), false);
+        let batch = s.read_batch(ShardIterator { shard: 0, position: 0 }, 10_000, MAX_BATCH_BYTES);
+        assert_eq!((batch.records.len(), batch.data.len()), (2, 8 * 1024 * 1024), "a third would exceed 10 MiB");
+        let s = Source::new(Generator::new(spec(MAX_BATCH_BYTES)), false);
+        for position in 0..4 {
+            let batch = s.read_batch(ShardIterator { shard: 1, position }, 10_000, MAX_BATCH_BYTES);
+            assert_eq!((batch.records.len(), batch.data.len()), (1, MAX_BATCH_BYTES), "a 10 MiB record per answer");
+        }
+        let event = s.read_batch(ShardIterator { shard: 1, position: 0 }, 10_000, fan_out::EVENT_MAX_BYTES);
+        assert_eq!(event.records.len(), 1, "a record larger than a fan-out event's 2 MiB goes alone");
+        let Reply::DescribeStreamSummary(summary) =
+            s.handle(Operation::DescribeStreamSummary, json!({"StreamName": "bench"})).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(summary.stream_description_summary.max_record_size_in_kib, 10240);
     }
 
     #[test]

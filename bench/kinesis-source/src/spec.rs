@@ -4,8 +4,12 @@
 
 use thiserror::Error;
 
-/// Kinesis' limit on a record's data blob (and so on a whole KPL aggregate): 1 MiB.
-pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+/// The largest record any stream may hold: 10 MiB, when its `MaxRecordSizeInKiB` is 10240.
+pub const MAX_RECORD_BYTES: usize = 10 * 1024 * 1024;
+/// A stream's maximum record size in KiB (`MaxRecordSizeInKiB`, raised with UpdateMaxRecordSize):
+/// 1024 to 10240, 1024 unless raised.
+pub const MAX_RECORD_SIZE_KIB_RANGE: std::ops::RangeInclusive<u32> = 1024..=10240;
+pub const DEFAULT_MAX_RECORD_SIZE_KIB: u32 = 1024;
 /// The most shards a stream may have here (the sequence-number layout keeps 6 digits for the shard).
 pub const MAX_SHARDS: u32 = 999_999;
 
@@ -102,20 +106,29 @@ pub struct StreamSpec {
     pub created_at_ms: u64,
     /// Arrival times step by this much from one record to the next of a shard.
     pub arrival_interval_ms: u64,
+    /// The stream's `MaxRecordSizeInKiB` (DescribeStreamSummary): no record's data (a plain record's,
+    /// or a whole KPL aggregate's) is longer than this many KiB.
+    pub max_record_size_kib: u32,
 }
 
 #[derive(Debug, Error, PartialEq)]
 pub enum SpecError {
     #[error("shard count must be 1..={MAX_SHARDS}, not {0}")]
     ShardCount(u32),
-    #[error("record size must be at least 1 byte and at most {MAX_RECORD_BYTES}, not {0}")]
-    RecordSize(usize),
+    #[error(
+        "record size must be at least 1 byte and at most the stream's maximum record size ({max} bytes), not {size}"
+    )]
+    RecordSize { size: usize, max: usize },
+    #[error("the maximum record size must be 1024..=10240 KiB (MaxRecordSizeInKiB), not {0}")]
+    MaxRecordSize(u32),
     #[error("aggregate share must be within 0..=1, not {0}")]
     AggregateShare(f64),
     #[error("records per aggregate must be 1..=100000, not {0}")]
     RecordsPerAggregate(u32),
-    #[error("an aggregate of {records} records of {size} bytes would exceed Kinesis' 1 MiB record limit")]
-    AggregateTooLarge { records: u32, size: usize },
+    #[error(
+        "an aggregate of {records} records of {size} bytes would exceed the stream's maximum record size ({max} bytes)"
+    )]
+    AggregateTooLarge { records: u32, size: usize, max: usize },
     #[error("unknown partition-key scheme {0:?} (use shard-pool[:K] or unique)")]
     KeyScheme(String),
     #[error("{shards} shards × {keys} pool keys is too many keys to search for (at most 4,000,000)")]
@@ -129,9 +142,18 @@ pub enum SpecError {
 }
 
 /// Upper bound on the protobuf and KPL framing an aggregate adds to its user records' data.
-pub fn aggregate_overhead(records: u32) -> usize {
-    // magic + MD5 + per record: two tags and lengths, a key-table entry (key up to 64 bytes + EHK 39 digits)
-    4 + 16 + records as usize * (16 + 64 + 48)
+pub fn aggregate_overhead(records: u32, keys: KeyScheme) -> usize {
+    let n = records as usize;
+    // Magic + MD5, then per record its message: tag and length (1 + 5), the key index (1 + 3), the
+    // explicit hash key index (1 + 3) and the data's tag and length (1 + 5).
+    let framing = 4 + 16 + n * 20;
+    // Key-table entries (tag, length, key of at most 64 bytes): shared within a shard's pool; with unique
+    // keys one per record, plus an explicit hash key (tag, length, at most 39 digits) each.
+    framing
+        + match keys {
+            KeyScheme::ShardPool(k) => n.min(k as usize) * (2 + 64),
+            KeyScheme::Unique => n * (2 + 64 + 2 + 39),
+        }
 }
 
 impl StreamSpec {
@@ -140,8 +162,12 @@ impl StreamSpec {
         if self.shard_count == 0 || self.shard_count > MAX_SHARDS {
             return Err(SpecError::ShardCount(self.shard_count));
         }
-        if self.record_size == 0 || self.record_size > MAX_RECORD_BYTES {
-            return Err(SpecError::RecordSize(self.record_size));
+        if !MAX_RECORD_SIZE_KIB_RANGE.contains(&self.max_record_size_kib) {
+            return Err(SpecError::MaxRecordSize(self.max_record_size_kib));
+        }
+        let max = self.max_record_bytes();
+        if self.record_size == 0 || self.record_size > max {
+            return Err(SpecError::RecordSize { size: self.record_size, max });
         }
         if self.payload != Payload::Ascii && self.record_size < MIN_STRUCTURED_RECORD_BYTES {
             return Err(SpecError::PayloadTooSmall { payload: self.payload.name(), size: self.record_size });
@@ -154,8 +180,8 @@ impl StreamSpec {
         }
         if self.aggregate_share > 0.0 {
             let n = self.records_per_aggregate;
-            if n as usize * self.record_size + aggregate_overhead(n) > MAX_RECORD_BYTES {
-                return Err(SpecError::AggregateTooLarge { records: n, size: self.record_size });
+            if n as usize * self.record_size + aggregate_overhead(n, self.keys) > max {
+                return Err(SpecError::AggregateTooLarge { records: n, size: self.record_size, max });
             }
         }
         if let KeyScheme::ShardPool(k) = self.keys {
@@ -183,6 +209,11 @@ impl StreamSpec {
         }
     }
 
+    /// The stream's maximum record size in bytes (`MaxRecordSizeInKiB` x 1024).
+    pub fn max_record_bytes(&self) -> usize {
+        self.max_record_size_kib as usize * 1024
+    }
+
     pub fn stream_arn(&self) -> String {
         format!("arn:aws:kinesis:{}:{}:stream/{}", self.region, self.account_id, self.stream_name)
     }
@@ -204,6 +235,7 @@ pub(crate) fn test_spec() -> StreamSpec {
         seed: 7,
         created_at_ms: 1_700_000_000_000,
         arrival_interval_ms: 2,
+        max_record_size_kib: DEFAULT_MAX_RECORD_SIZE_KIB,
     }
 }
 
@@ -242,11 +274,43 @@ mod tests {
         assert!(StreamSpec { record_size: 0, ..test_spec() }.validate().is_err());
         assert!(StreamSpec { record_size: 600_000, records_per_aggregate: 2, ..test_spec() }.validate().is_err());
         // no aggregates: a record may then use the whole 1 MiB
-        assert!(StreamSpec { record_size: MAX_RECORD_BYTES, aggregate_share: 0.0, ..test_spec() }.validate().is_ok());
+        assert!(StreamSpec { record_size: 1024 * 1024, aggregate_share: 0.0, ..test_spec() }.validate().is_ok());
         assert!(StreamSpec { stream_name: "a b".into(), ..test_spec() }.validate().is_err());
         assert!(StreamSpec { payload: Payload::Json, record_size: 79, ..test_spec() }.validate().is_err());
         assert!(StreamSpec { payload: Payload::Avro, record_size: 80, ..test_spec() }.validate().is_ok());
         assert!(StreamSpec { payload: Payload::Ascii, record_size: 1, ..test_spec() }.validate().is_ok());
         assert!(test_spec().validate().is_ok());
+    }
+
+    #[test]
+    fn records_may_be_as_large_as_the_streams_maximum_record_size() {
+        let plain = |size, kib| {
+            StreamSpec { record_size: size, max_record_size_kib: kib, aggregate_share: 0.0, ..test_spec() }.validate()
+        };
+        let mib = 1024 * 1024;
+        assert!(plain(mib, 1024).is_ok(), "exactly 1 MiB in a stream of the default maximum");
+        assert_eq!(plain(mib + 1, 1024), Err(SpecError::RecordSize { size: mib + 1, max: mib }));
+        assert!(plain(mib + 1, 1025).is_ok());
+        assert!(plain(MAX_RECORD_BYTES, 10240).is_ok(), "10 MiB once raised to 10240 KiB");
+        assert_eq!(
+            plain(MAX_RECORD_BYTES + 1, 10240),
+            Err(SpecError::RecordSize { size: MAX_RECORD_BYTES + 1, max: MAX_RECORD_BYTES })
+        );
+        assert_eq!(plain(100, 1023), Err(SpecError::MaxRecordSize(1023)));
+        assert_eq!(plain(100, 10241), Err(SpecError::MaxRecordSize(10241)));
+        // a 10 MiB stream holds an aggregate of 100,000 user records of 80 bytes, a 1 MiB one does not
+        let aggregates = |kib| {
+            StreamSpec {
+                record_size: 80,
+                records_per_aggregate: 100_000,
+                aggregate_share: 1.0,
+                keys: KeyScheme::ShardPool(16),
+                max_record_size_kib: kib,
+                ..test_spec()
+            }
+            .validate()
+        };
+        assert!(aggregates(10240).is_ok());
+        assert!(matches!(aggregates(1024), Err(SpecError::AggregateTooLarge { .. })));
     }
 }

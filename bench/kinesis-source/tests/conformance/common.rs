@@ -62,6 +62,7 @@ pub fn args(spec: &StreamSpec) -> Vec<String> {
         ("--seed", spec.seed.to_string()),
         ("--created-at-ms", spec.created_at_ms.to_string()),
         ("--arrival-interval-ms", spec.arrival_interval_ms.to_string()),
+        ("--max-record-size-kib", spec.max_record_size_kib.to_string()),
         ("--threads", "1".into()),
     ]
     .into_iter()
@@ -85,6 +86,7 @@ pub fn small_stream(keys: KeyScheme, seed: u64) -> StreamSpec {
         seed,
         created_at_ms: 1_767_225_600_000,
         arrival_interval_ms: 3,
+        max_record_size_kib: kinesis_source::spec::DEFAULT_MAX_RECORD_SIZE_KIB,
     }
     .validate()
     .expect("a valid spec")
