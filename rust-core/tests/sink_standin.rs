@@ -1042,3 +1042,175 @@ fn two_writers_on_one_channel_converge_and_load_every_record_once() {
     a.stop();
     b.stop();
 }
+
+// ---------------------------------------------------------------- rows up to Kinesis' 10 MiB (issue 38)
+
+/// `n` characters zstd cannot shrink much (~6 of 8 bits each), JSON-safe: xorshift noise over 64 letters.
+fn noise(n: usize, seed: u64) -> String {
+    const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut state = seed | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            LETTERS[(state % 64) as usize] as char
+        })
+        .collect()
+}
+
+/// `record`, naming the record its lease read before it as ConsumeKinesis does (`kinesnow.previous.*`);
+/// of a stream of its own, since records passed over are noted for the whole process.
+fn record_after(id: i64, seq: u64, previous: Option<u64>, body: Value) -> FlowFileIn {
+    let mut flow_file = record(id, "shardId-000000000000", seq, body);
+    flow_file.attributes.insert("aws.kinesis.stream.name".into(), "oversized".into());
+    let previous = previous.map(|p| format!("4959{p:012}")).unwrap_or_default();
+    flow_file.attributes.insert("kinesnow.previous.sequence.number".into(), previous);
+    flow_file
+}
+
+/// A FlowFile of no Kinesis record (loaded at least once): its one row is `content` as it is.
+fn plain(id: i64, content: String) -> FlowFileIn {
+    FlowFileIn { id, attributes: HashMap::new(), content: content.into_bytes() }
+}
+
+/// The rows' `N` column, in load order.
+fn loaded_ns(standin: &Standin) -> Vec<u64> {
+    let rows = standin.query(&format!("SELECT N FROM {TABLE} ORDER BY SEQ"));
+    rows.iter().map(|r| r["N"].as_u64().unwrap()).collect()
+}
+
+fn sent_sizes(standin: &Standin, header: &str) -> Vec<u64> {
+    standin
+        .requests("/rows")
+        .iter()
+        .filter_map(|r| r["headers"][header].as_str().and_then(|v| v.parse().ok()))
+        .collect()
+}
+
+#[test]
+fn a_row_too_large_for_any_request_fails_alone_and_the_rows_around_it_load_once_in_order() {
+    let standin = Standin::start("oversized", 200);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[("Max Batch Size", "16 MB"), ("Max Latency", "500 ms")]));
+    // 6 MB of noise is ~4.5 MB after zstd: over Snowflake's 4 MB per request even alone.
+    let big = noise(6_000_000, 3);
+    sink.submit(vec![
+        record(1, "shardId-000000000000", 1, json!({"n": 1, "seq": 1})),
+        record(2, "shardId-000000000000", 2, json!({"n": 2, "seq": 2})),
+        record(3, "shardId-000000000000", 3, json!({"n": 3, "seq": 3, "blob": big})),
+        record(4, "shardId-000000000000", 4, json!({"n": 4, "seq": 4})),
+        record(5, "shardId-000000000000", 5, json!({"n": 5, "seq": 5})),
+    ]);
+    let outcomes = sink.outcomes(5, Duration::from_secs(60));
+    for id in [1, 2, 4, 5] {
+        assert_eq!(outcomes[&id].route, Route::Success, "FlowFile {id}: {outcomes:?}");
+    }
+    let refused = &outcomes[&3];
+    assert_eq!(refused.route, Route::Failure, "{refused:?}");
+    for part in ["after zstd", "4,000,000 bytes", "Split the record", "none of its 1 row"] {
+        assert!(refused.message.contains(part), "'{part}' in: {}", refused.message);
+    }
+    assert_eq!(refused.rows_sent, 0);
+    assert_eq!(loaded_ns(&standin), vec![1, 2, 4, 5], "the others loaded once, in order");
+    let appends = standin.requests("/rows");
+    assert!(appends.iter().all(|r| r["status"] == 200), "nothing was sent that Snowflake refuses as too large");
+    assert!(sent_sizes(&standin, "content-length").iter().all(|&n| n <= 4_000_000));
+}
+
+#[test]
+fn the_flow_files_after_a_refused_record_follow_on_without_waiting_for_it() {
+    let standin = Standin::start("oversized-order", 200);
+    create_events(&standin, "");
+    // Order Wait as long as the test: a FlowFile that waited for the refused one would time out.
+    let sink = Sink::start(&config(&standin, &[("Order Wait", "10 min"), ("Max Latency", "100 ms")]));
+    sink.submit(vec![record_after(1, 1, None, json!({"n": 1, "seq": 1}))]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(30))[&1].route, Route::Success);
+    sink.submit(vec![
+        record_after(2, 2, Some(1), json!({"n": 2, "seq": 2, "blob": noise(6_000_000, 5)})),
+        record_after(3, 3, Some(2), json!({"n": 3, "seq": 3})),
+        record_after(4, 4, Some(3), json!({"n": 4, "seq": 4})),
+    ]);
+    let outcomes = sink.outcomes(3, Duration::from_secs(30));
+    assert_eq!(outcomes[&2].route, Route::Failure, "{outcomes:?}");
+    assert_eq!((outcomes[&3].route, outcomes[&4].route), (Route::Success, Route::Success), "{outcomes:?}");
+    assert_eq!(outcomes[&4].rows_skipped, 0);
+    assert_eq!(loaded_ns(&standin), vec![1, 3, 4]);
+    // Sent back from failure, it is refused again and never counted as loaded.
+    sink.submit(vec![record_after(5, 2, Some(1), json!({"n": 2, "seq": 2, "blob": noise(6_000_000, 5)}))]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(30))[&5].route, Route::Failure);
+    assert_eq!(loaded_ns(&standin), vec![1, 3, 4]);
+}
+
+#[test]
+fn a_ten_mebibyte_compressible_row_loads_in_one_request_and_large_rows_in_several() {
+    let standin = Standin::start("large-rows", 200);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[("Max Batch Size", "16 MB"), ("Max Latency", "500 ms")]));
+    let text = "the same words again and again; ".repeat(10 * 1024 * 1024 / 32);
+    let flow_files: Vec<_> =
+        (1..=4).map(|n| record(n, "shardId-000000000000", n as u64, json!({"n": n, "seq": n, "text": text}))).collect();
+    sink.submit(flow_files);
+    let outcomes = sink.outcomes(4, Duration::from_secs(90));
+    assert_eq!(routes(&outcomes, Route::Success), 4, "{outcomes:?}");
+    assert_eq!(loaded_ns(&standin), vec![1, 2, 3, 4]);
+    let raw = sent_sizes(&standin, "x-snowflake-uncompressed-content-length");
+    assert!(raw.len() >= 3, "16 MB at most before compression: 40 MiB in several requests: {raw:?}");
+    assert!(raw.iter().all(|&n| n <= 16_000_000), "{raw:?}");
+    assert!(raw.iter().all(|&n| n > 10 * 1024 * 1024), "each row of 10 MiB went whole in one request: {raw:?}");
+    assert!(sent_sizes(&standin, "content-length").iter().all(|&n| n <= 4_000_000));
+    let stored = standin.query(&format!("SELECT N FROM {TABLE} WHERE N = 1"));
+    assert_eq!(stored.len(), 1);
+}
+
+/// The first length of noise whose plain row is more than `cap` bytes as `measure` counts it.
+fn first_over(cap: u64, low: usize, high: usize, seed: u64, measure: impl Fn(&str) -> u64) -> usize {
+    let (mut low, mut high) = (low, high);
+    let size = |n: usize| measure(&format!("{{\"N\":1,\"SEQ\":1,\"blob\":\"{}\"}}", noise(n, seed)));
+    assert!(size(low) <= cap && size(high) > cap);
+    while high - low > 1 {
+        let mid = (low + high) / 2;
+        if size(mid) > cap {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    high
+}
+
+#[test]
+fn each_request_cap_is_a_boundary_a_row_may_reach_but_not_pass() {
+    use kinesnow_core::snowflake::request_size::compressed_len;
+    let standin = Standin::start("row-caps", 200);
+    create_events(&standin, "");
+    let sink = Sink::start(&config(&standin, &[("Max Latency", "100 ms")]));
+    let row = |n: usize, seed: u64| format!("{{\"N\":1,\"SEQ\":1,\"blob\":\"{}\"}}", noise(n, seed));
+    let zstd = |json: &str| compressed_len(format!("{json}\n").as_bytes()).unwrap() as u64;
+    // Compressed: the longest row at most 4,000,000 bytes after zstd loads, one character more fails.
+    let over = first_over(4_000_000, 4_000_000, 6_000_000, 9, zstd);
+    sink.submit(vec![plain(1, row(over - 1, 9))]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(60))[&1].route, Route::Success);
+    let sent = sent_sizes(&standin, "content-length");
+    assert_eq!(sent, vec![zstd(&row(over - 1, 9))], "sent as measured");
+    assert!(sent[0] > 3_999_900 && sent[0] <= 4_000_000, "{sent:?}");
+    sink.submit(vec![plain(2, row(over, 9))]);
+    let failed = &sink.outcomes(1, Duration::from_secs(60))[&2];
+    assert_eq!(failed.route, Route::Failure, "{failed:?}");
+    assert!(failed.message.contains("after zstd"), "{}", failed.message);
+    // Uncompressed: 16,000,000 bytes of NDJSON (newline included) load, one more fails unsent.
+    let text = |len: usize| {
+        let (head, tail) = (r#"{"N":3,"SEQ":3,"blob":""#, r#""}"#);
+        format!("{head}{}{tail}", "z".repeat(len - head.len() - tail.len()))
+    };
+    assert_eq!(text(15_999_999).len(), 15_999_999);
+    sink.submit(vec![plain(3, text(15_999_999))]);
+    assert_eq!(sink.outcomes(1, Duration::from_secs(60))[&3].route, Route::Success);
+    sink.submit(vec![plain(4, text(16_000_000))]);
+    let failed = &sink.outcomes(1, Duration::from_secs(60))[&4];
+    assert_eq!(failed.route, Route::Failure, "{failed:?}");
+    assert!(failed.message.contains("16,000,000 bytes"), "{}", failed.message);
+    let raw = sent_sizes(&standin, "x-snowflake-uncompressed-content-length");
+    assert_eq!(raw, vec![row(over - 1, 9).len() as u64 + 1, 16_000_000], "only the rows that fit were sent");
+    assert!(standin.requests("/rows").iter().all(|r| r["status"] == 200));
+}

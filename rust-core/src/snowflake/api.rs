@@ -22,9 +22,18 @@ use crate::counters::SinkCounters;
 use crate::error::{Classify, ErrorClass};
 use crate::kinesis::limiter::Backoff;
 
-/// Snowflake REST caps a request at 4 MB compressed.
+/// Snowflake caps an append request at 4 MB as sent over the network, after compression: "REST
+/// payload limit: 4 MB per request", a hard per-request cap not raised on request (Snowflake's
+/// "Limitations and considerations for Snowpipe Streaming with high-performance architecture",
+/// <https://docs.snowflake.com/en/user-guide/snowpipe-streaming/snowpipe-streaming-high-performance-limitations>).
+/// Read as 4,000,000 bytes, the smaller of the two readings of "MB".
 pub const MAX_COMPRESSED_REQUEST: usize = 4 * 1000 * 1000;
-/// ... and at 16 MB as sent before compression.
+/// Snowflake's REST reference says "the maximum allowed size for a single request payload is 16
+/// MB" without saying before or after compression ("Snowpipe Streaming REST API endpoints",
+/// <https://docs.snowflake.com/en/user-guide/snowpipe-streaming/snowpipe-streaming-high-performance-rest-api>);
+/// after compression the 4 MB cap above is the smaller, so it is taken here as the cap on the
+/// payload before compression (what `x-snowflake-uncompressed-content-length` declares), read as
+/// 16,000,000 bytes. Max Batch Size is clamped to it.
 pub const MAX_UNCOMPRESSED_REQUEST: usize = 16 * 1000 * 1000;
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -3,9 +3,9 @@
 //! calls.
 //!
 //! It appends at most ten requests a second, each at most Max Batch Size before and 4 MB after
-//! zstd, with the offset token of the highest row in it. Opening (and every reopen, after a stale
-//! continuation token, a vanished channel, a pipe failover or a commit that never came) reads the
-//! committed token, and the book lines the queue up from it, so a replay never loads a row twice.
+//! zstd (`request_size`; a row larger than Max Batch Size goes alone), with the offset token of the
+//! highest row in it. Opening (and every reopen, after a stale continuation token, a vanished
+//! channel, a pipe failover or a commit that never came) reads the committed token, and the book lines the queue up from it, so a replay never loads a row twice.
 //! With nothing queued for the idle time, the writer retires (see `writers`).
 
 use std::sync::Arc;
@@ -15,9 +15,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
-use super::api::{ApiError, ChannelStatus, SnowflakeApi, MAX_COMPRESSED_REQUEST, MAX_UNCOMPRESSED_REQUEST};
+use super::api::{ApiError, ChannelStatus, SnowflakeApi, MAX_UNCOMPRESSED_REQUEST};
 use super::book::{ChannelBook, Done, Work};
 use super::offset::OffsetToken;
+use super::request_size::{next_take, Take, TooLarge, ZSTD_LEVEL};
 use super::rows::Delivery;
 use super::status::StatusWatch;
 use super::views::{ChannelViews, ViewEntry};
@@ -27,11 +28,6 @@ use crate::counters::SinkCounters;
 use crate::kinesis::limiter::Backoff;
 
 pub use super::book::{Outcome, Route};
-
-/// zstd level of append requests. Level 1 compresses NDJSON rows of about 1 KiB 1.6 times as fast as level 3 for
-/// a result 0.4% larger (`zstd -b1 -e3` on `bench/sink_bench.py`'s rows), and compression was the largest part of
-/// the engine's CPU per row (BENCHMARKS.md, "With the stand-in in bench mode").
-const ZSTD_LEVEL: i32 = 1;
 
 #[derive(Clone)]
 pub struct ChannelSettings {
@@ -233,9 +229,27 @@ impl ChannelWriter {
                     return;
                 }
             };
-            if compressed.len() > MAX_COMPRESSED_REQUEST && take > 1 {
-                take /= 2;
-                continue;
+            match next_take(take, compressed.len()) {
+                Take::Send => {}
+                Take::Fewer(fewer) => {
+                    take = fewer;
+                    continue;
+                }
+                Take::RowTooLarge => {
+                    // `sink` refuses such a row before it reaches a channel, measured the same way;
+                    // never send one: Snowflake would refuse the request.
+                    let too_large = TooLarge { ndjson: body.len(), compressed: Some(compressed.len()) };
+                    error!(
+                        component = self.settings.component,
+                        "channel {}: a row too large for any append request reached the channel (a bug, please report \
+                         it); the channel's unsent FlowFiles go to failure: {too_large}",
+                        self.name()
+                    );
+                    let done =
+                        self.book.fail_unsent(&format!("a row is too large for any append request: {too_large}"));
+                    self.deliver(done);
+                    return;
+                }
             }
             let Some(continuation) = self.continuation.clone() else {
                 self.book.close();

@@ -17,6 +17,7 @@ pub mod lineage;
 pub mod link;
 pub mod naming;
 pub mod offset;
+pub mod request_size;
 pub mod row;
 pub mod row_probe;
 pub mod rows;

@@ -31,7 +31,11 @@ use super::lineage::LineageGate;
 use super::link::{self, Decision};
 use super::naming::ChannelNames;
 use super::offset::OffsetToken;
-use super::rows::{Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_PARENT_SHARDS};
+use super::request_size;
+use super::rows::{
+    Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB,
+    ATTR_PARENT_SHARDS,
+};
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
@@ -386,6 +390,13 @@ impl SinkEngine {
                 "the FlowFile holds no rows; nothing was sent".into(),
             ),
             Prepared::Rows { source, delivery, rows } => {
+                let oversized = rows
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, row)| request_size::check_row(&row.json).err().map(|t| (i, t)));
+                if let Some((index, too_large)) = oversized {
+                    return self.refuse_too_large(&flow_file, &source, delivery, rows.len(), index, too_large);
+                }
                 self.note_taken(&flow_file, &source);
                 let shared = match self.link_decision(&flow_file, &source, delivery, &destination, rows.len()) {
                     Ok(shared) => shared,
@@ -421,6 +432,45 @@ impl SinkEngine {
                 }
             }
         }
+    }
+
+    /// A FlowFile with a row no append request can carry (see `request_size`) goes to failure before
+    /// any of its rows is sent: Snowflake would refuse the request, and a refused append fails every
+    /// unsent row of its channel. When the FlowFile is one record of a shard read exactly once, the
+    /// FlowFiles after it follow on from the record before it, as after a record ConsumeKinesis routed
+    /// to `parse.failure`: it never loads, whoever sends it (its row is refused the same way on every
+    /// node and every time it is sent back), so nothing waits for it. A FlowFile of several rows is a
+    /// FlowFile gone to failure as any other: the ones after it wait for it (Order Wait).
+    fn refuse_too_large(
+        &self,
+        flow_file: &FlowFileIn,
+        source: &Source,
+        delivery: Delivery,
+        rows: usize,
+        index: usize,
+        too_large: request_size::TooLarge,
+    ) {
+        let id = flow_file.id;
+        let message = format!(
+            "row {} of {rows} is too large for any Snowflake append request: {too_large}; none of its {rows} row(s) \
+             were sent. Split the record upstream into smaller ones (Snowflake takes at most 4 MB per request after \
+             compression), or make its content compress better",
+            index + 1
+        );
+        error!(component = self.settings.component, "FlowFile {id} goes to failure without being sent: {message}");
+        if let (1, Delivery::ExactlyOnce, Source::Shard { stream, shard_id, .. }) = (rows, delivery, source) {
+            let attributes = &flow_file.attributes;
+            let last = attributes.get(ATTR_LAST_SEQUENCE).map(|s| s.trim()).filter(|s| !s.is_empty()).map(|s| {
+                Position::new(s, attributes.get(ATTR_LAST_SUB).and_then(|sub| sub.trim().parse::<u64>().ok()))
+            });
+            if let (Some(previous), Some(last)) = (super::rows::previous_record(attributes), last) {
+                self.settings.board.parse_failures().note(stream, shard_id, previous, &last);
+                if let Some(t) = link::tracked(attributes) {
+                    self.settings.board.lock().skipped(&t.key, &t.shard_id, t.tenure, t.previous, t.last);
+                }
+            }
+        }
+        self.immediate(id, Route::Failure, String::new(), message);
     }
 
     /// Hands the FlowFile to its channel's writer in its destination, opening the destination if
