@@ -250,7 +250,8 @@ impl ConsumeKinesisConfig {
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 10 * MIB, 1024, 1024 * MIB);
         let max_buffer_size = r.data_size_in(MAX_BUFFER_SIZE, 64 * MIB, MIB, 64 * 1024 * MIB);
         if props.get(MAX_BATCH_SIZE).is_some() || props.get(MAX_BUFFER_SIZE).is_some() {
-            // A record of up to 1 MiB must always fit, and a batch must fit in the buffer.
+            // A batch must fit in the buffer. A record larger than either (Kinesis records reach 10 MiB
+            // when a stream's MaxRecordSizeInKiB is raised) is admitted alone and goes alone in its batch.
             if max_buffer_size < max_batch_size {
                 r.problem(MAX_BUFFER_SIZE, "must be at least Max Batch Size");
             }

@@ -1,6 +1,13 @@
 //! The memory budget of one consumer: every record held by the engine (fetched, buffered, or
 //! handed to NiFi but not yet committed) holds bytes of it. When it is empty, fetching waits, so
 //! memory is bounded by Max Buffer Size whatever the number of shards or NiFi's back-pressure.
+//!
+//! A single record (or KPL expansion) may cost more than the whole budget: Kinesis records reach
+//! 10 MiB when a stream's `MaxRecordSizeInKiB` is raised, and Max Buffer Size may be 1 MiB. Its
+//! reservation is clamped to the whole budget, so it waits until every byte is free (the semaphore
+//! is fair: smaller reservations queued after it wait too) and then holds all of them: it is
+//! admitted alone, nothing else is admitted until it is given back, and the consumer always makes
+//! progress. Records held then total the larger of the budget and that one record's cost.
 
 use std::sync::Arc;
 
@@ -35,7 +42,8 @@ impl MemoryBudget {
         self.semaphore.available_permits() as u64
     }
 
-    /// Waits for `bytes` (clamped to the whole budget, so a single huge record still passes).
+    /// Waits for `bytes`, clamped to the whole budget, so a single record larger than the budget is
+    /// admitted alone once the whole budget is free (see the module doc).
     pub async fn reserve(&self, bytes: u64) -> Reservation {
         let permit = self
             .semaphore
@@ -114,6 +122,27 @@ mod tests {
         assert_eq!(budget.available(), 300, "a failed try takes nothing");
         drop(held);
         assert_eq!(budget.try_reserve(5000).map(|r| r.bytes()), Some(1000), "clamped to the whole budget");
+    }
+
+    /// The rule for a record larger than the budget (a 10 MiB Kinesis record, a 1 MiB budget): it
+    /// waits until the whole budget is free, nothing smaller overtakes it meanwhile, and it is then
+    /// admitted alone.
+    #[tokio::test]
+    async fn a_record_larger_than_the_budget_is_admitted_alone_once_the_budget_is_free() {
+        let budget = MemoryBudget::new(1000);
+        let held = budget.reserve(600).await;
+        let big = {
+            let budget = budget.clone();
+            tokio::spawn(async move { budget.reserve(10_000).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!big.is_finished(), "it waits while 600 bytes are held");
+        assert!(budget.try_reserve(100).is_none(), "nothing smaller overtakes it");
+        drop(held);
+        let big = tokio::time::timeout(Duration::from_secs(5), big).await.expect("admitted once all is free").unwrap();
+        assert_eq!((big.bytes(), budget.available()), (1000, 0), "alone, with the whole budget");
+        drop(big);
+        assert_eq!(budget.available(), 1000);
     }
 
     #[tokio::test]

@@ -87,7 +87,8 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
             },
         };
         // A fetch slot bounds the responses held while decoding and waiting for budget: memory
-        // stays within Max Buffer Size plus (slots x 10 MiB), whatever the number of shards.
+        // stays within Max Buffer Size (or one record admitted alone when a single one is larger,
+        // see `budget`) plus (slots x 10 MiB), whatever the number of shards.
         let slot = tokio::select! {
             s = fetch_turn(&limiter, &shared.fetch_slots) => s,
             _ = stopping.changed() => return,

@@ -28,6 +28,8 @@ mod consumer_lifecycle;
 mod deaggregate_fixtures;
 #[path = "../iam_policy.rs"]
 mod iam_policy;
+#[path = "../large_records.rs"]
+mod large_records;
 #[path = "../lease_migration.rs"]
 mod lease_migration;
 #[path = "../nifi_table.rs"]
