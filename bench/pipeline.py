@@ -234,7 +234,8 @@ def report(args, results: list, lat: list, idle: float, started: float, load_sam
         f"Each throughput run: {args.records} records of {args.record_size} bytes (kinesis-source json payload), "
         f"Kinesis' read limits on (5 GetRecords/s and 2 MiB/s per shard); NiFi heap {args.heap}; idle NiFi "
         f"{idle:.3f} cores. Medians of {args.runs} run(s) after {args.warmup_runs} warm-up round(s) per shard count.",
-        f"Stand-in: bench mode, plain HTTP on 127.0.0.1 (PutSnowflake in NiFi trusts only public roots), **commit lag "
+        f"Stand-in: bench mode, plain HTTP on 127.0.0.1 (PutSnowflake in NiFi trusts only public roots), state "
+        + ("on disk (a DuckDB write per committed batch)" if args.standin_on_disk else "in memory") + ", **commit lag "
         f"{args.commit_lag_ms} ms** (a batch is committed {args.commit_lag_ms} ms after its append, checked every "
         f"{min(100, max(5, args.commit_lag_ms // 4))} ms).",
         "NiFi CPU = utime+stime of the whole NiFi JVM (both processors, NiFi's framework, GC, the engine's threads) "
@@ -305,6 +306,9 @@ def main() -> None:
     ap.add_argument("--latency-lead-seconds", type=float, default=10,
                     help="a live stream's first records arrive this long after the processors are started")
     ap.add_argument("--commit-lag-ms", type=int, default=1000, help="the stand-in's commit lag")
+    ap.add_argument("--standin-on-disk", action="store_true",
+                    help="give the stand-in a state directory: it then writes every channel's state to DuckDB on disk at "
+                         "each commit, one after the other, which bounds its commits per second (by default all in memory)")
     ap.add_argument("--source-threads", type=int, default=1)
     ap.add_argument("--heap", default="1g")
     ap.add_argument("--timeout", type=float, default=1800)
@@ -329,7 +333,8 @@ def main() -> None:
     standin = nifi = None
     results, lat, load_samples = [], [], []
     try:
-        standin = Standin.start(os.path.join(work, "standin"), commit_lag_ms=args.commit_lag_ms, bench_mode=True)
+        standin = Standin.start(os.path.join(work, "standin"), commit_lag_ms=args.commit_lag_ms, bench_mode=True,
+                                in_memory=not args.standin_on_disk)
         standin.register_user(ACCOUNT, USER, public)
         nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar()], heap=args.heap)
         print(f"NiFi up (PID {nifi.pid}, heap {args.heap}) in {nifi.start_seconds:.0f} s; stand-in {standin.url} "

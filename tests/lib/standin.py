@@ -46,13 +46,16 @@ class Standin:
         self.proc, self.url, self.state_dir, self._log = proc, url, state_dir, log
 
     @classmethod
-    def start(cls, state_dir: str, port: int = 0, commit_lag_ms: int = 1000, bench_mode: bool = False) -> "Standin":
-        """`bench_mode`: --bench-mode (rows counted, not stored: GET /admin/bench-counts and /admin/bench-commits)."""
+    def start(cls, state_dir: str, port: int = 0, commit_lag_ms: int = 1000, bench_mode: bool = False,
+              in_memory: bool = False) -> "Standin":
+        """`bench_mode`: --bench-mode (rows counted, not stored: GET /admin/bench-counts and /admin/bench-commits).
+        `in_memory`: no --state-dir (catalog, channels and tables in memory, nothing written per commit); the log
+        still goes to `state_dir`."""
         binary = standin_binary()
         os.makedirs(state_dir, exist_ok=True)
         log = open(os.path.join(state_dir, "standin.log"), "a")
-        proc = subprocess.Popen([binary, "--plain", "--port", str(port), "--state-dir", state_dir,
-                                 "--commit-lag-ms", str(commit_lag_ms)] + (["--bench-mode"] if bench_mode else []),
+        proc = subprocess.Popen([binary, "--plain", "--port", str(port)] + ([] if in_memory else ["--state-dir", state_dir])
+                                + ["--commit-lag-ms", str(commit_lag_ms)] + (["--bench-mode"] if bench_mode else []),
                                 stdout=subprocess.PIPE, stderr=log, text=True)
         line = proc.stdout.readline()
         m = re.search(r"url=(\S+)", line)
