@@ -7,7 +7,9 @@
 
 pub mod credentials;
 pub mod credentials_service;
+pub mod get_records;
 pub mod http;
+pub mod records_answer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,8 +92,9 @@ pub async fn clients_trusting(settings: &AwsSettings, extra_ca_pem: &str) -> Res
 async fn build(settings: &AwsSettings, extra_ca_pem: Option<Arc<str>>) -> AwsClients {
     let sdk = sdk_config(settings).await;
     let text = |u: &url::Url| u.as_str().trim_end_matches('/').to_owned();
-    let mut kinesis =
-        aws_sdk_kinesis::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
+    let mut kinesis = aws_sdk_kinesis::config::Builder::from(&sdk)
+        .interceptor(http::ProxyRefusal::new(&settings.proxy))
+        .interceptor(get_records::FastRecords);
     let mut dynamodb =
         aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(http::ProxyRefusal::new(&settings.proxy));
     if let Some(url) = &settings.endpoint_override {
