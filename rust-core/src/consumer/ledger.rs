@@ -664,7 +664,7 @@ mod tests {
         let mut sizes = Vec::new();
         while let Some(batch) = l.take(500) {
             sizes.push(batch.shards.iter().map(|s| s.records.len()).sum::<usize>());
-            l.ack(batch.id);
+            l.ack(batch.id).expect("a batch acknowledged once");
         }
         assert_eq!(sizes, vec![1; 10], "430-byte records, 500-byte batches: one a batch");
         assert_eq!(budget.available(), 1000, "all given back");

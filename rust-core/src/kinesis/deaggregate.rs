@@ -709,7 +709,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(planned.expand_into(&mut out), Outcome::Aggregated { count: n });
         assert_eq!(out.len(), n);
-        assert!(out.iter().all(|r| r.data == data && &*r.partition_key == key));
+        assert!(out.iter().all(|r| r.data == data && *r.partition_key == *key));
     }
 
     #[test]
