@@ -60,8 +60,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
         + "every 5 seconds when it changes and cleared when the processor stops; nothing reads it back, so clearing it "
         + "changes nothing. Checkpoints and leases live in the DynamoDB lease table.")
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "
-        + "records read ahead, outside the Java heap, whatever the number of shards; each concurrent task keeps one batch array "
-        + "(up to about Max Batch Size) on the heap between runs.")
+        + "records read ahead, outside the Java heap, whatever the number of shards (a single record larger than that, up to "
+        + "Kinesis' 10 MiB, is held alone), plus the GetRecords answers being read (one per fetch slot: Max Buffer Size / 10 MB, "
+        + "1 to 16 slots, each at most 10 MB); each concurrent task keeps one batch array (up to about Max Batch Size, or one "
+        + "larger record) on the heap between runs.")
 @SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Reads each leased shard up to Kinesis' "
         + "limits (2 MiB/s per shard, 5 GetRecords calls a second, or an Enhanced Fan-Out subscription) and reads and writes "
         + "the DynamoDB lease table about once a second.")
@@ -227,7 +229,8 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
     static final PropertyDescriptor MAX_BUFFER_SIZE = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.MAX_BUFFER_SIZE.name())
             .description("The most record data the engine holds in memory for this processor, whatever the number of "
-                    + "shards. When it is full, reading pauses until NiFi takes records.")
+                    + "shards. When it is full, reading pauses until NiFi takes records. A single record larger than this "
+                    + "(Kinesis allows up to 10 MiB) waits until the buffer is empty and is then held alone.")
             .required(true).defaultValue(ConsumeKinesisSpecs.MAX_BUFFER_SIZE.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PROCESSING_STRATEGY = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.PROCESSING_STRATEGY.name()).description("How records are laid out in FlowFiles.")
