@@ -7,7 +7,9 @@ JSON/base64 decoding, nothing else) gives the ceiling of one process that only d
 
 Per run: records/s, MiB/s, NiFi CPU-seconds per million records (utime+stime of the NiFi JVM over the
 run, also net of an idle NiFi), the source's CPU over the run, peak used heap (sampled every 0.25 s
-after a GC) and peak RSS of the NiFi JVM. Success FlowFiles are auto-terminated: what is measured is
+after a GC, from the JVM's hsperfdata: bench/hsperf.py) and peak RSS of the NiFi JVM. NiFi's REST API is asked for
+the Records Consumed counter only until the first record and after the source has served the last (until then
+the source's /stats is asked), so the benchmark's own requests cost NiFi little. Success FlowFiles are auto-terminated: what is measured is
 reading, the JNI hand-off, FlowFile creation and the commit.
 
     bench/consume-source.sh [--shards 1,16,64,256] [--records 200000] [--runs 3] [--strategies FLOW_FILE,LINE_DELIMITED]
@@ -41,7 +43,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 sys.path.insert(0, HERE)
 
 from consumer_flow import BUNDLE, CONSUMER, built_nar, consumer_properties, unique  # noqa: E402
-from e2e_consume import cpu_seconds, jcmd_gc, records_consumed, used_heap  # noqa: E402
+import hsperf  # noqa: E402
+from e2e_consume import cpu_seconds, jcmd_gc, records_consumed  # noqa: E402
 import nifi_profile  # noqa: E402
 import record_services  # noqa: E402
 from nifi_instance import NiFiInstance, free_port  # noqa: E402
@@ -111,23 +114,23 @@ class PeakSampler:
         self.nifi, self.live_heap_every = nifi, live_heap_every
         jcmd_gc(nifi.pid)
         time.sleep(1)
-        self.heap_base = used_heap(nifi.client)
+        self.heap_base = hsperf.used_heap(nifi.pid)
         self.peak = {"heap": self.heap_base, "rss": rss_kib(nifi.pid), "live": 0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        c, pid, peak = self.nifi.client, self.nifi.pid, self.peak
+        pid, peak = self.nifi.pid, self.peak
         forced = time.monotonic()
         while not self._stop.is_set():
             try:
-                peak["heap"] = max(peak["heap"], used_heap(c))
+                peak["heap"] = max(peak["heap"], hsperf.used_heap(pid))
                 peak["rss"] = max(peak["rss"], rss_kib(pid))
                 if self.live_heap_every > 0 and time.monotonic() - forced >= self.live_heap_every:
                     # What the heap holds while draining: used heap right after a full GC (no garbage in it).
                     jcmd_gc(pid)
                     forced = time.monotonic()
-                    peak["live"] = max(peak["live"], used_heap(c))
+                    peak["live"] = max(peak["live"], hsperf.used_heap(pid))
             except Exception:  # noqa: BLE001 - a missed sample is not a failure
                 pass
             self._stop.wait(0.25)
@@ -170,6 +173,10 @@ class Source:
     def get_records_calls(self) -> int:
         """GetRecords requests served so far, over both protocols."""
         return sum(int(ops.get("GetRecords", 0)) for ops in self.stats().get("requests", {}).values())
+
+    def served(self) -> int:
+        """Records served so far (a record served twice, as after a rollback, counts twice)."""
+        return int(self.stats().get("records", 0))
 
     def throttled(self) -> int:
         """GetRecords calls the source refused with ProvisionedThroughputExceededException (--limits)."""
@@ -234,7 +241,12 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
         if time.monotonic() - t0 > timeout:
             sampler.stop()
             raise SystemExit(f"{strategy}, {source.shards} shards: only {done} of {source.records} records after {timeout} s")
-        time.sleep(0.2)
+        # NiFi's REST API runs in NiFi and counts in its CPU: ask it for the counter only to see the first record and,
+        # once the source has served every record, for the last; in between ask the source (its own process).
+        if first is not None and source.served() < source.records:
+            time.sleep(0.2)
+            continue
+        time.sleep(0.1 if first is not None else 0.2)
         done = records_consumed(c, pid)
         if first is None and done:
             first = time.monotonic() - t0
@@ -276,10 +288,14 @@ def floor_run(nifi: NiFiInstance, group: str, n: int, content: int, attributes: 
     time.sleep(1)
     cpu0, t0 = cpu_seconds(nifi.pid), time.monotonic()
     c.start_processor(pid)
-    done = 0
+    done, wait = 0, 0.2
     while done < n:
-        time.sleep(0.1)
+        time.sleep(wait)
         done = counter(c, "FlowFiles Created", pid)
+        # Each request costs NiFi CPU (it counts here as in the drains): ask again when the rate so far says the
+        # end is near, at most 1 s and at least 0.1 s later.
+        rate = done / (time.monotonic() - t0)
+        wait = min(1.0, max(0.1, 0.8 * (n - done) / rate)) if rate > 0 else 0.2
     elapsed, cpu = time.monotonic() - t0, cpu_seconds(nifi.pid) - cpu0
     c.stop_processor(pid)
     done = counter(c, "FlowFiles Created", pid)
