@@ -68,6 +68,42 @@ def parts(data: str) -> dict:
     return dict(shares.most_common())
 
 
+THREADS = [("JIT compilers (C1, C2)", r"C[12] CompilerThre"), ("NiFi's web server (REST requests)", r"NiFi Web Server"),
+           ("NiFi's processor threads (Timer-Driven)", r"Timer-Driven"), ("the engine's threads", r"kinesnow"),
+           ("GC", r"GC Thread|G1 ")]
+
+
+def threads(data: str) -> dict:
+    """Percent of the samples per kind of thread (first match of THREADS, else "other")."""
+    out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "comm", "-g", "none", "--stdio"],
+                         capture_output=True, text=True).stdout
+    shares = collections.Counter()
+    for line in out.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+(.+?)\s*$", line)
+        if m:
+            kind = next((k for k, pattern in THREADS if re.match(pattern, m[2])), "other")
+            shares[kind] += float(m[1])
+    return dict(shares.most_common())
+
+
+def stack_shares(data: str, patterns: dict) -> dict:
+    """Percent of the samples whose call stack has a frame matching each pattern (a sample counts once per
+    pattern, callees included), and the number of samples."""
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,dso"], capture_output=True, text=True).stdout
+    compiled = {name: re.compile(pattern) for name, pattern in patterns.items()}
+    hits, total = collections.Counter(), 0
+    for sample in out.split("\n\n"):
+        lines = [l.strip() for l in sample.strip().splitlines()]
+        if not lines:
+            continue
+        total += 1
+        stack = "\n".join(lines[1:])
+        for name, pattern in compiled.items():
+            if pattern.search(stack):
+                hits[name] += 1
+    return {"samples": total, **{name: 100.0 * hits[name] / max(total, 1) for name in patterns}}
+
+
 def report(pid: int, data: str) -> str:
     """perf's report of a recording of the NiFi JVM (`pid`, still running: its perf map is written first)."""
     subprocess.run(["jcmd", str(pid), "Compiler.perfmap"], capture_output=True, timeout=120)
@@ -77,4 +113,25 @@ def report(pid: int, data: str) -> str:
                             capture_output=True, text=True).stdout
     keep = lambda text, n: "\n".join([l for l in text.splitlines() if l.strip() and not l.startswith("#")][:n])
     shares = "\n".join(f"{share:6.1f}%  {part}" for part, share in parts(data).items())
-    return "by part:\n" + shares + "\n\nby library:\n" + keep(by_dso, 15) + "\n\ntop symbols:\n" + keep(by_sym, 40)
+    kinds = "\n".join(f"{share:6.1f}%  {kind}" for kind, share in threads(data).items())
+    return "by part:\n" + shares + "\n\nby thread:\n" + kinds + "\n\nby library:\n" + keep(by_dso, 15) + "\n\ntop symbols:\n" + keep(by_sym, 40)
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="shares of a recorded profile (its JVM's perf map must still be in /tmp)")
+    ap.add_argument("data")
+    ap.add_argument("--share", action="append", default=[], metavar="NAME=REGEX",
+                    help="also the share of samples with a frame matching REGEX in their stack")
+    args = ap.parse_args()
+    print("by part:")
+    for part, share in parts(args.data).items():
+        print(f"{share:6.1f}%  {part}")
+    print("by thread:")
+    for kind, share in threads(args.data).items():
+        print(f"{share:6.1f}%  {kind}")
+    if args.share:
+        shares = stack_shares(args.data, dict(item.split("=", 1) for item in args.share))
+        print(f"stacks ({shares.pop('samples')} samples):")
+        for name, share in shares.items():
+            print(f"{share:6.2f}%  {name}")
