@@ -4,8 +4,9 @@
 //! pseudo-random pool made once), so a stream of any length costs the same memory and a test or `--dump`
 //! can recompute every byte the server sends.
 //!
-//! A user record's data depends on the payload (`--payload`), each `record_size` bytes, the filler always a
-//! slice of the pool (letters, digits, `-_`: nothing JSON would escape):
+//! A user record's data depends on the payload (`--payload`), each `record_size` bytes (or its record's turn of
+//! `record_sizes`), the filler always a slice of the pool (letters, digits, `-_`: nothing JSON would escape), or
+//! with the `repeat` filler the first KiB of that slice repeated:
 //! - `ascii`: `<shard>.<index>.<sub>:` followed by filler; printable ASCII, so a consumer printing it as text
 //!   shows it exactly;
 //! - `json`: `{"shard":S,"index":I,"sub":U,"data":"<filler>"}`;
@@ -20,7 +21,7 @@ use md5::{Digest, Md5};
 
 use crate::kpl;
 use crate::sequence::{SequenceLayout, SequenceNumber};
-use crate::spec::{KeyScheme, Payload, StreamSpec};
+use crate::spec::{Filler, KeyScheme, Payload, StreamSpec, REPEAT_PERIOD};
 
 /// The writer's schema of the `avro` payload (what an AvroReader's Schema Text needs); `--avro-schema` prints it.
 pub const AVRO_SCHEMA: &str = r#"{"type":"record","name":"BenchRecord","namespace":"kinesnow.bench","fields":[{"name":"shard","type":"long"},{"name":"index","type":"long"},{"name":"sub","type":"int"},{"name":"data","type":"string"}]}"#;
@@ -106,7 +107,7 @@ pub struct Generator {
 impl Generator {
     pub fn new(spec: StreamSpec) -> Self {
         let ranges = hash_ranges(spec.shard_count);
-        let pool = make_pool(spec.seed, POOL_WINDOW + spec.record_size);
+        let pool = make_pool(spec.seed, POOL_WINDOW + spec.largest_record_size());
         let key_pools = match spec.keys {
             KeyScheme::ShardPool(k) => make_key_pools(&ranges, k as usize),
             KeyScheme::Unique => Vec::new(),
@@ -174,7 +175,7 @@ impl Generator {
 
     /// Appends user record `(shard, index, sub)`'s data to `out`, in the spec's payload format.
     pub fn user_data_into(&self, shard: u32, index: u64, sub: u32, out: &mut Vec<u8>) {
-        let size = self.spec.record_size;
+        let size = self.spec.record_size_of(index);
         let start = out.len();
         match self.spec.payload {
             Payload::Ascii => {
@@ -184,13 +185,13 @@ impl Generator {
                     return;
                 }
                 let filler = size - (out.len() - start);
-                out.extend_from_slice(self.filler(shard, index, sub, filler));
+                self.filler_into(shard, index, sub, filler, out);
             }
             Payload::Json => {
                 // validate() keeps record_size >= MIN_STRUCTURED_RECORD_BYTES, more than the fields take
                 write!(out, r#"{{"shard":{shard},"index":{index},"sub":{sub},"data":""#).expect("writing to a Vec");
                 let filler = size - (out.len() - start) - 2;
-                out.extend_from_slice(self.filler(shard, index, sub, filler));
+                self.filler_into(shard, index, sub, filler, out);
                 out.extend_from_slice(b"\"}");
             }
             Payload::Avro => {
@@ -204,15 +205,27 @@ impl Generator {
                     .find(|&n| zigzag_len(n as i64) == room - n)
                     .unwrap_or_else(|| room - zigzag_len((room - 1) as i64).max(2));
                 put_zigzag(out, filler as i64);
-                out.extend_from_slice(self.filler(shard, index, sub, filler));
+                self.filler_into(shard, index, sub, filler, out);
             }
         }
     }
 
-    /// `len` bytes of the pool at the record's offset (the whole per-record cost: a hash and a slice).
-    fn filler(&self, shard: u32, index: u64, sub: u32, len: usize) -> &[u8] {
+    /// Appends `len` bytes of the pool at the record's offset (the whole per-record cost: a hash and a slice),
+    /// or with the `repeat` filler the first [`REPEAT_PERIOD`] of them again and again.
+    fn filler_into(&self, shard: u32, index: u64, sub: u32, len: usize, out: &mut Vec<u8>) {
         let offset = (self.record_hash(shard, index, sub) % POOL_WINDOW as u64) as usize;
-        &self.pool[offset..offset + len]
+        match self.spec.filler {
+            Filler::Random => out.extend_from_slice(&self.pool[offset..offset + len]),
+            Filler::Repeat => {
+                let piece = &self.pool[offset..offset + len.min(REPEAT_PERIOD)];
+                let mut left = len;
+                while left > 0 {
+                    let n = left.min(piece.len());
+                    out.extend_from_slice(&piece[..n]);
+                    left -= n;
+                }
+            }
+        }
     }
 
     pub fn partition_key(&self, shard: u32, index: u64, sub: u32) -> String {
@@ -250,7 +263,7 @@ impl Generator {
         }
         let users: Vec<kpl::UserRecord> = (0..self.spec.records_per_aggregate)
             .map(|sub| {
-                let mut bytes = Vec::with_capacity(self.spec.record_size);
+                let mut bytes = Vec::with_capacity(self.spec.record_size_of(index));
                 self.user_data_into(shard, index, sub, &mut bytes);
                 kpl::UserRecord {
                     partition_key: self.partition_key(shard, index, sub),
@@ -268,7 +281,7 @@ impl Generator {
     pub fn expected(&self, shard: u32, index: u64) -> impl Iterator<Item = ExpectedRecord> + '_ {
         let aggregated = self.is_aggregate(index);
         (0..self.user_count(index)).map(move |sub| {
-            let mut data = Vec::with_capacity(self.spec.record_size);
+            let mut data = Vec::with_capacity(self.spec.record_size_of(index));
             self.user_data_into(shard, index, sub, &mut data);
             ExpectedRecord {
                 shard,
@@ -450,6 +463,40 @@ mod tests {
         g.user_data_into(999_999, i64::MAX as u64, 100_000, &mut b);
         assert_eq!(b.len(), 1024);
         assert_eq!(read_avro(&b).0, 999_999);
+    }
+
+    #[test]
+    fn record_sizes_and_the_repeat_filler() {
+        let spec = StreamSpec {
+            payload: Payload::Json,
+            record_sizes: vec![200, 5000],
+            filler: Filler::Repeat,
+            aggregate_share: 0.0,
+            ..test_spec()
+        };
+        let g = Generator::new(spec.validate().unwrap());
+        for (index, size) in [(0, 200), (1, 5000), (2, 200), (7, 5000)] {
+            let r: Vec<ExpectedRecord> = g.expected(1, index).collect();
+            assert_eq!(r.len(), 1);
+            assert_eq!(r[0].data.len(), size, "record {index}");
+            let mut served = Vec::new();
+            g.kinesis_record_into(1, index, &mut served);
+            assert_eq!(served, r[0].data, "served as dumped");
+            let v: serde_json::Value = serde_json::from_slice(&r[0].data).unwrap();
+            assert_eq!(v["index"].as_u64(), Some(index));
+            let filler = v["data"].as_str().unwrap().as_bytes();
+            // the first REPEAT_PERIOD bytes again and again (the last piece cut short)
+            let piece = &filler[..filler.len().min(REPEAT_PERIOD)];
+            for (i, chunk) in filler.chunks(REPEAT_PERIOD).enumerate() {
+                assert_eq!(chunk, &piece[..chunk.len()], "record {index}, piece {i}");
+            }
+        }
+        // the random filler of the same record is no repetition
+        let random = Generator::new(StreamSpec { filler: Filler::Random, ..g.spec().clone() });
+        let mut data = Vec::new();
+        random.user_data_into(1, 1, 0, &mut data);
+        assert_eq!(data.len(), 5000);
+        assert_ne!(data[100..100 + REPEAT_PERIOD], data[100 + REPEAT_PERIOD..100 + 2 * REPEAT_PERIOD]);
     }
 
     #[test]

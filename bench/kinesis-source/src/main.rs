@@ -12,7 +12,7 @@ use clap::Parser;
 use kinesis_source::generate::Generator;
 use kinesis_source::ops::{Live, Source};
 use kinesis_source::server::Server;
-use kinesis_source::spec::{KeyScheme, Payload, RecordCount, StreamSpec};
+use kinesis_source::spec::{Filler, KeyScheme, Payload, RecordCount, StreamSpec};
 
 /// A Kinesis server for benchmarks only: serves a stream of records generated in memory.
 #[derive(Debug, Parser)]
@@ -34,6 +34,14 @@ struct Args {
     /// Bytes of data per user record (at most the stream's maximum record size).
     #[arg(long, default_value_t = 1024)]
     record_size: usize,
+    /// Record sizes in turn, comma-separated (instead of --record-size): Kinesis record i of every shard has
+    /// the (i mod n)-th size. Plain records only (no aggregates).
+    #[arg(long, value_delimiter = ',', conflicts_with = "record_size")]
+    record_sizes: Vec<usize>,
+    /// What fills a record after its header: random (a slice of a pseudo-random pool of 64 letters) or repeat
+    /// (its first KiB again and again, which compresses well).
+    #[arg(long, default_value = "random")]
+    filler: String,
     /// The stream's maximum record size in KiB (MaxRecordSizeInKiB, 1024..=10240): no record's data (a
     /// whole aggregate's included) may be longer.
     #[arg(long, default_value_t = kinesis_source::spec::DEFAULT_MAX_RECORD_SIZE_KIB)]
@@ -101,6 +109,8 @@ fn spec(args: &Args) -> Result<StreamSpec, String> {
         shard_count: args.shards,
         records,
         record_size: args.record_size,
+        record_sizes: args.record_sizes.clone(),
+        filler: Filler::parse(&args.filler).map_err(|e| e.to_string())?,
         aggregate_share: args.aggregate_share,
         records_per_aggregate: args.records_per_aggregate,
         keys: KeyScheme::parse(&args.keys).map_err(|e| e.to_string())?,
@@ -180,13 +190,18 @@ async fn serve(
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     eprintln!(
-        "kinesis-source: stream {} ({}), {} shards, {} records in shard 0, {} B {} records, aggregates {} of {}, keys {:?}, seed {}, created at {} ms, limits {}, live {}",
+        "kinesis-source: stream {} ({}), {} shards, {} records in shard 0, {} B {} records ({} filler), aggregates {} of {}, keys {:?}, seed {}, created at {} ms, limits {}, live {}",
         spec.stream_name,
         spec.stream_arn(),
         spec.shard_count,
         spec.records_in(0),
-        spec.record_size,
+        if spec.record_sizes.is_empty() {
+            spec.record_size.to_string()
+        } else {
+            format!("{:?}", spec.record_sizes)
+        },
         spec.payload.name(),
+        spec.filler.name(),
         spec.aggregate_share,
         spec.records_per_aggregate,
         spec.keys,

@@ -652,7 +652,9 @@ impl Source {
         let mut batch = RecordBatch::default();
         let wanted = (end.saturating_sub(it.position)) as usize;
         batch.records.reserve(wanted);
-        batch.data.reserve(wanted.saturating_mul(g.spec().record_size).min(max_bytes.max(g.spec().max_record_bytes())));
+        batch.data.reserve(
+            wanted.saturating_mul(g.spec().largest_record_size()).min(max_bytes.max(g.spec().max_record_bytes())),
+        );
         let mut next = it.position;
         while next < end && batch.data.len() < max_bytes {
             let data_start = batch.data.len();
@@ -858,6 +860,28 @@ mod tests {
             panic!()
         };
         assert_eq!(summary.stream_description_summary.max_record_size_in_kib, 10240);
+    }
+
+    #[test]
+    fn answers_of_mixed_record_sizes_stay_within_their_cap() {
+        let spec = StreamSpec {
+            record_sizes: vec![100, 1024 * 1024, 100, MAX_BATCH_BYTES],
+            aggregate_share: 0.0,
+            records: RecordCount::PerShard(8),
+            max_record_size_kib: 10240,
+            ..test_spec()
+        };
+        let s = Source::new(Generator::new(spec), false);
+        let mut position = 0;
+        let mut answers = Vec::new();
+        while position < 8 {
+            let batch = s.read_batch(ShardIterator { shard: 0, position }, 10_000, MAX_BATCH_BYTES);
+            let sizes: Vec<usize> = batch.records.iter().map(|r| r.data.len()).collect();
+            position += sizes.len() as u64;
+            answers.push(sizes);
+        }
+        let (mib, max) = (1024 * 1024, MAX_BATCH_BYTES);
+        assert_eq!(answers, [vec![100, mib, 100], vec![max], vec![100, mib, 100], vec![max]]);
     }
 
     #[test]

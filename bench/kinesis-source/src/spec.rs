@@ -74,6 +74,35 @@ impl Payload {
     }
 }
 
+/// What fills a user record after its header (`--filler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filler {
+    /// A slice of the pseudo-random pool (64 letters, 6 bits of entropy a byte): zstd leaves about 3/4 of it.
+    Random,
+    /// The first [`REPEAT_PERIOD`] bytes of that slice, repeated: zstd shrinks a 10 MiB record to a few KiB.
+    Repeat,
+}
+
+/// The length of the piece a `Repeat` filler repeats.
+pub const REPEAT_PERIOD: usize = 1024;
+
+impl Filler {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        match text {
+            "random" => Ok(Filler::Random),
+            "repeat" => Ok(Filler::Repeat),
+            _ => Err(SpecError::Filler(text.to_string())),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Filler::Random => "random",
+            Filler::Repeat => "repeat",
+        }
+    }
+}
+
 /// The smallest record size of the json and avro payloads: room for their fields with the largest values.
 pub const MIN_STRUCTURED_RECORD_BYTES: usize = 80;
 
@@ -95,6 +124,11 @@ pub struct StreamSpec {
     pub records: RecordCount,
     /// Bytes of data of every user record (a plain record, or each user record inside an aggregate).
     pub record_size: usize,
+    /// When not empty, Kinesis record `i` of every shard has `record_sizes[i % len]` bytes instead of
+    /// `record_size` (`--record-sizes`; plain records only, no aggregates).
+    pub record_sizes: Vec<usize>,
+    /// What fills each user record after its header.
+    pub filler: Filler,
     /// Share (0..=1) of the Kinesis records that are KPL aggregates, spread evenly along each shard.
     pub aggregate_share: f64,
     /// User records in each aggregate.
@@ -133,6 +167,10 @@ pub enum SpecError {
     KeyScheme(String),
     #[error("{shards} shards × {keys} pool keys is too many keys to search for (at most 4,000,000)")]
     KeyPool { shards: u32, keys: u32 },
+    #[error("--record-sizes needs plain records: an aggregate share of 0, not {0}")]
+    SizesWithAggregates(f64),
+    #[error("unknown filler {0:?} (use random or repeat)")]
+    Filler(String),
     #[error("unknown payload {0:?} (use ascii, json or avro)")]
     Payload(String),
     #[error("the {payload} payload needs a record size of at least {MIN_STRUCTURED_RECORD_BYTES} bytes, not {size}")]
@@ -166,14 +204,19 @@ impl StreamSpec {
             return Err(SpecError::MaxRecordSize(self.max_record_size_kib));
         }
         let max = self.max_record_bytes();
-        if self.record_size == 0 || self.record_size > max {
-            return Err(SpecError::RecordSize { size: self.record_size, max });
-        }
-        if self.payload != Payload::Ascii && self.record_size < MIN_STRUCTURED_RECORD_BYTES {
-            return Err(SpecError::PayloadTooSmall { payload: self.payload.name(), size: self.record_size });
+        for &size in self.sizes() {
+            if size == 0 || size > max {
+                return Err(SpecError::RecordSize { size, max });
+            }
+            if self.payload != Payload::Ascii && size < MIN_STRUCTURED_RECORD_BYTES {
+                return Err(SpecError::PayloadTooSmall { payload: self.payload.name(), size });
+            }
         }
         if !(0.0..=1.0).contains(&self.aggregate_share) {
             return Err(SpecError::AggregateShare(self.aggregate_share));
+        }
+        if !self.record_sizes.is_empty() && self.aggregate_share > 0.0 {
+            return Err(SpecError::SizesWithAggregates(self.aggregate_share));
         }
         if !(1..=100_000).contains(&self.records_per_aggregate) {
             return Err(SpecError::RecordsPerAggregate(self.records_per_aggregate));
@@ -209,6 +252,26 @@ impl StreamSpec {
         }
     }
 
+    /// The record sizes in turn: `record_sizes`, or `record_size` alone.
+    fn sizes(&self) -> &[usize] {
+        if self.record_sizes.is_empty() {
+            std::slice::from_ref(&self.record_size)
+        } else {
+            &self.record_sizes
+        }
+    }
+
+    /// Bytes of data of each user record of Kinesis record `index` (of any shard).
+    pub fn record_size_of(&self, index: u64) -> usize {
+        let sizes = self.sizes();
+        sizes[(index % sizes.len() as u64) as usize]
+    }
+
+    /// The largest user record of the stream.
+    pub fn largest_record_size(&self) -> usize {
+        self.sizes().iter().copied().max().unwrap_or(0)
+    }
+
     /// The stream's maximum record size in bytes (`MaxRecordSizeInKiB` x 1024).
     pub fn max_record_bytes(&self) -> usize {
         self.max_record_size_kib as usize * 1024
@@ -228,6 +291,8 @@ pub(crate) fn test_spec() -> StreamSpec {
         shard_count: 4,
         records: RecordCount::PerShard(50),
         record_size: 100,
+        record_sizes: Vec::new(),
+        filler: Filler::Random,
         aggregate_share: 0.25,
         records_per_aggregate: 3,
         keys: KeyScheme::ShardPool(8),
@@ -258,6 +323,45 @@ mod tests {
             assert_eq!(Payload::parse(p.name()), Ok(p));
         }
         assert!(Payload::parse("xml").is_err());
+    }
+
+    #[test]
+    fn record_sizes_take_turns_and_are_checked_each() {
+        let spec = StreamSpec {
+            record_sizes: vec![100, MAX_RECORD_BYTES, 300],
+            aggregate_share: 0.0,
+            max_record_size_kib: 10240,
+            ..test_spec()
+        };
+        let sizes: Vec<usize> = (0..7).map(|i| spec.record_size_of(i)).collect();
+        assert_eq!(sizes, [100, MAX_RECORD_BYTES, 300, 100, MAX_RECORD_BYTES, 300, 100]);
+        assert_eq!(spec.largest_record_size(), MAX_RECORD_BYTES);
+        assert!(spec.clone().validate().is_ok());
+        assert_eq!(test_spec().record_size_of(5), 100, "without --record-sizes, every record is record_size");
+        assert_eq!(
+            StreamSpec { max_record_size_kib: 1024, ..spec.clone() }.validate(),
+            Err(SpecError::RecordSize { size: MAX_RECORD_BYTES, max: 1024 * 1024 })
+        );
+        assert_eq!(
+            StreamSpec { aggregate_share: 0.5, ..spec.clone() }.validate(),
+            Err(SpecError::SizesWithAggregates(0.5))
+        );
+        assert_eq!(
+            StreamSpec { payload: Payload::Json, record_sizes: vec![1000, 79], ..spec.clone() }.validate(),
+            Err(SpecError::PayloadTooSmall { payload: "json", size: 79 })
+        );
+        assert_eq!(
+            StreamSpec { record_sizes: vec![5, 0], ..spec }.validate(),
+            Err(SpecError::RecordSize { size: 0, max: MAX_RECORD_BYTES })
+        );
+    }
+
+    #[test]
+    fn fillers_parse() {
+        for f in [Filler::Random, Filler::Repeat] {
+            assert_eq!(Filler::parse(f.name()), Ok(f));
+        }
+        assert!(Filler::parse("zeros").is_err());
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub fn small_stream(keys: KeyScheme, seed: u64) -> StreamSpec {
         shard_count: 4,
         records: RecordCount::PerShard(200),
         record_size: 300,
+        record_sizes: Vec::new(),
+        filler: kinesis_source::spec::Filler::Random,
         aggregate_share: 0.2,
         records_per_aggregate: 5,
         keys,
