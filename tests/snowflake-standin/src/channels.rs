@@ -309,10 +309,10 @@ impl Channels {
         out
     }
 
-    /// Applies a committed batch to its channel; returns the record to persist.
-    pub fn complete(&self, key: &str, outcome: BatchOutcome) -> Option<ChannelRecord> {
+    /// Applies a committed batch to its channel; false if the channel is gone (dropped meanwhile).
+    pub fn complete(&self, key: &str, outcome: BatchOutcome) -> bool {
         let mut map = self.map.lock().unwrap();
-        let ch = map.get_mut(key)?;
+        let Some(ch) = map.get_mut(key) else { return false };
         ch.in_flight = ch.in_flight.saturating_sub(1);
         let r = &mut ch.rec;
         r.rows_parsed += outcome.parsed;
@@ -328,7 +328,13 @@ impl Channels {
         }
         ch.latency_total_ms += now_ms() - outcome.accepted_ms;
         ch.latency_batches += 1;
-        Some(ch.rec.clone())
+        true
+    }
+
+    /// The current records of the channels with these keys (those still open), to persist.
+    pub fn records(&self, keys: &[String]) -> Vec<ChannelRecord> {
+        let map = self.map.lock().unwrap();
+        keys.iter().filter_map(|k| map.get(k)).map(|ch| ch.rec.clone()).collect()
     }
 
     /// Every channel's status (admin view).

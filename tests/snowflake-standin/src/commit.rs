@@ -15,30 +15,46 @@ use crate::schema;
 use crate::state::AppState;
 use crate::storage::ErrorRecord;
 
-/// Runs forever, committing due batches.
+/// How often the committer looks for due batches: a quarter of the commit lag, from 5 to 100 ms. A batch is
+/// committed at the first check at or after its commit lag has passed.
+pub fn check_interval_ms(commit_lag_ms: u64) -> u64 {
+    (commit_lag_ms / 4).clamp(5, 100)
+}
+
+/// Runs forever, committing due batches. The checks keep their cadence (one every `check_interval_ms`, however
+/// long a round of commits took, without bursts of catch-up checks when one ran late), so a batch waits at most
+/// its commit lag plus one check interval plus the commits queued before it in that round.
 pub async fn run(state: Arc<AppState>) {
+    let mut next = tokio::time::Instant::now();
     loop {
-        let lag = state.settings().commit_lag_ms;
-        tokio::time::sleep(Duration::from_millis((lag / 4).clamp(5, 100))).await;
+        let lag = state.settings.read().unwrap().commit_lag_ms;
+        next += Duration::from_millis(check_interval_ms(lag));
+        next = next.max(tokio::time::Instant::now());
+        tokio::time::sleep_until(next).await;
         let due = state.channels.take_due(Instant::now(), |ch| state.faults.commits_withheld(ch));
         if due.is_empty() {
             continue;
         }
         let st = state.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            for item in due {
-                let key = item.key.clone();
-                let outcome = commit_batch(&st, item);
-                if let Some(rec) = st.channels.complete(&key, outcome) {
-                    st.persist_channel(&rec);
-                }
-            }
-        })
-        .await;
-        if let Err(e) = done {
+        if let Err(e) = tokio::task::spawn_blocking(move || commit_due(&st, due)).await {
             tracing::error!("committer task failed: {e}");
         }
     }
+}
+
+/// Commits a round of due batches (in order per channel, as `take_due` gave them) and applies each to its
+/// channel as soon as it is committed; then, with a state dir, persists each channel the round changed once.
+pub fn commit_due(state: &AppState, due: Vec<DueBatch>) {
+    let mut changed: Vec<String> = vec![];
+    let mut seen = std::collections::HashSet::new();
+    for item in due {
+        let key = item.key.clone();
+        let outcome = commit_batch(state, item);
+        if state.channels.complete(&key, outcome) && seen.insert(key.clone()) {
+            changed.push(key);
+        }
+    }
+    state.persist_channels(&changed);
 }
 
 fn error_record(
@@ -77,7 +93,7 @@ pub fn commit_batch(state: &AppState, item: DueBatch) -> BatchOutcome {
             return outcome;
         }
     };
-    if state.settings().bench_mode {
+    if state.settings.read().unwrap().bench_mode {
         return count_batch(state, &table, &item, outcome);
     }
     let table = match evolve(state, &table, &item.batch.rows) {

@@ -361,12 +361,33 @@ impl AppState {
         Ok(())
     }
 
+    /// Persists a channel's record (with a state dir; in memory there is no restart to survive).
     pub fn persist_channel(&self, rec: &ChannelRecord) {
-        let key = rec.pipe.as_ref().map(|p| format!("{p}/{}", rec.name)).unwrap_or_default();
-        if let Ok(doc) = serde_json::to_string(rec) {
-            if let Err(e) = self.store.save_meta("channel", &key, &doc) {
-                tracing::warn!("cannot persist channel {key}: {e}");
-            }
+        self.save_channel_records(std::slice::from_ref(rec));
+    }
+
+    /// Persists the current records of these channels (by `channel_key`) in one write (with a state dir).
+    pub fn persist_channels(&self, keys: &[String]) {
+        if !keys.is_empty() && self.store.persistent() {
+            self.save_channel_records(&self.channels.records(keys));
+        }
+    }
+
+    fn save_channel_records(&self, recs: &[ChannelRecord]) {
+        if recs.is_empty() || !self.store.persistent() {
+            return;
+        }
+        // One document per key (a statement may not replace a key twice).
+        let docs: std::collections::BTreeMap<String, String> = recs
+            .iter()
+            .filter_map(|rec| {
+                let key = rec.pipe.as_ref().map(|p| format!("{p}/{}", rec.name)).unwrap_or_default();
+                serde_json::to_string(rec).ok().map(|doc| (key, doc))
+            })
+            .collect();
+        let docs: Vec<(String, String)> = docs.into_iter().collect();
+        if let Err(e) = self.store.save_meta_many("channel", &docs) {
+            tracing::warn!("cannot persist {} channel(s): {e}", docs.len());
         }
     }
 

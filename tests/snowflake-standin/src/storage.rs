@@ -265,6 +265,25 @@ impl Store {
         Ok(())
     }
 
+    /// Stores several documents of one `kind` (distinct keys) in one statement.
+    pub fn save_meta_many(&self, kind: &str, docs: &[(String, String)]) -> Result<()> {
+        let conn = self.conn.lock().unwrap();
+        for chunk in docs.chunks(256) {
+            let values = vec!["(?, ?, ?)"; chunk.len()].join(", ");
+            let params: Vec<&str> = chunk.iter().flat_map(|(k, v)| [kind, k.as_str(), v.as_str()]).collect();
+            conn.execute(
+                &format!("INSERT OR REPLACE INTO standin_meta.main.kv VALUES {values}"),
+                duckdb::params_from_iter(params),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Whether the store lives in a state dir (survives a restart), or in memory.
+    pub fn persistent(&self) -> bool {
+        self.state_dir.is_some()
+    }
+
     pub fn delete_meta(&self, kind: &str, key: &str) -> Result<()> {
         self.conn
             .lock()
