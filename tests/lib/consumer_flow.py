@@ -30,8 +30,14 @@ CONSUMER = "io.kinesnow.nifi.processors.ConsumeKinesis"
 KPL_FIXTURES = os.path.join(REPO, "rust-core", "tests", "fixtures", "kpl")
 
 
+def nar_root() -> str:
+    """Where the NARs are built: this checkout, or KINESNOW_BENCH_NAR_ROOT (another checkout's root, for benchmarks
+    that compare two builds side by side with this checkout's scripts)."""
+    return os.environ.get("KINESNOW_BENCH_NAR_ROOT") or REPO
+
+
 def built_nar() -> str:
-    nars = glob.glob(os.path.join(REPO, "nar-packaging", "target", "kinesnow-nar-*.nar"))
+    nars = glob.glob(os.path.join(nar_root(), "nar-packaging", "target", "kinesnow-nar-*.nar"))
     assert nars, "the NAR is not built: run ./mvnw package (tests/run-all.sh does) before this test"
     return nars[0]
 
@@ -41,7 +47,7 @@ AWS_BUNDLE = {"group": "io.kinesnow", "artifact": "kinesnow-aws-nar", "version":
 
 def built_aws_nar() -> str:
     """kinesnow-aws-nar (parent nifi-aws-service-api-nar), built by ./mvnw package next to kinesnow-nar."""
-    nars = glob.glob(os.path.join(REPO, "nar-packaging-aws", "target", "kinesnow-aws-nar-*.nar"))
+    nars = glob.glob(os.path.join(nar_root(), "nar-packaging-aws", "target", "kinesnow-aws-nar-*.nar"))
     assert nars, "kinesnow-aws-nar is not built: run ./mvnw package (tests/run-all.sh does) before this test"
     return nars[0]
 
