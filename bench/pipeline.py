@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
 sys.path.insert(0, HERE)
 
 import apply as flow  # noqa: E402
+import nifi_profile  # noqa: E402
 from consume_source import STREAM, PeakSampler, Source  # noqa: E402
 from consumer_flow import built_nar, unique  # noqa: E402
 from e2e_consume import cpu_seconds  # noqa: E402
@@ -121,8 +122,9 @@ class Pipeline:
     def waiting(self) -> dict:
         return {q: self.c.connection_queue_count(q) for q in self.failure_queues + [self.records_queue]}
 
-    def run(self, source: Source, strategy: str, size: int, timeout: float, settle: float) -> dict:
-        """Starts both processors, waits until the stand-in committed every record of `source`, checks exactly once."""
+    def run(self, source: Source, strategy: str, size: int, timeout: float, settle: float, profile: str = "") -> dict:
+        """Starts both processors, waits until the stand-in committed every record of `source`, checks exactly once.
+        With `profile` (a path), perf records NiFi from the start to the last commit into that file."""
         self.prepare(source, strategy)
         n = source.records
         sampler = PeakSampler(self.nifi)
@@ -130,6 +132,7 @@ class Pipeline:
         cpu0, src0, sf0, throttled0 = cpu_seconds(self.nifi.pid), source.cpu(), cpu_seconds(self.standin.proc.pid), source.throttled()
         t0, start_ms = time.monotonic(), time.time() * 1000
         sampler.start()
+        perf = nifi_profile.Recording(self.nifi.pid, profile) if profile else None
         self.c.start_processor(self.ids["consumer"])
         self.c.start_processor(self.ids["sink"])
         done = 0
@@ -145,6 +148,8 @@ class Pipeline:
             sf_cpu = cpu_seconds(self.standin.proc.pid) - sf0
         finally:
             sampler.stop()
+            if perf is not None:
+                perf.stop()
         load1 = load_average()
         time.sleep(settle)  # a record loaded twice would show up now
         done, commits, queues = self.committed(), self.bench_commits(), self.waiting()
@@ -322,10 +327,14 @@ def main() -> None:
     ap.add_argument("--heap", default="1g")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="also write every run's figures to this file")
+    ap.add_argument("--profile", help="record the first measured throughput run of each cell with perf (cpu-clock "
+                                      "samples of the NiFi JVM) and write the reports into this directory")
     ap.add_argument("--no-write", action="store_true", help="print the results block, do not write it into BENCHMARKS.md")
     args = ap.parse_args()
     args.command = "bench/pipeline.sh" + "".join(" " + a for a in sys.argv[1:])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     if any(s not in STRATEGIES for s in strategies):
         ap.error(f"strategies are {', '.join(STRATEGIES)}")
@@ -359,7 +368,12 @@ def main() -> None:
             try:
                 for run in range(1 - args.warmup_runs, args.runs + 1):
                     for strategy in strategies:
-                        r = pipeline.run(source, strategy, args.record_size, args.timeout, settle)
+                        data = (os.path.join(args.profile, f"perf-{shards}-{strategy}.data")
+                                if args.profile and run == 1 else "")
+                        r = pipeline.run(source, strategy, args.record_size, args.timeout, settle, data)
+                        if data:
+                            with open(data[:-len(".data")] + ".txt", "w", encoding="utf-8") as f:
+                                f.write(nifi_profile.report(nifi.pid, data))
                         r.pop("_ranges")
                         r["run"] = run
                         load_samples += [r["load_before"], r["load_after"]]
