@@ -210,6 +210,9 @@ pub struct ChannelBook {
     assigned: Option<OffsetToken>,
     /// FlowFiles lined up, in line order (at-least-once ones also while they wait for tokens).
     line: VecDeque<Pending>,
+    /// Every FlowFile in the line has its tokens and their highest tokens never fall along the
+    /// line, so the finished ones are its front (false: not known).
+    line_in_order: bool,
     /// Exactly-once FlowFiles waiting for the line to reach the record before them, by that record
     /// (none first), then by first token (a re-delivery whose original failed must line up before
     /// newer rows, not find its rows covered by them), then by arrival.
@@ -233,6 +236,7 @@ impl ChannelBook {
             high: None,
             assigned: None,
             line: VecDeque::new(),
+            line_in_order: true,
             waiting: BTreeMap::new(),
             arrivals: 0,
             stuck_since: None,
@@ -299,7 +303,7 @@ impl ChannelBook {
                 if self.open {
                     line_up(&mut p, &mut self.high, &mut self.assigned);
                 }
-                self.line.push_back(p);
+                self.push_line(p);
             }
         }
         if self.open {
@@ -322,6 +326,7 @@ impl ChannelBook {
             Delivery::ExactlyOnce => {
                 // Everything lines up again from the committed token: a FlowFile whose rows were
                 // queued but not committed may follow one that went to failure meanwhile.
+                self.line_in_order = true;
                 for mut p in std::mem::take(&mut self.line) {
                     p.next_row = 0;
                     p.skipped = 0;
@@ -335,6 +340,7 @@ impl ChannelBook {
                     p.skipped = 0;
                     line_up(p, &mut self.high, &mut self.assigned);
                 }
+                self.line_in_order = false;
             }
         }
         done.extend(self.complete());
@@ -423,9 +429,16 @@ impl ChannelBook {
         if !self.open {
             return None;
         }
-        let first = self.line.iter().find(|p| !p.unsent().is_empty())?;
-        let waiting_bytes: usize =
-            self.line.iter().map(|p| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>()).sum();
+        let unsent_bytes = |p: &Pending| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>();
+        let mut with_rows = self.line.iter().filter(|p| !p.unsent().is_empty());
+        let first = with_rows.next()?;
+        let mut waiting_bytes = unsent_bytes(first);
+        for p in with_rows {
+            if waiting_bytes >= max_batch_bytes {
+                break;
+            }
+            waiting_bytes += unsent_bytes(p);
+        }
         let linger_until = if waiting_bytes >= max_batch_bytes { now } else { first.received + max_latency };
         let spacing_until = self.last_append.map_or(now, |t| t + MIN_APPEND_SPACING);
         Some(linger_until.max(spacing_until).saturating_duration_since(now))
@@ -592,23 +605,39 @@ impl ChannelBook {
             return Some(self.outcome(p, Route::Reload, message));
         }
         line_up(&mut p, &mut self.high, &mut self.assigned);
-        self.line.push_back(p);
+        self.push_line(p);
         None
     }
 
+    fn push_line(&mut self, p: Pending) {
+        self.line_in_order &= p.tokens_assigned && self.line.back().is_none_or(|b| b.highest() <= p.highest());
+        self.line.push_back(p);
+    }
+
     /// The outcome of every FlowFile whose highest token is committed.
+    /// In order (the usual case), only the finished front is looked at: the line may hold many
+    /// thousand FlowFiles of one record, and this runs at each commit Snowflake reports.
     fn complete(&mut self) -> Vec<Done> {
         let Some(committed) = self.committed.clone() else { return Vec::new() };
+        debug_assert!(!self.line_in_order || in_order(&self.line), "the line's order flag is stale");
+        let is_finished = |p: &Pending| p.tokens_assigned && *p.highest() <= committed;
         let mut finished = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.line.len());
-        for p in std::mem::take(&mut self.line) {
-            if p.tokens_assigned && *p.highest() <= committed {
-                finished.push(p);
-            } else {
-                kept.push_back(p);
+        if self.line_in_order {
+            while self.line.front().is_some_and(is_finished) {
+                finished.extend(self.line.pop_front());
             }
+        } else {
+            let mut kept = VecDeque::with_capacity(self.line.len());
+            for p in std::mem::take(&mut self.line) {
+                if is_finished(&p) {
+                    finished.push(p);
+                } else {
+                    kept.push_back(p);
+                }
+            }
+            self.line_in_order = in_order(&kept);
+            self.line = kept;
         }
-        self.line = kept;
         self.appends.retain(|a| a.end > committed);
         finished
             .into_iter()
@@ -657,6 +686,12 @@ impl ChannelBook {
             bytes: work.bytes,
         }
     }
+}
+
+/// Every FlowFile has its tokens and the highest tokens never fall along `line`.
+fn in_order(line: &VecDeque<Pending>) -> bool {
+    line.iter().all(|p| p.tokens_assigned)
+        && line.iter().zip(line.iter().skip(1)).all(|(a, b)| a.highest() <= b.highest())
 }
 
 /// Gives an at-least-once FlowFile its tokens, then moves past its rows at or below `high` (the
