@@ -175,7 +175,7 @@ class Source:
         return sum(int(ops.get("GetRecords", 0)) for ops in self.stats().get("requests", {}).values())
 
     def served(self) -> int:
-        """Records served so far (a record served twice, as after a rollback, counts twice)."""
+        """Records served so far, over every run of the source (a record served twice counts twice)."""
         return int(self.stats().get("records", 0))
 
     def throttled(self) -> int:
@@ -233,6 +233,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
     sampler = PeakSampler(nifi, live_heap_every)
     peak, heap_base = sampler.peak, sampler.heap_base
     cpu0, src0, throttled0, t0 = cpu_seconds(nifi.pid), source.cpu(), source.throttled(), time.monotonic()
+    served0 = source.served()  # the source serves the same stream to every run: count this run's
     sampler.start()
     perf = nifi_profile.Recording(nifi.pid, profile) if profile else None
     c.start_processor(pid)
@@ -243,7 +244,7 @@ def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size:
             raise SystemExit(f"{strategy}, {source.shards} shards: only {done} of {source.records} records after {timeout} s")
         # NiFi's REST API runs in NiFi and counts in its CPU: ask it for the counter only to see the first record and,
         # once the source has served every record, for the last; in between ask the source (its own process).
-        if first is not None and source.served() < source.records:
+        if first is not None and source.served() - served0 < source.records:
             time.sleep(0.2)
             continue
         time.sleep(0.1 if first is not None else 0.2)
