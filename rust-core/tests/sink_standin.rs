@@ -1214,3 +1214,99 @@ fn each_request_cap_is_a_boundary_a_row_may_reach_but_not_pass() {
     assert_eq!(raw, vec![row(over - 1, 9).len() as u64 + 1, 16_000_000], "only the rows that fit were sent");
     assert!(standin.requests("/rows").iter().all(|r| r["status"] == 200));
 }
+
+// ---------------------------------------------------------------- one channel's appends pipelined (issue 38)
+
+/// The successful appends of the stand-in's log, in order, as (offset token, the channel was
+/// opened just before it): a reopen restarts the line from the committed token.
+fn appends_and_opens(standin: &Standin) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut opened = false;
+    for r in standin.requests("/channels/") {
+        let path = r["path"].as_str().unwrap_or_default();
+        if r["method"] == "PUT" && !path.ends_with("/rows") {
+            opened = true;
+        } else if path.ends_with("/rows") && r["status"] == 200 {
+            out.push((query_param(&r, "offsetToken").unwrap(), opened));
+            opened = false;
+        }
+    }
+    out
+}
+
+/// Tokens of whole records are decimal numbers: compared by length, then text.
+fn token_key(token: &str) -> (usize, &str) {
+    let digits = token.trim_start_matches('0');
+    (digits.len(), digits)
+}
+
+/// Issue 38: while one append of a channel is in flight its writer prepares the next (a backlog
+/// of many requests waits here). An append that fails meanwhile is handled as before: throttling
+/// and server errors are retried with the same body, a stale token or a pipe failover reopens the
+/// channel and the uncommitted rows go again, a refused append sends the FlowFiles with unsent rows
+/// to failure (sent back, they load once). Nothing is lost or loaded twice, and between two opens
+/// each append's offset token is above the one before.
+#[test]
+fn an_append_failing_while_the_next_is_prepared_loses_and_doubles_nothing_and_keeps_token_order() {
+    let standin = Standin::start("pipeline", 50);
+    create_events(&standin, "");
+    // ~250-byte rows, 4 KB requests: 300 records are about 19 appends, two seconds at ten a second.
+    let sink = Sink::start(&config(&standin, &[("Max Batch Size", "4 KB"), ("Max Latency", "10 ms")]));
+    let appended = || standin.requests("/rows").iter().filter(|r| r["status"] == 200).count();
+    let mut next = 1i64;
+    let mut expected = 0u64;
+    for fault in [
+        json!({"kind": "stale_token", "count": 1}),
+        json!({"kind": "backpressure429", "count": 3}),
+        json!({"kind": "pipe_failover", "count": 1}),
+        json!({"kind": "retry_request", "count": 2}),
+        json!({"kind": "retry_request", "count": 1, "status": 400, "code": "ERR_BAD_REQUEST", "message": "refused"}),
+    ] {
+        let before = appended();
+        let batch: Vec<_> = (next..next + 300)
+            .map(|n| {
+                record(n, "shardId-000000000000", n as u64, json!({"n": n, "shard": "shardId-000000000000", "seq": n}))
+            })
+            .collect();
+        sink.submit(batch.clone());
+        // A few appends of this batch went through; the next one, with a body prepared behind it, fails.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while appended() < before + 3 {
+            assert!(Instant::now() < deadline, "no appends of the batch");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        standin.fault(fault.clone());
+        let mut outcomes = sink.outcomes(300, Duration::from_secs(60));
+        let failed: Vec<FlowFileIn> =
+            batch.iter().filter(|f| outcomes[&f.id].route == Route::Failure).cloned().collect();
+        if fault["status"] == 400 {
+            assert!(!failed.is_empty() && failed.len() < 300, "only FlowFiles with unsent rows fail: {}", failed.len());
+            assert!(outcomes[&failed[0].id].message.contains("refused"), "{:?}", outcomes[&failed[0].id]);
+            standin.clear_faults();
+            // NiFi sends them back: they load once, after what was committed.
+            sink.submit(failed.clone());
+            outcomes.extend(sink.outcomes(failed.len(), Duration::from_secs(60)));
+        } else {
+            assert!(failed.is_empty(), "after {fault}: {} FlowFiles failed", failed.len());
+        }
+        assert!(batch.iter().all(|f| outcomes[&f.id].route == Route::Success), "after {fault}");
+        standin.clear_faults();
+        next += 300;
+        expected += 300;
+        assert_exactly_once(&standin, expected);
+    }
+    let appends = appends_and_opens(&standin);
+    assert!(appends.len() >= 5 * 19, "{} appends", appends.len());
+    let reopens = appends.iter().filter(|(_, opened)| *opened).count();
+    assert!(reopens >= 3, "the first open, the stale token, the failover (and the refusal): {reopens}");
+    for pair in appends.windows(2) {
+        let ((before, _), (after, opened)) = (&pair[0], &pair[1]);
+        assert!(
+            *opened || token_key(after) > token_key(before),
+            "appends {before} then {after} without an open between"
+        );
+    }
+    let retried: Vec<_> =
+        standin.requests("/rows").iter().filter_map(|r| query_param(r, "retryCount")).filter(|c| c != "0").collect();
+    assert!(retried.len() >= 3, "throttled and failed appends were retried: {retried:?}");
+}

@@ -138,7 +138,11 @@ enum Body {
     None,
     Json(serde_json::Value),
     Form(String),
-    Rows { zstd: Vec<u8>, uncompressed_len: usize },
+    /// Shared, not copied, by each attempt.
+    Rows {
+        zstd: bytes::Bytes,
+        uncompressed_len: usize,
+    },
 }
 
 struct Call<'a> {
@@ -267,7 +271,7 @@ impl SnowflakeApi {
             host: Host::Ingest,
             path: format!("{}/channels/{}/rows", self.pipe_path(true), seg(channel)),
             query: vec![("continuationToken", continuation_token.to_owned()), ("offsetToken", offset_token.to_owned())],
-            body: Body::Rows { zstd, uncompressed_len },
+            body: Body::Rows { zstd: zstd.into(), uncompressed_len },
         };
         let appended: Appended = json(&self.execute(call).await?)?;
         Ok(appended.next_continuation_token)

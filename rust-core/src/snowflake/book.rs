@@ -42,8 +42,16 @@ use super::offset::OffsetToken;
 use super::rows::{Delivery, Row};
 use crate::contract::wire;
 
-/// Snowflake REST allows ten append requests a second per channel.
+/// Snowflake REST allows ten append requests a second per channel ("Request rate: 10 requests per
+/// second", <https://docs.snowflake.com/en/user-guide/snowpipe-streaming/snowpipe-streaming-high-performance-limitations>).
+pub const APPENDS_PER_SECOND: usize = 10;
+/// Appends of a channel start at least this far apart...
 pub const MIN_APPEND_SPACING: Duration = Duration::from_millis(100);
+/// ...and at least this long after the answer to the append [`APPENDS_PER_SECOND`] before: Snowflake
+/// counts a request somewhere between its start and its answer, so no second of its clock holds more
+/// than ten, however long each took to upload (with appends started exactly 100 ms apart, a slower
+/// upload of the first of eleven could put all eleven in one second).
+pub const APPEND_WINDOW: Duration = Duration::from_secs(1);
 
 /// How long FlowFiles wait for the records before them with nothing lined up, before the line
 /// passes over the gap: PutSnowflake's Order Wait, by default.
@@ -129,6 +137,8 @@ pub struct Done {
 
 struct Pending {
     id: i64,
+    /// Never reused in the book's life: a body prepared ahead names its rows by it ([`Span`]).
+    serial: u64,
     rows: Vec<Row>,
     bytes: u64,
     follows: Follows,
@@ -144,9 +154,10 @@ struct Pending {
 }
 
 impl Pending {
-    fn new(work: Work, delivery: Delivery, now: Instant) -> Self {
+    fn new(work: Work, delivery: Delivery, now: Instant, serial: u64) -> Self {
         Self {
             id: work.flow_file_id,
+            serial,
             rows: work.rows,
             bytes: work.bytes,
             follows: work.follows,
@@ -223,7 +234,24 @@ pub struct ChannelBook {
     gaps: VecDeque<Gap>,
     appends: VecDeque<Append>,
     last_append: Option<Instant>,
+    /// When the last [`APPENDS_PER_SECOND`] appends were answered, oldest first.
+    answers: VecDeque<Instant>,
     errors_seen: u64,
+    /// FlowFiles accepted so far: the next one's serial.
+    accepted: u64,
+}
+
+/// Which unsent rows a body holds, in line order: for each FlowFile (by its serial, never reused in
+/// the book's life), the index of its first row in the body and how many. Rows never change once
+/// lined up, so two bodies of the same span are the same bytes with the same offset token.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Span(Vec<(u64, usize, usize)>);
+
+impl Span {
+    /// Rows in the body.
+    pub fn rows(&self) -> usize {
+        self.0.iter().map(|&(_, _, n)| n).sum()
+    }
 }
 
 impl ChannelBook {
@@ -243,7 +271,9 @@ impl ChannelBook {
             gaps: VecDeque::new(),
             appends: VecDeque::new(),
             last_append: None,
+            answers: VecDeque::with_capacity(APPENDS_PER_SECOND),
             errors_seen: 0,
+            accepted: 0,
         }
     }
 
@@ -290,7 +320,8 @@ impl ChannelBook {
         if work.rows.is_empty() {
             return vec![self.done_without_rows(work)];
         }
-        let mut p = Pending::new(work, self.delivery, now);
+        self.accepted += 1;
+        let mut p = Pending::new(work, self.delivery, now, self.accepted);
         let mut done = Vec::new();
         match self.delivery {
             Delivery::ExactlyOnce => {
@@ -429,26 +460,32 @@ impl ChannelBook {
         if !self.open {
             return None;
         }
-        let unsent_bytes = |p: &Pending| p.unsent().iter().map(|r| r.json.len() + 1).sum::<usize>();
-        let mut with_rows = self.line.iter().filter(|p| !p.unsent().is_empty());
-        let first = with_rows.next()?;
-        let mut waiting_bytes = unsent_bytes(first);
-        for p in with_rows {
-            if waiting_bytes >= max_batch_bytes {
-                break;
-            }
-            waiting_bytes += unsent_bytes(p);
+        let first = self.line.iter().find(|p| !p.unsent().is_empty())?;
+        // Counted up to a full request only: this runs on every turn of the writer's loop.
+        let mut waiting_bytes = 0;
+        let full = self.unsent_rows().any(|r| {
+            waiting_bytes += r.json.len() + 1;
+            waiting_bytes >= max_batch_bytes
+        });
+        let linger_until = if full { now } else { first.received + max_latency };
+        let mut spacing_until = self.last_append.map_or(now, |t| t + MIN_APPEND_SPACING);
+        if self.answers.len() == APPENDS_PER_SECOND {
+            spacing_until = spacing_until.max(self.answers[0] + APPEND_WINDOW);
         }
-        let linger_until = if waiting_bytes >= max_batch_bytes { now } else { first.received + max_latency };
-        let spacing_until = self.last_append.map_or(now, |t| t + MIN_APPEND_SPACING);
         Some(linger_until.max(spacing_until).saturating_duration_since(now))
     }
 
     /// How many unsent rows fit in `limit` bytes of NDJSON (at least one when any waits).
     pub fn rows_fitting(&self, limit: usize) -> usize {
+        self.rows_fitting_after(0, limit)
+    }
+
+    /// How many unsent rows after the first `skip` fit in `limit` bytes of NDJSON (at least one
+    /// when any waits): what the append after one of `skip` rows takes.
+    pub fn rows_fitting_after(&self, skip: usize, limit: usize) -> usize {
         let mut bytes = 0;
         let mut n = 0;
-        for row in self.line.iter().flat_map(|p| p.unsent()) {
+        for row in self.unsent_rows().skip(skip) {
             if n > 0 && bytes + row.json.len() + 1 > limit {
                 return n;
             }
@@ -458,23 +495,73 @@ impl ChannelBook {
         n
     }
 
+    /// Unsent rows beyond the first `rows`.
+    pub fn unsent_beyond(&self, rows: usize) -> bool {
+        self.unsent_rows().nth(rows).is_some()
+    }
+
     /// NDJSON of the next `take` unsent rows, and the highest of their tokens; `None` when no row waits.
     pub fn body(&self, take: usize) -> Option<(Vec<u8>, OffsetToken)> {
-        let mut body = Vec::new();
+        self.body_after(0, take).map(|(body, end, _)| (body, end))
+    }
+
+    /// NDJSON of the `take` unsent rows after the first `skip`, the highest of their tokens, and
+    /// which rows they are; `None` when no row waits there.
+    pub fn body_after(&self, skip: usize, take: usize) -> Option<(Vec<u8>, OffsetToken, Span)> {
+        let rows = || self.unsent_rows().skip(skip).take(take);
+        let mut body = Vec::with_capacity(rows().map(|r| r.json.len() + 1).sum());
         let mut end: Option<&OffsetToken> = None;
-        for row in self.line.iter().flat_map(|p| p.unsent()).take(take) {
+        for row in rows() {
             body.extend_from_slice(&row.json);
             body.push(b'\n');
             if end.is_none_or(|e| row.token > *e) {
                 end = Some(&row.token);
             }
         }
-        end.cloned().map(|end| (body, end))
+        let end = end.cloned()?;
+        Some((body, end, self.span_after(skip, take)))
+    }
+
+    /// Which rows the next `take` unsent rows are: the span of `body(take)`.
+    pub fn span(&self, take: usize) -> Span {
+        self.span_after(0, take)
+    }
+
+    fn span_after(&self, mut skip: usize, mut take: usize) -> Span {
+        let mut span = Vec::new();
+        for p in &self.line {
+            if take == 0 {
+                break;
+            }
+            let unsent = p.unsent().len();
+            if skip >= unsent {
+                skip -= unsent;
+                continue;
+            }
+            let n = (unsent - skip).min(take);
+            span.push((p.serial, p.next_row + skip, n));
+            take -= n;
+            skip = 0;
+        }
+        Span(span)
+    }
+
+    /// The line's unsent rows, in order.
+    fn unsent_rows(&self) -> impl Iterator<Item = &Row> {
+        self.line.iter().flat_map(|p| p.unsent())
     }
 
     /// An append is being tried now (successful or not, it counts against the rate limit).
     pub fn attempted(&mut self, now: Instant) {
         self.last_append = Some(now);
+    }
+
+    /// The append tried last was answered now (whatever the answer).
+    pub fn answered(&mut self, now: Instant) {
+        if self.answers.len() == APPENDS_PER_SECOND {
+            self.answers.pop_front();
+        }
+        self.answers.push_back(now);
     }
 
     /// Snowflake took the next `take` unsent rows with offset token `end`.

@@ -4,21 +4,27 @@
 //!
 //! It appends at most ten requests a second, each at most Max Batch Size before and 4 MB after
 //! zstd (`request_size`; a row larger than Max Batch Size goes alone), with the offset token of the
-//! highest row in it. Opening (and every reopen, after a stale continuation token, a vanished
-//! channel, a pipe failover or a commit that never came) reads the committed token, and the book lines the queue up from it, so a replay never loads a row twice.
+//! highest row in it. Appends to a channel follow one another (each carries the continuation token
+//! the one before returned), but while one is in flight the writer prepares the next when a full
+//! request of rows waits behind it ([`Ahead`]): zstd runs on tokio's blocking pool, off the
+//! writer's thread, and the next append starts as soon as the rate allows. Opening (and every
+//! reopen, after a stale continuation token, a vanished channel, a pipe failover or a commit that
+//! never came) reads the committed token, and the book lines the queue up from it, so a replay
+//! never loads a row twice.
 //! With nothing queued for the idle time, the writer retires (see `writers`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use super::api::{ApiError, ChannelStatus, SnowflakeApi, MAX_UNCOMPRESSED_REQUEST};
-use super::book::{ChannelBook, Done, Work};
+use super::book::{ChannelBook, Done, Span, Work};
 use super::offset::OffsetToken;
-use super::request_size::{next_take, Take, TooLarge, ZSTD_LEVEL};
+use super::request_size::{self, next_take, Take, TooLarge};
 use super::rows::Delivery;
 use super::status::StatusWatch;
 use super::views::{ChannelViews, ViewEntry};
@@ -75,10 +81,42 @@ pub struct ChannelWriter {
     gave_back_warned: Option<Instant>,
     /// This channel's line in View State, removed when the writer ends.
     view: ViewEntry,
+    /// The next append's body, prepared while the last append was in flight.
+    ahead: Option<Ahead>,
 }
 
 /// A channel warns about FlowFiles given back at most this often.
 const GIVE_BACK_REWARN: Duration = Duration::from_secs(600);
+
+/// The next append's body, prepared (and being compressed) while the append before it was in
+/// flight. Only rows that the next append takes whatever comes meanwhile are prepared: a full
+/// request with more rows waiting behind it (rows only join the line at its end). The next append
+/// takes it only when its span is exactly the rows it would send then (a reopen, a failure, or
+/// anything else that changed the line makes it differ), so what is sent, with which offset token
+/// and in which order, is what the writer would send without it. One per channel; its rows are
+/// rows the book holds, so all of them together are within Max In-Flight Size.
+struct Ahead {
+    span: Span,
+    end: OffsetToken,
+    ndjson_len: usize,
+    compressed: JoinHandle<std::io::Result<Vec<u8>>>,
+}
+
+/// A body ready to send: its NDJSON length, highest token, and zstd (or why it could not be compressed).
+type Composed = (usize, OffsetToken, std::io::Result<Vec<u8>>);
+
+/// zstd of an append's body, on tokio's blocking pool; `None` when the runtime is shutting down.
+async fn compressed(task: JoinHandle<std::io::Result<Vec<u8>>>) -> Option<std::io::Result<Vec<u8>>> {
+    match task.await {
+        Ok(result) => Some(result),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
+}
+
+fn compress_off_thread(body: Vec<u8>) -> JoinHandle<std::io::Result<Vec<u8>>> {
+    tokio::task::spawn_blocking(move || request_size::compress(&body))
+}
 
 impl ChannelWriter {
     #[allow(clippy::too_many_arguments)]
@@ -105,6 +143,7 @@ impl ChannelWriter {
             backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)),
             reopen_backoff: Backoff::new(REOPEN_BACKOFF_BASE, REOPEN_BACKOFF_CAP),
             gave_back_warned: None,
+            ahead: None,
         }
     }
 
@@ -210,13 +249,22 @@ impl ChannelWriter {
         }
     }
 
-    /// Sends one request with the oldest unsent rows.
+    /// Sends one request with the oldest unsent rows, and prepares the next one meanwhile.
     async fn append(&mut self) {
         let limit = self.settings.max_batch_bytes.min(MAX_UNCOMPRESSED_REQUEST);
         let mut take = self.book.rows_fitting(limit);
+        let mut ready = self.take_ahead(take).await;
         loop {
-            let Some((body, end)) = self.book.body(take) else { return };
-            let compressed = match zstd::bulk::compress(&body, ZSTD_LEVEL) {
+            let (ndjson_len, end, compressed) = match ready.take() {
+                Some(ready) => ready,
+                None => {
+                    let Some((body, end)) = self.book.body(take) else { return };
+                    let ndjson_len = body.len();
+                    let Some(result) = compressed(compress_off_thread(body)).await else { return };
+                    (ndjson_len, end, result)
+                }
+            };
+            let compressed = match compressed {
                 Ok(c) => c,
                 Err(e) => {
                     error!(
@@ -238,7 +286,7 @@ impl ChannelWriter {
                 Take::RowTooLarge => {
                     // `sink` refuses such a row before it reaches a channel, measured the same way;
                     // never send one: Snowflake would refuse the request.
-                    let too_large = TooLarge { ndjson: body.len(), compressed: Some(compressed.len()) };
+                    let too_large = TooLarge { ndjson: ndjson_len, compressed: Some(compressed.len()) };
                     error!(
                         component = self.settings.component,
                         "channel {}: a row too large for any append request reached the channel (a bug, please report \
@@ -256,18 +304,55 @@ impl ChannelWriter {
                 return;
             };
             self.book.attempted(Instant::now());
-            match self.api.append_rows(self.book.name(), &continuation, &end.to_string(), compressed, body.len()).await
-            {
+            let offset_token = end.to_string();
+            let request = async {
+                let result =
+                    self.api.append_rows(self.book.name(), &continuation, &offset_token, compressed, ndjson_len).await;
+                (result, Instant::now())
+            };
+            // The request goes out first (join! polls it first); then, while it is in flight, the
+            // next body is built and handed to the blocking pool to compress.
+            let ((result, answered), ahead) = tokio::join!(request, async { self.prepare_ahead(take, limit) });
+            self.book.answered(answered);
+            match result {
                 Ok(next) => {
                     self.backoff.reset();
                     self.continuation = Some(next);
                     self.book.appended(take, end, Instant::now());
                     self.status.set_awaiting(true);
+                    self.ahead = ahead;
                 }
+                // The body prepared behind a failed append is dropped: after a retry, a reopen or a
+                // failure the next append is composed from the book again.
                 Err(e) => self.on_error("append", e).await,
             }
             return;
         }
+    }
+
+    /// The body prepared ahead, when it holds exactly the next `take` unsent rows (what the
+    /// append would build now); otherwise it is dropped.
+    async fn take_ahead(&mut self, take: usize) -> Option<Composed> {
+        let ahead = self.ahead.take()?;
+        if ahead.span != self.book.span(take) {
+            ahead.compressed.abort();
+            return None;
+        }
+        let result = compressed(ahead.compressed).await?;
+        Some((ahead.ndjson_len, ahead.end, result))
+    }
+
+    /// While an append of the next `in_flight` unsent rows is in flight: the body of the append
+    /// after it, when a full request of rows waits behind it and more rows after those (so that
+    /// append takes exactly these, whatever arrives meanwhile).
+    fn prepare_ahead(&self, in_flight: usize, limit: usize) -> Option<Ahead> {
+        let next = self.book.rows_fitting_after(in_flight, limit);
+        if next == 0 || !self.book.unsent_beyond(in_flight + next) {
+            return None;
+        }
+        let (body, end, span) = self.book.body_after(in_flight, next)?;
+        let ndjson_len = body.len();
+        Some(Ahead { span, end, ndjson_len, compressed: compress_off_thread(body) })
     }
 
     /// Waits for a status update, new work, or `timeout`.

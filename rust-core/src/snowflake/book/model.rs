@@ -158,6 +158,12 @@ struct Model {
     outcomes: HashMap<i64, Outcome>,
     /// Rows loaded through the at-least-once channels (FlowFiles marked for reload).
     reloaded: HashSet<String>,
+    /// The body a writer prepares behind each append while it is in flight (`channel::Ahead`),
+    /// kept here whatever happens next (the writer drops it after a failed append): whenever its
+    /// span is the next append's, it must be that append's body.
+    ahead: Option<(Span, Vec<u8>, OffsetToken)>,
+    /// Appends sent with the body prepared ahead (the check above held).
+    ahead_hits: u64,
 }
 
 impl Model {
@@ -175,6 +181,8 @@ impl Model {
             submitted: HashMap::new(),
             outcomes: HashMap::new(),
             reloaded: HashSet::new(),
+            ahead: None,
+            ahead_hits: 0,
         }
     }
 
@@ -296,6 +304,14 @@ impl Model {
         }
         let take = self.book.rows_fitting(usize::MAX).min(usize::from(limit_rows));
         let Some((body, end)) = self.book.body(take) else { return };
+        if let Some((span, prepared, prepared_end)) = self.ahead.take() {
+            if span == self.book.span(take) {
+                assert_eq!((&prepared, &prepared_end), (&body, &end), "a body prepared ahead of its span's append");
+                self.ahead_hits += 1;
+            }
+        }
+        let next = self.book.rows_fitting_after(take, usize::MAX).min(usize::from(limit_rows));
+        self.ahead = self.book.body_after(take, next).map(|(body, end, span)| (span, body, end));
         self.book.attempted(self.now);
         match result {
             AppendResult::Ok => {
@@ -484,6 +500,23 @@ proptest! {
         let model = run(Delivery::ExactlyOnce, &steps);
         prop_assert!(model.reloaded.is_empty(), "nothing waited long enough to be passed over");
     }
+}
+
+/// Issue 38: appends of one row each, a backlog behind them, FlowFiles arriving, a stale token and
+/// a reopen between: the bodies prepared ahead are taken (and match) where nothing changed the line.
+#[test]
+fn model_bodies_prepared_behind_appends_in_flight_are_the_next_appends() {
+    let mut steps = vec![Step::Open];
+    for _ in 0..4 {
+        steps.push(Step::Read { records: 3, parts: false, rows: 1 });
+        steps.push(Step::Submit { pick: 0 });
+    }
+    let ok = Step::Append { limit_rows: 2, result: AppendResult::Ok };
+    steps.extend([ok.clone(), ok.clone(), Step::Read { records: 2, parts: true, rows: 3 }, Step::Submit { pick: 0 }]);
+    steps.extend([ok.clone(), Step::Commit { appends: 2 }, Step::Report { stale: false }, ok.clone()]);
+    steps.extend([Step::Append { limit_rows: 2, result: AppendResult::Stale }, Step::Open, ok.clone(), ok]);
+    let model = run(Delivery::ExactlyOnce, &steps);
+    assert!(model.ahead_hits >= 3, "{} appends took their prepared body", model.ahead_hits);
 }
 
 /// The sequence that shows defect 9 on the old writer, kept as a fixed case.

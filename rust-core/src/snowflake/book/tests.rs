@@ -248,3 +248,116 @@ fn waiting_flow_files_are_given_back_when_the_budget_is_full() {
     assert_eq!(given[0].bytes, 20, "its bytes leave the budget");
     assert_eq!(book.pending(), 1, "the lined-up one stays");
 }
+
+/// Issue 38: the body a writer prepares while an append is in flight (`channel::Ahead`) is the
+/// body the book builds once that append is recorded: same bytes, same token, same span, however
+/// many FlowFiles arrive meanwhile (they join the line behind it).
+#[test]
+fn the_body_prepared_behind_an_append_in_flight_is_the_next_append_and_new_rows_go_after_it() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1, 2, 3]), now);
+    book.accept(work(2, &[4, 5, 6, 7]), now);
+    let row = |n: u64| format!("{{\"n\":{n}}}\n").len();
+    let limit = 2 * row(1);
+    let in_flight = book.rows_fitting(limit);
+    assert_eq!(in_flight, 2);
+    let next = book.rows_fitting_after(in_flight, limit);
+    assert_eq!(next, 2);
+    assert!(book.unsent_beyond(in_flight + next), "rows 5 to 7 wait behind it");
+    let (body, end, span) = book.body_after(in_flight, next).unwrap();
+    assert_eq!((String::from_utf8(body.clone()).unwrap(), end.clone()), ("{\"n\":3}\n{\"n\":4}\n".into(), t(4)));
+    assert_eq!(span.rows(), 2);
+    // The append in flight succeeds; a FlowFile arrives meanwhile.
+    let (_, first_end) = book.body(in_flight).unwrap();
+    book.appended(in_flight, first_end, now);
+    book.accept(work(3, &[8, 9]), now);
+    assert_eq!(book.rows_fitting(limit), next);
+    assert_eq!(book.span(next), span, "the prepared body is still the next append");
+    assert_eq!(book.body(next), Some((body, end)));
+    // Once it is sent too, the rest follows in order.
+    book.appended(next, t(4), now);
+    assert_eq!(send_all(&mut book, now).unwrap().0, t(9));
+}
+
+/// Issue 38: a reopen or a failure between preparing a body and sending it changes the span, so
+/// the writer drops the prepared body and composes the append from the book again.
+#[test]
+fn a_reopen_or_a_failure_after_a_body_was_prepared_changes_its_span() {
+    let now = Instant::now();
+    for event in ["reopen", "failure", "commit past it"] {
+        let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+        book.opened(None, 0);
+        book.accept(work(1, &[1, 2]), now);
+        book.accept(work(2, &[3, 4]), now);
+        book.accept(work(3, &[5, 6]), now);
+        let (_, first_end) = book.body(2).unwrap();
+        let (_, _, span) = book.body_after(2, 2).unwrap();
+        book.appended(2, first_end, now);
+        assert_eq!(book.span(2), span);
+        match event {
+            // Snowflake discarded the uncommitted append: rows 1 and 2 go again first.
+            "reopen" => {
+                book.close();
+                book.opened(None, 0);
+            }
+            // A 4xx: FlowFiles with unsent rows went to failure.
+            "failure" => {
+                assert_eq!(ids(&book.fail_unsent("refused")), vec![2, 3]);
+                book.opened(None, 0);
+                book.accept(work(4, &[3, 4]), now);
+            }
+            // Someone else's append committed up to 4 (a stale writer): rows 3 and 4 are not sent.
+            _ => {
+                book.close();
+                book.opened(Some(t(4)), 0);
+            }
+        }
+        assert_ne!(book.span(book.rows_fitting(usize::MAX).min(2)), span, "after {event}");
+    }
+}
+
+/// At-least-once rows get their tokens once; a FlowFile sent again (its earlier outcome failure)
+/// is a new entry of the line, so a body prepared for the earlier one never stands for it.
+#[test]
+fn a_flow_file_sent_again_is_never_the_span_of_a_body_prepared_for_its_earlier_self() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::AtLeastOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[0, 0]), now);
+    let (body, end, span) = book.body_after(0, 2).unwrap();
+    assert_eq!(ids(&book.fail_unsent("refused")), vec![1]);
+    book.opened(None, 0);
+    book.accept(work(1, &[0, 0]), now);
+    assert_ne!(book.span(2), span);
+    let (again, again_end) = book.body(2).unwrap();
+    assert_eq!(again, body, "the same rows");
+    assert!(again_end > end, "with fresh tokens");
+}
+
+/// Issue 38: appends start 100 ms apart, and each at least a second after the answer to the append
+/// ten before it, so Snowflake never counts eleven in one second whatever their upload took.
+#[test]
+fn an_append_waits_a_second_after_the_answer_to_the_tenth_before_it() {
+    let start = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &(1..=100).collect::<Vec<_>>()), start);
+    let due = |book: &ChannelBook, now| book.next_append_in(now, Duration::ZERO, 1).unwrap();
+    let mut now = start;
+    // The first append's upload takes 50 ms; the next nine take 1 ms.
+    for k in 0..10 {
+        assert_eq!(due(&book, now), Duration::ZERO, "append {k}");
+        book.attempted(now);
+        book.answered(now + Duration::from_millis(if k == 0 { 50 } else { 1 }));
+        book.appended(1, t(k + 1), now);
+        now += MIN_APPEND_SPACING;
+    }
+    // 100 ms after the tenth start: the eleventh waits until a second after the first's answer.
+    assert_eq!(due(&book, now), Duration::from_millis(50));
+    book.attempted(now + Duration::from_millis(50));
+    book.answered(now + Duration::from_millis(51));
+    // The twelfth: 100 ms after the eleventh, later than a second after the second's answer.
+    assert_eq!(due(&book, now + Duration::from_millis(60)), Duration::from_millis(90));
+}
