@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Profiles of the NiFi JVM during a benchmark run (perf, cpu-clock: the only event this machine allows).
 
 `Recording` wraps one run; `report` writes perf's shares by library and the top symbols (JIT-compiled Java named
