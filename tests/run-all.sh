@@ -120,11 +120,16 @@ join_prefetch() { # the steps after it fetch for themselves what the prefetch di
   prefetch_pid=""
 }
 
-rust_build() {
-  cargo test --profile suite -p kinesnow-core --no-run &&
-    cargo build --profile suite -p kinesnow-ctl &&
-    STANDIN_BIN="$(tests/snowflake-standin/build.sh | tail -n 1)" &&
-    bench/kinesis-source/build.sh >/dev/null
+# What the NiFi tests run beside the NAR: the stand-in and the benchmark source (both `suite` profile).
+nifi_side_build() {
+  STANDIN_BIN="$(tests/snowflake-standin/build.sh | tail -n 1)" && export STANDIN_BIN &&
+    KINESIS_SOURCE_BIN="$(bench/kinesis-source/build.sh | tail -n 1)" && export KINESIS_SOURCE_BIN
+}
+# The engine's tests and the operator's tool (`suite` profile), niced: in `all` they compile beside the end-to-end
+# tests, whose NiFi comes first.
+engine_build() {
+  nice -n 10 cargo test --profile suite -p kinesnow-core --no-run &&
+    nice -n 10 cargo build --profile suite -p kinesnow-ctl
 }
 unit_tests() { cargo test --profile suite -p kinesnow-core --lib; }
 
@@ -168,6 +173,30 @@ join_release_build() { # a failure shows again, with its errors, in Maven's carg
   release_pid=""
 }
 
+# The end-to-end tests in the background (`all`): their output is printed when they are joined.
+e2e_pid=""
+start_e2e() {
+  e2e_needs_nar || { record FAIL 0 "End-to-end: the NAR is built"; return 0; }
+  e2e_log="$(mktemp)"
+  e2e_t0=$SECONDS
+  echo
+  echo "=== End-to-end: the NAR in a real NiFi (in the background; its output follows when it ends)"
+  python3 -m pytest -q --durations=10 tests/e2e >"$e2e_log" 2>&1 &
+  e2e_pid=$!
+}
+join_e2e() {
+  [ -n "$e2e_pid" ] || return 0
+  local rc=0
+  wait "$e2e_pid" || rc=1
+  echo
+  echo "=== End-to-end: the NAR in a real NiFi (ran in the background):"
+  cat "$e2e_log"
+  rm -f "$e2e_log"
+  if [ $rc = 0 ]; then record ok $((SECONDS - e2e_t0)) "End-to-end: the NAR in a real NiFi (background)"
+  else record FAIL $((SECONDS - e2e_t0)) "End-to-end: the NAR in a real NiFi (background)"; fi
+  e2e_pid=""
+}
+
 e2e_needs_nar() {
   ls nar-packaging/target/kinesnow-nar-*.nar >/dev/null 2>&1 || {
     echo "no NAR in nar-packaging/target: run ./mvnw -B -q package -DskipTests (or tests/run-all.sh) first" >&2
@@ -201,20 +230,24 @@ case "$mode" in
   all)
     gates
     start_prefetch
-    step "Rust build (suite profile: engine tests, stand-in, benchmark source)" rust_build
+    # What the end-to-end tests need is built first (the stand-in, the benchmark source, the NAR); those tests then
+    # run in the background, mostly waiting on NiFi, while the engine's tests compile and run beside them (niced
+    # compiles; the Rust tests start their own emulators on free ports). The NiFi harness runs after them: never
+    # two NiFi suites at once.
+    # The NAR's release library compiles (niced) beside them (rustc leaves a core idle for long stretches); Maven's
+    # own cargo step then finds it built.
+    start_release_build
+    step "Rust build for NiFi's tests (suite profile: stand-in, benchmark source)" nifi_side_build
     # The prefetch (the emulators, NiFi's artifacts, the Python venvs the tests use, KCL's legacy jar built with
     # Maven) is joined first: the tests use what it installs, and two Mavens never share ~/.m2 at once.
     join_prefetch
-    # The NAR's release library compiles (niced) beside the Rust tests, which mostly wait on their emulators: on a
-    # fresh machine that hides most of its five minutes; on a warm one it is current at once. Maven's own cargo step
-    # then finds it built.
-    start_release_build
-    export_standin_bin
-    start_long_rust_test
-    step "Rust tests (suite profile)" rust_tests
     join_release_build
     step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
-    # The stand-in's tests and Snowflake's official SDK against it; its binary serves PutSnowflake's tests.
+    start_e2e
+    step "Rust build (suite profile: engine tests, operator tool; beside the end-to-end tests)" engine_build
+    start_long_rust_test
+    step "Rust tests (suite profile; beside the end-to-end tests)" rust_tests
+    # The stand-in's tests and Snowflake's official SDK against it.
     step "Snowflake stand-in (Rust tests, official SDK conformance)" tests/snowflake-standin/run-tests.sh
     # The benchmark Kinesis source (issue 20): a load generator, not an emulator; its conformance tests (the Rust
     # SDK, CBOR, and KCL 2.7.2 polling and fan-out read every record byte-exact).
@@ -222,9 +255,9 @@ case "$mode" in
     step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
     step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
     join_long_rust_test
+    join_e2e
     # tests/nifi includes test_cluster.py: a real 3-node NiFi cluster with ConsumeKinesis on every node
     step "NiFi harness (real NiFi, standalone and a 3-node cluster)" python3 -m pytest -q --durations=5 tests/nifi
-    step "End-to-end: the NAR in a real NiFi" python3 -m pytest -q --durations=10 tests/e2e
     ;;
 esac
 finish
