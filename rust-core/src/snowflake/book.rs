@@ -52,6 +52,11 @@ pub const MIN_APPEND_SPACING: Duration = Duration::from_millis(100);
 /// than ten, however long each took to upload (with appends started exactly 100 ms apart, a slower
 /// upload of the first of eleven could put all eleven in one second).
 pub const APPEND_WINDOW: Duration = Duration::from_secs(1);
+/// Snowflake's throughput of one channel: "Named Channel throughput: 20 MB/s (uncompressed)", an
+/// enforced default that Snowflake Support can raise (same page). The NDJSON bytes of the appends
+/// answered within [`APPEND_WINDOW`] before an append starts, and its own, stay within this: as with
+/// the request rate, Snowflake may count an append anywhere from its start to its answer.
+pub const CHANNEL_BYTES_PER_SECOND: usize = 20_000_000;
 
 /// How long FlowFiles wait for the records before them with nothing lined up, before the line
 /// passes over the gap: PutSnowflake's Order Wait, by default.
@@ -236,6 +241,8 @@ pub struct ChannelBook {
     last_append: Option<Instant>,
     /// When the last [`APPENDS_PER_SECOND`] appends were answered, oldest first.
     answers: VecDeque<Instant>,
+    /// The appends answered within the last [`APPEND_WINDOW`] and their NDJSON bytes, oldest first.
+    answered_bytes: VecDeque<(Instant, usize)>,
     errors_seen: u64,
     /// FlowFiles accepted so far: the next one's serial.
     accepted: u64,
@@ -272,6 +279,7 @@ impl ChannelBook {
             appends: VecDeque::new(),
             last_append: None,
             answers: VecDeque::with_capacity(APPENDS_PER_SECOND),
+            answered_bytes: VecDeque::with_capacity(APPENDS_PER_SECOND),
             errors_seen: 0,
             accepted: 0,
         }
@@ -472,7 +480,24 @@ impl ChannelBook {
         if self.answers.len() == APPENDS_PER_SECOND {
             spacing_until = spacing_until.max(self.answers[0] + APPEND_WINDOW);
         }
-        Some(linger_until.max(spacing_until).saturating_duration_since(now))
+        // The rows counted (up to the first that makes a full request) are at least what the next append takes.
+        let throughput_until = self.throughput_allows(waiting_bytes, now);
+        Some(linger_until.max(spacing_until).max(throughput_until).saturating_duration_since(now))
+    }
+
+    /// The earliest time from `now` at which an append of `bytes` keeps the channel within
+    /// [`CHANNEL_BYTES_PER_SECOND`] (an append larger than that alone waits for an empty window).
+    fn throughput_allows(&self, bytes: usize, now: Instant) -> Instant {
+        let mut counted: usize = self.answered_bytes.iter().map(|&(_, b)| b).sum();
+        let mut until = now;
+        for &(at, b) in &self.answered_bytes {
+            if counted + bytes <= CHANNEL_BYTES_PER_SECOND {
+                break;
+            }
+            until = until.max(at + APPEND_WINDOW);
+            counted -= b;
+        }
+        until
     }
 
     /// How many unsent rows fit in `limit` bytes of NDJSON (at least one when any waits).
@@ -556,12 +581,16 @@ impl ChannelBook {
         self.last_append = Some(now);
     }
 
-    /// The append tried last was answered now (whatever the answer).
-    pub fn answered(&mut self, now: Instant) {
+    /// The append tried last, of `bytes` of NDJSON, was answered now (whatever the answer).
+    pub fn answered(&mut self, now: Instant, bytes: usize) {
         if self.answers.len() == APPENDS_PER_SECOND {
             self.answers.pop_front();
         }
         self.answers.push_back(now);
+        while self.answered_bytes.front().is_some_and(|&(at, _)| at + APPEND_WINDOW <= now) {
+            self.answered_bytes.pop_front();
+        }
+        self.answered_bytes.push_back((now, bytes));
     }
 
     /// Snowflake took the next `take` unsent rows with offset token `end`.

@@ -313,7 +313,7 @@ impl ChannelWriter {
             // The request goes out first (join! polls it first); then, while it is in flight, the
             // next body is built and handed to the blocking pool to compress.
             let ((result, answered), ahead) = tokio::join!(request, async { self.prepare_ahead(take, limit) });
-            self.book.answered(answered);
+            self.book.answered(answered, ndjson_len);
             match result {
                 Ok(next) => {
                     self.backoff.reset();

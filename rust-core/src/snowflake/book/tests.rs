@@ -350,14 +350,59 @@ fn an_append_waits_a_second_after_the_answer_to_the_tenth_before_it() {
     for k in 0..10 {
         assert_eq!(due(&book, now), Duration::ZERO, "append {k}");
         book.attempted(now);
-        book.answered(now + Duration::from_millis(if k == 0 { 50 } else { 1 }));
+        book.answered(now + Duration::from_millis(if k == 0 { 50 } else { 1 }), 10);
         book.appended(1, t(k + 1), now);
         now += MIN_APPEND_SPACING;
     }
     // 100 ms after the tenth start: the eleventh waits until a second after the first's answer.
     assert_eq!(due(&book, now), Duration::from_millis(50));
     book.attempted(now + Duration::from_millis(50));
-    book.answered(now + Duration::from_millis(51));
+    book.answered(now + Duration::from_millis(51), 10);
     // The twelfth: 100 ms after the eleventh, later than a second after the second's answer.
     assert_eq!(due(&book, now + Duration::from_millis(60)), Duration::from_millis(90));
+}
+
+/// Issue 38: the NDJSON bytes answered within a second before an append starts, and its own, stay
+/// within Snowflake's 20 MB/s per channel; the request-rate rule alone would allow 40 MB a second of
+/// 4 MB requests.
+#[test]
+fn an_append_waits_until_the_channel_is_within_its_bytes_per_second() {
+    let start = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &(1..=100).collect::<Vec<_>>()), start);
+    let due = |book: &ChannelBook, now| book.next_append_in(now, Duration::ZERO, 1).unwrap();
+    let ms = Duration::from_millis;
+    // 15 MB answered at 0 ms and 4 MB at 100 ms: a small append still fits at 200 ms.
+    book.attempted(start);
+    book.answered(start, 15_000_000);
+    book.attempted(start + ms(100));
+    book.answered(start + ms(100), 4_000_000);
+    assert_eq!(due(&book, start + ms(200)), Duration::ZERO);
+    // One more megabyte answered at 200 ms: the window holds 20 MB, so the next append waits until
+    // the first 15 MB leave it, a second after their answer.
+    book.attempted(start + ms(200));
+    book.answered(start + ms(200), 1_000_000);
+    assert_eq!(due(&book, start + ms(300)), ms(700));
+    // Then 5 MB are counted (the appends answered at 100 and 200 ms), and the append goes at once.
+    assert_eq!(due(&book, start + ms(1000)), Duration::ZERO);
+    // Answers older than the window are forgotten when the next answer comes.
+    book.attempted(start + ms(2500));
+    book.answered(start + ms(2500), 19_999_999);
+    assert_eq!(due(&book, start + ms(2600)), ms(900), "only the 19,999,999 bytes of 2,500 ms count");
+}
+
+/// An append larger than a second's bytes alone (a Max Batch Size above 20 MB) is not held forever:
+/// it waits for an empty window.
+#[test]
+fn an_append_larger_than_a_seconds_bytes_waits_for_an_empty_window() {
+    let start = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &(1..=3).collect::<Vec<_>>()), start);
+    let ms = Duration::from_millis;
+    book.attempted(start);
+    book.answered(start, 25_000_000);
+    assert_eq!(book.next_append_in(start + ms(100), Duration::ZERO, 1).unwrap(), ms(900));
+    assert_eq!(book.next_append_in(start + ms(1000), Duration::ZERO, 1).unwrap(), Duration::ZERO);
 }

@@ -64,7 +64,7 @@ import java.util.UUID;
         + "outside the Java heap until Snowflake reports it committed (a single FlowFile larger than the room left can go over "
         + "by its own size); the FlowFiles it takes are read into the heap once, to be handed over.")
 @SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Appends compressed rows to Snowflake, at most "
-        + "ten requests a second per channel, and polls the channels' status.")
+        + "ten requests and 20 MB of rows before compression a second per channel, and polls the channels' status.")
 @CapabilityDescription("Streams records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
         + "high-performance REST API, with its client written in Rust. Each source shard gets its own channel and its records' "
         + "shardedSequenceNumber is the offset token, so every record lands exactly once across restarts and replays. A "
