@@ -40,7 +40,7 @@ import time
 import pytest
 
 from bench_source import SourceProcess, dump
-from consumer_flow import flowfile_content, list_queue, unique
+from consumer_flow import flowfile_content, list_queue, receive_events, unique
 from lease_table import lease_rows
 from nifi_client import parse_log_events
 from services import dynamodb_endpoint, local_services  # noqa: F401  (session fixture)
@@ -171,18 +171,8 @@ def wait_for_checkpoints(ids: dict, stream: str, expected: dict[str, list[dict]]
 
 def received(c, processor_id: str) -> list[dict]:
     """ConsumeKinesis' FlowFiles as its RECEIVE provenance events have them: {"size", "attributes"}."""
-    req = c.post("provenance", {"provenance": {"request": {
-        "maxResults": 1000, "summarize": True, "incrementalResults": False,
-        "searchTerms": {"ProcessorID": {"value": processor_id, "inverse": False},
-                        "EventType": {"value": "RECEIVE", "inverse": False}}}}})["provenance"]
-    deadline = time.monotonic() + 60
-    while not req.get("finished"):
-        assert time.monotonic() < deadline, "provenance query did not finish"
-        time.sleep(0.2)
-        req = c.get(f"provenance/{req['id']}")["provenance"]
-    c.delete(f"provenance/{req['id']}")
     out = []
-    for event in req["results"].get("provenanceEvents", []):
+    for event in receive_events(c, processor_id, max_results=1000):
         detail = c.get(f"provenance-events/{event['id']}")["provenanceEvent"]
         out.append({"size": int(detail["fileSizeBytes"]),
                     "attributes": {a["name"]: a["value"] for a in detail.get("attributes", [])}})

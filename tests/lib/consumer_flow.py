@@ -196,8 +196,8 @@ def flowfile_content(client: NiFiClient, queue_id: str, flowfile_uuid: str) -> b
         return resp.read()
 
 
-def receive_event_ids(client: NiFiClient, processor_id: str, max_results: int = 10000) -> dict[str, int]:
-    """FlowFile UUID -> id of its RECEIVE provenance event from this processor."""
+def receive_events(client: NiFiClient, processor_id: str, max_results: int = 10000) -> list[dict]:
+    """The RECEIVE provenance events of this processor, as NiFi's provenance query summarizes them."""
     req = client.post("provenance", {"provenance": {"request": {
         "maxResults": max_results, "summarize": True, "incrementalResults": False,
         "searchTerms": {"ProcessorID": {"value": processor_id, "inverse": False},
@@ -208,5 +208,10 @@ def receive_event_ids(client: NiFiClient, processor_id: str, max_results: int = 
         time.sleep(0.2)
         req = client.get(f"provenance/{req['id']}")["provenance"]
     client.delete(f"provenance/{req['id']}")
-    return {e["flowFileUuid"]: int(e["eventId"]) for e in req["results"].get("provenanceEvents", [])
-            if e.get("eventType") == "RECEIVE" and e.get("componentId") == processor_id}
+    return [e for e in req["results"].get("provenanceEvents", [])
+            if e.get("eventType") == "RECEIVE" and e.get("componentId") == processor_id]
+
+
+def receive_event_ids(client: NiFiClient, processor_id: str, max_results: int = 10000) -> dict[str, int]:
+    """FlowFile UUID -> id of its RECEIVE provenance event from this processor."""
+    return {e["flowFileUuid"]: int(e["eventId"]) for e in receive_events(client, processor_id, max_results)}

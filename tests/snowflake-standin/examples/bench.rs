@@ -6,13 +6,12 @@
 //!
 //! `cargo run --release -p snowflake-standin --example bench -- [--runs 3] [--seconds 5] [--out BENCH.md] [--tls]`
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 use snowflake_standin::{start, Options, Settings};
 use std::time::{Duration, Instant};
 
-const USER_KEY: &str = include_str!("../tests/fixtures/user.p8");
-const USER_PUB: &str = include_str!("../tests/fixtures/user.pub.pem");
+mod common;
+
 const ROWS_PER_REQUEST: usize = 2000;
 
 struct Args {
@@ -86,29 +85,14 @@ async fn run_once(channels: usize, seconds: u64, tls: bool) -> RunResult {
     }
     let http = builder.build().unwrap();
     let base = run.url.clone();
-    let admin = |path: &str, body: serde_json::Value| http.post(format!("{base}{path}")).json(&body).send();
-    admin("/admin/users", json!({"account": "BENCH", "user": "U", "public_key_pem": USER_PUB})).await.unwrap();
-    admin("/admin/sql", json!({"sql": "CREATE OR REPLACE TABLE DB.PUBLIC.B (id NUMBER, name VARCHAR, value FLOAT, kinesisMetadata VARIANT)"})).await.unwrap();
-    let fp = snowflake_standin::auth::fingerprint(USER_PUB).unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let jwt = jsonwebtoken::encode(
-        &Header::new(Algorithm::RS256),
-        &json!({"iss": format!("BENCH.U.{fp}"), "sub": "BENCH.U", "iat": now, "exp": now + 3000}),
-        &EncodingKey::from_rsa_pem(USER_KEY.as_bytes()).unwrap(),
+    let scoped = common::bench_session(
+        &http,
+        &base,
+        "CREATE OR REPLACE TABLE DB.PUBLIC.B (id NUMBER, name VARCHAR, value FLOAT, kinesisMetadata VARIANT)",
     )
-    .unwrap();
-    let scoped = http
-        .post(format!("{base}/oauth/token"))
-        .header("Accept", "application/json")
-        .header("Authorization", format!("Bearer {jwt}"))
-        .body("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&scope=127.0.0.1")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    .await;
 
+    let admin = |path: &str, body: serde_json::Value| http.post(format!("{base}{path}")).json(&body).send();
     let (body, raw_len) = payload(0);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();

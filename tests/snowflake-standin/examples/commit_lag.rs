@@ -15,15 +15,13 @@
 //! Without `--bin` the stand-in runs in this process (its CPU is then not reported). Without `--state-dir` it keeps
 //! everything in memory (as bench/pipeline.sh runs it by default; with one, as `--standin-on-disk`).
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const USER_KEY: &str = include_str!("../tests/fixtures/user.p8");
-const USER_PUB: &str = include_str!("../tests/fixtures/user.pub.pem");
+mod common;
 
 struct Args {
     bin: Option<String>,
@@ -144,36 +142,7 @@ async fn main() {
     let standin = start_standin(&a).await;
     let base = standin.url.clone();
     let http = reqwest::Client::builder().pool_max_idle_per_host(a.channels + 8).build().unwrap();
-    let admin = |method: reqwest::Method, path: &str, body: Value| {
-        http.request(method, format!("{base}{path}")).json(&body).send()
-    };
-    admin(reqwest::Method::POST, "/admin/users", json!({"account": "BENCH", "user": "U", "public_key_pem": USER_PUB}))
-        .await
-        .unwrap();
-    let r =
-        admin(reqwest::Method::POST, "/admin/sql", json!({"sql": "CREATE OR REPLACE TABLE DB.PUBLIC.B (ID NUMBER)"}))
-            .await
-            .unwrap();
-    assert!(r.status().is_success());
-    let fp = snowflake_standin::auth::fingerprint(USER_PUB).unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let jwt = jsonwebtoken::encode(
-        &Header::new(Algorithm::RS256),
-        &json!({"iss": format!("BENCH.U.{fp}"), "sub": "BENCH.U", "iat": now, "exp": now + 3000}),
-        &EncodingKey::from_rsa_pem(USER_KEY.as_bytes()).unwrap(),
-    )
-    .unwrap();
-    let scoped = http
-        .post(format!("{base}/oauth/token"))
-        .header("Accept", "application/json")
-        .header("Authorization", format!("Bearer {jwt}"))
-        .body("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&scope=127.0.0.1")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let scoped = common::bench_session(&http, &base, "CREATE OR REPLACE TABLE DB.PUBLIC.B (ID NUMBER)").await;
     let auth = format!("Bearer {scoped}");
     let pipe = format!("{base}/v2/streaming/databases/DB/schemas/PUBLIC/pipes/B-STREAMING");
     let data = pipe.replace("/v2/streaming/databases", "/v2/streaming/data/databases");
