@@ -592,10 +592,11 @@ async fn put_on_every_shard(
 /// window (and TCP's head-of-line blocking); with 2 per client (a pool of 4, as with 32 shards at
 /// the default of 8) they are spread over 4 connections, 2 each. Every record arrives once, in
 /// order, either way. The terminator holds every TLS handshake back 300 ms, so that a pooled
-/// client's subscriptions, started together, all wait for its connection at once: no pooled client
-/// may open a second connection (hyper's pool shares a connection only once it knows it is HTTP/2,
-/// so requests that start together over ALPN each open their own, and under CPU load one of them
-/// now and then carried its subscription on it). Time to the first record of all shards and the
+/// client's subscriptions, started together, would all wait for its connection at once: no pooled
+/// client may open a second connection (hyper's pool shares a connection only once it knows it is
+/// HTTP/2, so requests that start together over ALPN each open their own, and under CPU load one of
+/// them now and then carried its subscription on it). Each pooled client opens its connection with
+/// one ListShards before its subscriptions start, so they find it in its pool. Time to the first record of all shards and the
 /// drain time are printed, not asserted: on one machine with kinesis-local (about one event a second
 /// per subscription) the shared connection is not the bottleneck, so they show no difference worth
 /// a claim.
@@ -667,7 +668,9 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
                 c.max_open_subscriptions >= per_client,
                 "its subscriptions were open at once on the one connection: {spread:?}"
             );
-            assert!(c.requests.iter().all(|r| r.operation == "SubscribeToShard"), "pooled clients only subscribe");
+            let operations: Vec<_> = c.requests.iter().map(|r| r.operation.as_str()).collect();
+            assert_eq!(operations[0], "ListShards", "the pooled client opened its connection first: {operations:?}");
+            assert!(operations[1..].iter().all(|&o| o == "SubscribeToShard"), "then only subscribed: {operations:?}");
             all.extend(shards);
         }
         assert_eq!(all.len(), 8, "no shard on two connections, none missing");
