@@ -591,9 +591,15 @@ async fn put_on_every_shard(
 /// on ONE HTTP/2 connection, open at the same time, sharing its stream limit and flow-control
 /// window (and TCP's head-of-line blocking); with 2 per client (a pool of 4, as with 32 shards at
 /// the default of 8) they are spread over 4 connections, 2 each. Every record arrives once, in
-/// order, either way. Time to the first record of all shards and the drain time are printed, not
-/// asserted: on one machine with kinesis-local (about one event a second per subscription) the
-/// shared connection is not the bottleneck, so they show no difference worth a claim.
+/// order, either way. The terminator holds every TLS handshake back 300 ms, so that a pooled
+/// client's subscriptions, started together, would all wait for its connection at once: no pooled
+/// client may open a second connection (hyper's pool shares a connection only once it knows it is
+/// HTTP/2, so requests that start together over ALPN each open their own, and under CPU load one of
+/// them now and then carried its subscription on it). Each pooled client opens its connection with
+/// one ListShards before its subscriptions start, so they find it in its pool. Time to the first record of all shards and the
+/// drain time are printed, not asserted: on one machine with kinesis-local (about one event a second
+/// per subscription) the shared connection is not the bottleneck, so they show no difference worth
+/// a claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
     log();
@@ -603,7 +609,7 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
     let written = put_on_every_shard(&c, "wide", 30, 100).await;
     let expected = by_shard(&written);
     assert_eq!(expected.len(), 8, "records on every shard");
-    let proxy = h2_tls_proxy::H2TlsProxy::start(&e.kinesis).await;
+    let proxy = h2_tls_proxy::H2TlsProxy::start_with_handshake_delay(&e.kinesis, Duration::from_millis(300)).await;
     let mut through_proxy = aws(&e);
     through_proxy.endpoint_override = Some(proxy.url.parse().unwrap());
 
@@ -649,6 +655,11 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
             written.len(),
         );
         assert_eq!(carrying.len(), pool, "one HTTP/2 connection per pooled client: {spread:?}");
+        assert_eq!(
+            connections.len(),
+            pool + 1,
+            "the engine's own client and each pooled client opened one connection, none beside it: {connections:?}"
+        );
         let mut all = std::collections::BTreeSet::new();
         for c in &carrying {
             let shards = c.subscribed_shards();
@@ -657,7 +668,9 @@ async fn the_client_pool_spreads_subscriptions_over_http2_connections() {
                 c.max_open_subscriptions >= per_client,
                 "its subscriptions were open at once on the one connection: {spread:?}"
             );
-            assert!(c.requests.iter().all(|r| r.operation == "SubscribeToShard"), "pooled clients only subscribe");
+            let operations: Vec<_> = c.requests.iter().map(|r| r.operation.as_str()).collect();
+            assert_eq!(operations[0], "ListShards", "the pooled client opened its connection first: {operations:?}");
+            assert!(operations[1..].iter().all(|&o| o == "SubscribeToShard"), "then only subscribed: {operations:?}");
             all.extend(shards);
         }
         assert_eq!(all.len(), 8, "no shard on two connections, none missing");

@@ -337,14 +337,17 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
 
 /// Registers (or finds) the consumer named after the application and builds the client pool: each
 /// pooled client has the same configuration and a separate HTTP client and connection pool
-/// ([`AwsClients::separate_kinesis`]), so over HTTP/2 each carries its own connection.
+/// ([`AwsClients::separate_kinesis`]), so over HTTP/2 each carries its own connection. Each client's
+/// connection is opened before any subscription starts ([`fan_out::open_connections`]), so that its
+/// subscriptions, started together, share it instead of racing to open one each.
 async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
     let kinesis = &clients.kinesis;
     let consumer_arn =
         fan_out::ensure_consumer(kinesis, &settings.stream, &settings.application, settings.component).await?;
     let shards = crate::kinesis::shards::list_shards(kinesis, &settings.stream).await?.len();
     let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
-    let pool = (0..size).map(|_| clients.separate_kinesis()).collect();
+    let pool: Vec<_> = (0..size).map(|_| clients.separate_kinesis()).collect();
+    fan_out::open_connections(&pool, &settings.stream, settings.component).await;
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
 }
 

@@ -117,6 +117,32 @@ pub fn pool_size(shards: usize, per_client: usize) -> usize {
     shards.div_ceil(per_client.max(1)).clamp(1, MAX_POOL)
 }
 
+/// Opens each pooled client's connection before its subscriptions start, with one ListShards
+/// (MaxResults 1, in Snowflake's IAM policy) per client, all at once. hyper's pool shares a connection
+/// between requests only once it knows the connection is HTTP/2: over TLS it learns that from ALPN,
+/// at the end of the handshake, so subscriptions started together on a client with no connection
+/// each open one, and now and then one of them carries its subscription there (a second connection
+/// for that client). Once a client's first call has returned, its HTTP/2 connection waits in its
+/// pool and every subscription takes it. A failed call is logged and the subscriptions go on: they
+/// need no warm connection to work.
+pub async fn open_connections(pool: &[Client], stream: &str, component: u64) {
+    let mut calls = tokio::task::JoinSet::new();
+    for (i, client) in pool.iter().enumerate() {
+        let (client, stream) = (client.clone(), stream.to_owned());
+        calls.spawn(async move { (i, client.list_shards().stream_name(stream).max_results(1).send().await) });
+    }
+    while let Some(done) = calls.join_next().await {
+        if let Ok((i, Err(e))) = done {
+            warn!(
+                component,
+                "Enhanced Fan-Out client {i} of stream '{stream}' could not open its connection before its \
+                 subscriptions: {}",
+                super::sdk_error_text(&e)
+            );
+        }
+    }
+}
+
 /// The pooled client for the `index`-th subscription started, round-robin over the pool.
 pub fn pooled(pool: &[Client], index: usize) -> &Client {
     &pool[index % pool.len()]

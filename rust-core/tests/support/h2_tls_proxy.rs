@@ -10,6 +10,8 @@
 //! - an http/1.1 connection as bytes to the same port.
 //!
 //! Response bodies (the event streams) are relayed as they come; the proxy does not hold them back.
+//! [`H2TlsProxy::start_with_handshake_delay`] holds each TLS handshake back for a while, so that
+//! requests a client starts together are all still waiting for a connection at the same time.
 
 use std::error::Error;
 use std::net::{IpAddr, Ipv4Addr};
@@ -61,6 +63,11 @@ impl H2TlsProxy {
     /// Listens on a free port of 127.0.0.1 and forwards to `upstream` (kinesis-local's plain-HTTP
     /// port, e.g. `http://127.0.0.1:4568`, which speaks HTTP/1.1 and prior-knowledge h2c).
     pub async fn start(upstream: &str) -> Self {
+        Self::start_with_handshake_delay(upstream, std::time::Duration::ZERO).await
+    }
+
+    /// Like [`H2TlsProxy::start`]; each accepted TCP connection waits `delay` before its TLS handshake.
+    pub async fn start_with_handshake_delay(upstream: &str, delay: std::time::Duration) -> Self {
         let (ca_pem, acceptor) = tls();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
@@ -71,6 +78,7 @@ impl H2TlsProxy {
             while let Ok((tcp, _)) = listener.accept().await {
                 let (acceptor, log, upstream) = (acceptor.clone(), l.clone(), upstream.clone());
                 tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
                     let Ok(mut tls) = acceptor.accept(tcp).await else { return };
                     let alpn = tls.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
                     let id = {
