@@ -291,12 +291,20 @@ def record_result(args):
     r.update(table_kind=args.table_kind, run=args.run)
     if args.client:
         r["client"] = args.client
+    if args.commits:
+        # The stand-in's commits of this run's table (bench mode): one per append it accepted.
+        table = f"DB.PUBLIC.{args.table}" if args.table else None
+        commits = [c for c in json.load(open(args.commits)).get("commits", []) if table is None or c["table"] == table]
+        if commits:
+            accepted = sorted(c["accepted_ms"] for c in commits)
+            r.update(appends=len(commits), append_span_s=(accepted[-1] - accepted[0]) / 1000)
     with open(args.append, "a") as f:
         f.write(json.dumps(r) + "\n")
     sys.stderr.write(
         f"   {r['client']:8} {r['table_kind']:6} c={r['channels']} run {r['run']}: {r['rows_per_s']:7.0f} rows/s "
         f"{r['mb_per_s']:5.1f} MB/s, CPU {r['cpu_s_per_million_rows']:5.1f} s/M rows, "
-        f"stand-in {r['standin_cpu_s'] / r['rows'] * 1e6:5.1f} s/M rows, {r['seconds']:.1f} s\n"
+        f"stand-in {r['standin_cpu_s'] / r['rows'] * 1e6:5.1f} s/M rows, {r['seconds']:.1f} s"
+        + (f", {r['appends']} appends in {r['append_span_s']:.2f} s" if "appends" in r else "") + "\n"
     )
 
 
@@ -361,10 +369,13 @@ def report(args):
             "standin_busy": median([r["standin_cpu_s"] / r["seconds"] for r in rs]),
             "seconds": median([r["seconds"] for r in rs]),
             "rss": median([r["peak_rss_mb"] for r in rs]),
+            "appends": median([r["appends"] for r in rs]) if all("appends" in r for r in rs) else None,
+            "append_span": median([r["append_span_s"] for r in rs]) if all("append_span_s" in r for r in rs) else None,
             "each": ", ".join(f"{r['rows_per_s']:.0f}" for r in sorted(rs, key=lambda r: r["run"])),
             "n": len(rs),
         }
 
+    with_appends = any("appends" in r for r in runs)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     first = runs[0]
     lines = [
@@ -379,9 +390,11 @@ def report(args):
         + (f" (\"{names['baseline']}\": the engine's driver built from {args.baseline_label}, for before and after)." if args.baseline_label else "."),
         "MB = 10^6 bytes of row NDJSON before compression; CPU = user+system seconds of the client process (all threads) from start to the",
         "last commit seen, per million rows; stand-in CPU likewise for the stand-in process; \"stand-in cores busy\" = its CPU seconds / wall seconds.",
+        *(["Appends: the append requests the stand-in accepted in a run; \"first to last append\": the seconds between the first and the last (not rounded by status polls)."] if with_appends else []),
         "",
-        "| table | channels | client | rows/s | MB/s | client CPU s / M rows | (of which JSON decode in Python) | stand-in CPU s / M rows | stand-in cores busy | wall s | peak RSS MB | rows/s of each run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | channels | client | rows/s | MB/s | client CPU s / M rows | (of which JSON decode in Python) | stand-in CPU s / M rows | stand-in cores busy | wall s | peak RSS MB | rows/s of each run |"
+        + (" appends | first to last append s |" if with_appends else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if with_appends else ""),
     ]
     ratios = []
     against_baseline = []
@@ -397,6 +410,8 @@ def report(args):
                 lines.append(
                     f"| {kind} | {c} | {names[client]} | {s['rows_per_s']:,.0f} | {s['mb_per_s']:.1f} | {s['cpu']:.1f} | {decode} | "
                     f"{s['standin']:.1f} | {s['standin_busy']:.2f} | {s['seconds']:.1f} | {s['rss']:.0f} | {s['each']} |"
+                    + (f" {s['appends']:.0f} | {s['append_span']:.2f} |" if with_appends and s["appends"] is not None else
+                       " - | - |" if with_appends else "")
                 )
             if "kinesnow" in got and "sdk" in got:
                 k, d = got["kinesnow"], got["sdk"]
@@ -473,6 +488,8 @@ def main():
     t = sub.add_parser("record")
     t.add_argument("--result", required=True)
     t.add_argument("--client", help="the client's name in the results (default: as the driver says)")
+    t.add_argument("--commits", help="GET /admin/bench-commits after the run (bench mode): appends and their span")
+    t.add_argument("--table", help="the run's table, to pick its commits")
     t.add_argument("--table-kind", required=True)
     t.add_argument("--run", type=int, required=True)
     t.add_argument("--append", required=True)
