@@ -24,22 +24,23 @@ use super::row::Row;
 use crate::contract::metadata::KEY as METADATA_KEY;
 
 /// The rows of `content` sent as they came, with their own exact tokens, when every line qualifies.
-/// `content` must be UTF-8 (the caller checks it).
-pub fn passthrough(content: &[u8], stream: &str, shard_id: &str) -> Option<Vec<Row>> {
+/// `content` is text (`rows.rs` checks the FlowFile's UTF-8 once for both ways), so serde_json does
+/// not check each string's UTF-8 again.
+pub fn passthrough(content: &str, stream: &str, shard_id: &str) -> Option<Vec<Row>> {
     let mut rows: Vec<Row> = Vec::new();
-    for line in content.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
+    for line in content.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.bytes().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
         // No carriage return inside a line: where the content is one object, the general way
         // writes such a row out again instead of sending it as it came.
-        if line.contains(&b'\r') {
+        if line.contains('\r') {
             return None;
         }
         // The whole line, as the general way reads it: serde_json allows only JSON whitespace
         // around the object, so trimming what it allowed gives the general way's row.
-        let metadata = serde_json::from_slice::<Line>(line).ok()?.metadata?;
+        let metadata = serde_json::from_str::<Line>(line).ok()?.metadata?;
         if metadata.stream.names_other(stream) || metadata.shard_id.names_other(shard_id) {
             return None;
         }
@@ -47,7 +48,7 @@ pub fn passthrough(content: &[u8], stream: &str, shard_id: &str) -> Option<Vec<R
         if rows.last().is_some_and(|last| last.token >= token) {
             return None;
         }
-        rows.push(Row { json: line.trim_ascii().to_vec(), token });
+        rows.push(Row { json: line.trim_ascii().as_bytes().to_vec(), token });
     }
     (!rows.is_empty()).then_some(rows)
 }

@@ -144,14 +144,14 @@ impl Mapping {
         if let Some(reason) = flow_file.attributes.get(ATTR_RECORDS_UNREADABLE) {
             return Prepared::Invalid(reason.clone());
         }
-        if std::str::from_utf8(&flow_file.content).is_err() {
+        let Ok(text) = std::str::from_utf8(&flow_file.content) else {
             return Prepared::Invalid("the content is not UTF-8 text, so it is not JSON".into());
-        }
+        };
         let source = source_of(&flow_file.attributes);
         let prepared = match (self.iceberg, &source) {
             // Rows that already carry this shard's metadata pass through as they came (row_probe).
             (false, Source::Shard { stream, shard_id, .. }) => {
-                match super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
+                match super::row_probe::passthrough(text, stream, shard_id) {
                     Some(rows) => Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows },
                     None => self.prepare_general(flow_file, source),
                 }
@@ -1011,7 +1011,7 @@ mod tests {
             let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
             let got = PLAIN.prepare(&ff);
             assert_eq!(got, general, "content {content:?}");
-            if super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000001").is_some() {
+            if super::super::row_probe::passthrough(&content, "orders", "shardId-000000000001").is_some() {
                 fast += 1;
             }
         }
@@ -1070,7 +1070,7 @@ mod tests {
             let ff = flow_file(line, SHARD);
             let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
             assert_eq!(PLAIN.prepare(&ff), general, "{what}: {line:?}");
-            let took = super::super::row_probe::passthrough(line.as_bytes(), "orders", "shardId-000000000001");
+            let took = super::super::row_probe::passthrough(line, "orders", "shardId-000000000001");
             assert_eq!(took.is_some(), *fast, "{what}: {line:?} -> {general:?}");
             if *fast {
                 assert!(matches!(general, Prepared::Rows { .. }), "{what}");
@@ -1082,10 +1082,9 @@ mod tests {
     fn rows_with_this_shards_metadata_take_the_fast_path() {
         let content = "{\"a\":1,\"kinesisMetadata\":{\"shardId\":\"shardId-000000000001\",\"shardedSequenceNumber\":\"495900000000000000000000\"}}\n\
                        {\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}}\n";
-        let rows = super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000001")
-            .expect("fast path");
+        let rows = super::super::row_probe::passthrough(content, "orders", "shardId-000000000001").expect("fast path");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].token.to_string(), "496000000000000000000003");
-        assert!(super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000002").is_none());
+        assert!(super::super::row_probe::passthrough(content, "orders", "shardId-000000000002").is_none());
     }
 }
