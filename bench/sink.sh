@@ -4,6 +4,7 @@
 #
 #   bench/sink.sh [--rows 100000] [--runs 3] [--records-per-flow-file 500] [--commit-lag-ms 200]
 #                 [--tables full,narrow] [--no-write] [--standin-bench-mode]
+#                 [--baseline-driver PATH [--baseline-label TEXT]]
 #
 # Builds the stand-in (tests/snowflake-standin/build.sh) and the engine's driver
 # (rust-core/examples/sink_bench.rs), installs the SDK's cached venv
@@ -16,7 +17,13 @@
 # parses every row, but inserts one column), which shows more of the clients themselves.
 # --standin-bench-mode starts the stand-in with --bench-mode: it checks the protocol, decompresses and
 # counts rows, and commits without parsing or storing them (no DuckDB), so the clients' own costs show;
-# each run then checks the stand-in's count of committed rows instead of the table (no distinct check).
+# each run then checks the stand-in's count of committed rows instead of the table (no distinct check),
+# and the report adds each client's appends (requests) and the time from the first to the last one the
+# stand-in accepted, which the 250 ms status polls (ours) and the SDK's status cache do not round.
+# --baseline-driver adds a third client, the engine's driver built from another commit (copy
+# target/release/examples/sink_bench aside after building it there: the target directory is shared),
+# run in the same rotation, so a change is measured before and after in one session
+# (--baseline-label names it in the table, e.g. "main b4847fa").
 # Medians and ratios go into BENCHMARKS.md (section "PutSnowflake vs the official SDK", between
 # its markers) unless --no-write; every run's figures stay in the work directory it prints.
 set -euo pipefail
@@ -25,7 +32,7 @@ cd "$repo"
 export PYTHONDONTWRITEBYTECODE=1
 
 command_line="bench/sink.sh${*:+ $*}"  # before the arguments are shifted away
-rows=100000 runs=3 per_ff=500 lag=200 tables="full,narrow" write=1 bench_mode=()
+rows=100000 runs=3 per_ff=500 lag=200 tables="full,narrow" write=1 bench_mode=() baseline="" baseline_label="baseline"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rows) rows="$2"; shift 2 ;;
@@ -35,6 +42,8 @@ while [[ $# -gt 0 ]]; do
     --tables) tables="$2"; shift 2 ;;
     --no-write) write=0; shift ;;
     --standin-bench-mode) bench_mode=(--bench-mode); shift ;;
+    --baseline-driver) baseline="$(realpath "$2")"; shift 2 ;;
+    --baseline-label) baseline_label="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -77,8 +86,10 @@ run_one() { # client kind channels run
   local table="B_${client^^}_${kind^^}_C${c}_R${run}" columns_var="columns_$2"
   admin POST /admin/sql "{\"sql\":\"CREATE OR REPLACE TABLE DB.PUBLIC.$table (${!columns_var})\"}"
   local log="$work/$table.log" line
-  if [[ "$client" == kinesnow ]]; then
-    "$driver" --url "$url" --ca "$ca" --data "$work/data/c$c" --table "$table" --records-per-flow-file "$per_ff" \
+  if [[ "$client" == kinesnow || "$client" == baseline ]]; then
+    local bin="$driver"
+    [[ "$client" == baseline ]] && bin="$baseline"
+    "$bin" --url "$url" --ca "$ca" --data "$work/data/c$c" --table "$table" --records-per-flow-file "$per_ff" \
       --standin-pid "$standin_pid" >"$log" 2>&1 || { cat "$log" >&2; return 1; }
     line="$(grep '^{' "$log" | tail -n 1)"
   else
@@ -86,20 +97,30 @@ run_one() { # client kind channels run
       --records-per-flow-file "$per_ff" --standin-pid "$standin_pid" "${sdk_properties[@]}" >"$log" 2>&1 || { tail -n 30 "$log" >&2; return 1; }
     line="$(sed -n 's/^RESULT //p' "$log" | tail -n 1)"
   fi
-  "$python" bench/sink_bench.py record --result "$line" --table-kind "$kind" --run "$run" --append "$work/results.jsonl"
+  local commits=()
+  if (( ${#bench_mode[@]} )); then
+    # The run's appends as the stand-in accepted them (each run waits for its last commit first).
+    curl -sf --cacert "$ca" "$url/admin/bench-commits" >"$work/$table.commits.json"
+    commits=(--commits "$work/$table.commits.json" --table "$table")
+  fi
+  "$python" bench/sink_bench.py record --result "$line" --client "$client" --table-kind "$kind" --run "$run" \
+    "${commits[@]}" --append "$work/results.jsonl"
 }
 
 IFS=, read -ra kinds <<<"$tables"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== warm-up (not reported)" >&2
 run_one kinesnow "${kinds[0]}" 8 0 2>/dev/null || true
+if [[ -n "$baseline" ]]; then run_one baseline "${kinds[0]}" 8 0 2>/dev/null || true; fi
 run_one sdk "${kinds[0]}" 8 0 2>/dev/null || true
 : > "$work/results.jsonl"
-echo "== measuring: $runs runs x tables {$tables} x channels {1,8} x both clients" >&2
+echo "== measuring: $runs runs x tables {$tables} x channels {1,8} x every client" >&2
 for run in $(seq "$runs"); do
   for kind in "${kinds[@]}"; do
     for c in 1 8; do
-      if (( run % 2 )); then order=(kinesnow sdk); else order=(sdk kinesnow); fi
+      if [[ -n "$baseline" ]]; then
+        if (( run % 2 )); then order=(kinesnow baseline sdk); else order=(sdk baseline kinesnow); fi
+      elif (( run % 2 )); then order=(kinesnow sdk); else order=(sdk kinesnow); fi
       for client in "${order[@]}"; do run_one "$client" "$kind" "$c" "$run"; done
     done
   done
@@ -111,6 +132,7 @@ report=(bench/sink_bench.py report --results "$work/results.jsonl" --command "$c
   --records-per-flow-file "$per_ff" --commit-lag-ms "$lag" --load-before "$load_before" --load-after "$load_after"
   --elapsed "$elapsed")
 if (( ${#bench_mode[@]} )); then report+=(--standin-bench-mode); fi
+if [[ -n "$baseline" ]]; then report+=(--baseline-label "$baseline_label"); fi
 if (( write )); then report+=(--write "$repo/BENCHMARKS.md"); fi
 "$python" "${report[@]}"
 echo "all runs: $work/results.jsonl (${elapsed} s)" >&2

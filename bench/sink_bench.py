@@ -289,12 +289,22 @@ def sdk(args):
 def record_result(args):
     r = json.loads(args.result)
     r.update(table_kind=args.table_kind, run=args.run)
+    if args.client:
+        r["client"] = args.client
+    if args.commits:
+        # The stand-in's commits of this run's table (bench mode): one per append it accepted.
+        table = f"DB.PUBLIC.{args.table}" if args.table else None
+        commits = [c for c in json.load(open(args.commits)).get("commits", []) if table is None or c["table"] == table]
+        if commits:
+            accepted = sorted(c["accepted_ms"] for c in commits)
+            r.update(appends=len(commits), append_span_s=(accepted[-1] - accepted[0]) / 1000)
     with open(args.append, "a") as f:
         f.write(json.dumps(r) + "\n")
     sys.stderr.write(
         f"   {r['client']:8} {r['table_kind']:6} c={r['channels']} run {r['run']}: {r['rows_per_s']:7.0f} rows/s "
         f"{r['mb_per_s']:5.1f} MB/s, CPU {r['cpu_s_per_million_rows']:5.1f} s/M rows, "
-        f"stand-in {r['standin_cpu_s'] / r['rows'] * 1e6:5.1f} s/M rows, {r['seconds']:.1f} s\n"
+        f"stand-in {r['standin_cpu_s'] / r['rows'] * 1e6:5.1f} s/M rows, {r['seconds']:.1f} s"
+        + (f", {r['appends']} appends in {r['append_span_s']:.2f} s" if "appends" in r else "") + "\n"
     )
 
 
@@ -345,7 +355,9 @@ def report(args):
     for r in runs:
         cells.setdefault((r["table_kind"], r["channels"], r["client"]), []).append(r)
     kinds = list(dict.fromkeys(r["table_kind"] for r in runs))
-    names = {"kinesnow": "PutSnowflake engine", "sdk": "snowpipe-streaming SDK"}
+    names = {"kinesnow": "PutSnowflake engine", "sdk": "snowpipe-streaming SDK",
+             "baseline": f"PutSnowflake engine ({args.baseline_label})"}
+    clients = ("kinesnow", "baseline", "sdk") if args.baseline_label else ("kinesnow", "sdk")
 
     def stats(rs):
         return {
@@ -357,10 +369,13 @@ def report(args):
             "standin_busy": median([r["standin_cpu_s"] / r["seconds"] for r in rs]),
             "seconds": median([r["seconds"] for r in rs]),
             "rss": median([r["peak_rss_mb"] for r in rs]),
+            "appends": median([r["appends"] for r in rs]) if all("appends" in r for r in rs) else None,
+            "append_span": median([r["append_span_s"] for r in rs]) if all("append_span_s" in r for r in rs) else None,
             "each": ", ".join(f"{r['rows_per_s']:.0f}" for r in sorted(rs, key=lambda r: r["run"])),
             "n": len(rs),
         }
 
+    with_appends = any("appends" in r for r in runs)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     first = runs[0]
     lines = [
@@ -371,18 +386,22 @@ def report(args):
         f"Each run: {args.rows} rows, {first['bytes'] / 1e6:.1f} MB of NDJSON (~1 KiB Kinesis-like JSON objects with `kinesisMetadata`),",
         f"FlowFiles of {args.records_per_flow_file} records as ConsumeKinesis writes them (LINE_DELIMITED, INJECT_METADATA);",
         f"one channel per shard; one stand-in over TLS for everything (commit lag {args.commit_lag_ms} ms, no rate limit, {storage});",
-        f"snowpipe-streaming {metadata.version('snowpipe-streaming')}. Medians of {max(s['n'] for s in map(stats, cells.values()))} runs per cell, the two clients alternating.",
+        f"snowpipe-streaming {metadata.version('snowpipe-streaming')}. Medians of {max(s['n'] for s in map(stats, cells.values()))} runs per cell, the {'three' if args.baseline_label else 'two'} clients alternating"
+        + (f" (\"{names['baseline']}\": the engine's driver built from {args.baseline_label}, for before and after)." if args.baseline_label else "."),
         "MB = 10^6 bytes of row NDJSON before compression; CPU = user+system seconds of the client process (all threads) from start to the",
         "last commit seen, per million rows; stand-in CPU likewise for the stand-in process; \"stand-in cores busy\" = its CPU seconds / wall seconds.",
+        *(["Appends: the append requests the stand-in accepted in a run; \"first to last append\": the seconds between the first and the last (not rounded by status polls)."] if with_appends else []),
         "",
-        "| table | channels | client | rows/s | MB/s | client CPU s / M rows | (of which JSON decode in Python) | stand-in CPU s / M rows | stand-in cores busy | wall s | peak RSS MB | rows/s of each run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | channels | client | rows/s | MB/s | client CPU s / M rows | (of which JSON decode in Python) | stand-in CPU s / M rows | stand-in cores busy | wall s | peak RSS MB | rows/s of each run |"
+        + (" appends | first to last append s |" if with_appends else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if with_appends else ""),
     ]
     ratios = []
+    against_baseline = []
     for kind in kinds:
         for c in (1, 8):
             got = {}
-            for client in ("kinesnow", "sdk"):
+            for client in clients:
                 rs = cells.get((kind, c, client))
                 if not rs:
                     continue
@@ -391,12 +410,20 @@ def report(args):
                 lines.append(
                     f"| {kind} | {c} | {names[client]} | {s['rows_per_s']:,.0f} | {s['mb_per_s']:.1f} | {s['cpu']:.1f} | {decode} | "
                     f"{s['standin']:.1f} | {s['standin_busy']:.2f} | {s['seconds']:.1f} | {s['rss']:.0f} | {s['each']} |"
+                    + (f" {s['appends']:.0f} | {s['append_span']:.2f} |" if with_appends and s["appends"] is not None else
+                       " - | - |" if with_appends else "")
                 )
-            if len(got) == 2:
+            if "kinesnow" in got and "sdk" in got:
                 k, d = got["kinesnow"], got["sdk"]
                 ratios.append(
                     f"| {kind} | {c} | {k['rows_per_s'] / d['rows_per_s']:.2f} | {d['cpu'] / k['cpu']:.2f} | "
                     f"{(d['cpu'] - d['decode']) / k['cpu']:.2f} | {d['standin'] / k['standin']:.2f} |"
+                )
+            if "baseline" in got and "kinesnow" in got and "sdk" in got:
+                k, b, d = got["kinesnow"], got["baseline"], got["sdk"]
+                against_baseline.append(
+                    f"| {kind} | {c} | {k['rows_per_s'] / b['rows_per_s']:.2f} | {k['cpu'] / b['cpu']:.2f} | "
+                    f"{b['cpu'] / d['cpu']:.2f} | {k['cpu'] / d['cpu']:.2f} |"
                 )
     lines += [
         "",
@@ -405,6 +432,17 @@ def report(args):
         "| table | channels | throughput, engine ÷ SDK | client CPU per row, SDK ÷ engine | same, SDK without its Python JSON decode | stand-in CPU per row, SDK ÷ engine |",
         "|---|---|---|---|---|---|",
         *ratios,
+    ]
+    if against_baseline:
+        lines += [
+            "",
+            f"Before and after (medians): this commit's engine against {args.baseline_label}, and each one's CPU per row against the SDK's:",
+            "",
+            f"| table | channels | throughput, engine ÷ {args.baseline_label} | CPU per row, engine ÷ {args.baseline_label} | CPU per row, {args.baseline_label} ÷ SDK | CPU per row, engine ÷ SDK |",
+            "|---|---|---|---|---|---|",
+            *against_baseline,
+        ]
+    lines += [
         "",
         end,
     ]
@@ -449,6 +487,9 @@ def main():
     s.add_argument("--sdk-property", action="append", default=[], metavar="KEY=VALUE")
     t = sub.add_parser("record")
     t.add_argument("--result", required=True)
+    t.add_argument("--client", help="the client's name in the results (default: as the driver says)")
+    t.add_argument("--commits", help="GET /admin/bench-commits after the run (bench mode): appends and their span")
+    t.add_argument("--table", help="the run's table, to pick its commits")
     t.add_argument("--table-kind", required=True)
     t.add_argument("--run", type=int, required=True)
     t.add_argument("--append", required=True)
@@ -463,6 +504,7 @@ def main():
     r.add_argument("--elapsed", required=True)
     r.add_argument("--write")
     r.add_argument("--standin-bench-mode", action="store_true")
+    r.add_argument("--baseline-label", help="the engine built from another commit (bench/sink.sh --baseline-driver)")
     args = p.parse_args()
     {"gen": gen, "sdk": sdk, "record": record_result, "report": report}[args.cmd](args)
 

@@ -1,18 +1,22 @@
 //! The fast path of row mapping. NDJSON whose every line already carries this shard's
 //! `kinesisMetadata` with strictly increasing `shardedSequenceNumber`s (what ConsumeKinesis writes
-//! with Inject Metadata) is sent line for line, without building a JSON tree of any row: each line
-//! is checked to be one JSON object, and only `kinesisMetadata`'s `stream`, `shardId` and
-//! `shardedSequenceNumber` are read (borrowed from the line).
+//! with Inject Metadata) is sent line for line, without building a JSON tree of any row: serde_json
+//! reads each line as the general way does (numbers parsed, strings and their escapes checked,
+//! nesting counted against its recursion limit, only JSON whitespace around the line) but keeps
+//! nothing of it but `kinesisMetadata`'s `stream`, `shardId` and `shardedSequenceNumber` (borrowed
+//! from the line unless they hold escapes).
 //!
 //! Anything else returns `None` and `rows.rs` maps the FlowFile the general way: a line that is not
-//! one JSON object on its own line, metadata that is absent, not an object, named twice, naming
-//! another stream or shard, or tokens that do not grow. Where the fast path answers, it answers
-//! what the general way would (`rows::tests::the_fast_path_agrees_with_the_general_way`).
+//! one JSON object on its own line, a line serde_json refuses, a carriage return inside a line, a
+//! key serde_json's `Value` reads specially (its raw-value and number tokens), metadata that is
+//! absent, not an object, named twice, naming another stream or shard, or tokens that do not grow.
+//! Where the fast path answers, it answers what the general way would
+//! (`rows::tests::the_fast_path_agrees_with_the_general_way` and `..._on_random_json`).
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::offset::OffsetToken;
@@ -20,20 +24,23 @@ use super::row::Row;
 use crate::contract::metadata::KEY as METADATA_KEY;
 
 /// The rows of `content` sent as they came, with their own exact tokens, when every line qualifies.
-/// `content` must be UTF-8 (the caller checks: skipped strings are not validated here).
-pub fn passthrough(content: &[u8], stream: &str, shard_id: &str) -> Option<Vec<Row>> {
+/// `content` is text (`rows.rs` checks the FlowFile's UTF-8 once for both ways), so serde_json does
+/// not check each string's UTF-8 again.
+pub fn passthrough(content: &str, stream: &str, shard_id: &str) -> Option<Vec<Row>> {
     let mut rows: Vec<Row> = Vec::new();
-    for line in content.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
+    for line in content.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.bytes().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
-        let line = line.trim_ascii();
-        // One object per line, and no bare carriage return the general way would rewrite.
-        if line.first() != Some(&b'{') || line.contains(&b'\r') {
+        // No carriage return inside a line: where the content is one object, the general way
+        // writes such a row out again instead of sending it as it came.
+        if line.contains('\r') {
             return None;
         }
-        let metadata = serde_json::from_slice::<Line>(line).ok()?.metadata?;
+        // The whole line, as the general way reads it: serde_json allows only JSON whitespace
+        // around the object, so trimming what it allowed gives the general way's row.
+        let metadata = serde_json::from_str::<Line>(line).ok()?.metadata?;
         if metadata.stream.names_other(stream) || metadata.shard_id.names_other(shard_id) {
             return None;
         }
@@ -41,7 +48,7 @@ pub fn passthrough(content: &[u8], stream: &str, shard_id: &str) -> Option<Vec<R
         if rows.last().is_some_and(|last| last.token >= token) {
             return None;
         }
-        rows.push(Row { json: line.to_vec(), token });
+        rows.push(Row { json: line.trim_ascii().as_bytes().to_vec(), token });
     }
     (!rows.is_empty()).then_some(rows)
 }
@@ -105,7 +112,7 @@ impl<'de> Visitor<'de> for LineVisitor {
         let mut seen = false;
         while let Some(key) = map.next_key::<Key>()? {
             if key != Key::Metadata {
-                map.next_value::<IgnoredAny>()?;
+                map.next_value::<Checked>()?;
                 continue;
             }
             if seen {
@@ -141,7 +148,7 @@ impl<'de> Visitor<'de> for MetadataVisitor {
                 Key::ShardId => &mut metadata.shard_id,
                 Key::Sharded => &mut metadata.sharded,
                 Key::Metadata | Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value::<Checked>()?;
                     continue;
                 }
             };
@@ -153,6 +160,13 @@ impl<'de> Visitor<'de> for MetadataVisitor {
         Ok(metadata)
     }
 }
+
+/// The keys serde_json's `Value` does not read as keys: with its `raw_value` feature (ours) an object
+/// whose first key is `RAW_VALUE_TOKEN` is read as the JSON text its value holds, with
+/// `arbitrary_precision` one whose first key is `NUMBER_TOKEN` as a number. A line holding either
+/// anywhere goes the general way.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// An object key, compared where it lies (no copy unless it holds escapes).
 #[derive(PartialEq, Eq)]
@@ -181,6 +195,7 @@ impl<'de> Visitor<'de> for KeyVisitor {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(match v {
+            RAW_VALUE_TOKEN | NUMBER_TOKEN => return Err(E::custom("a key serde_json's Value reads specially")),
             METADATA_KEY => Key::Metadata,
             "stream" => Key::Stream,
             "shardId" => Key::ShardId,
@@ -234,12 +249,81 @@ impl<'de> Visitor<'de> for FieldVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq.next_element::<Checked>()?.is_some() {}
         Ok(Field::Other)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Checked::visit_entries(map)?;
         Ok(Field::Other)
+    }
+}
+
+/// Any JSON value, read through and kept nowhere. Unlike serde's `IgnoredAny` (which serde_json
+/// skips without parsing numbers, checking escapes or counting nesting), it asks serde_json for the
+/// value as `Value` does (`deserialize_any`), so serde_json refuses what it would refuse there: a
+/// number out of f64's range, a lone escaped surrogate, nesting past its recursion limit.
+struct Checked;
+
+impl Checked {
+    fn visit_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<Key>()?.is_some() {
+            map.next_value::<Checked>()?;
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Checked)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Checked::visit_entries(map)?;
+        Ok(Checked)
     }
 }

@@ -144,14 +144,14 @@ impl Mapping {
         if let Some(reason) = flow_file.attributes.get(ATTR_RECORDS_UNREADABLE) {
             return Prepared::Invalid(reason.clone());
         }
-        if std::str::from_utf8(&flow_file.content).is_err() {
+        let Ok(text) = std::str::from_utf8(&flow_file.content) else {
             return Prepared::Invalid("the content is not UTF-8 text, so it is not JSON".into());
-        }
+        };
         let source = source_of(&flow_file.attributes);
         let prepared = match (self.iceberg, &source) {
             // Rows that already carry this shard's metadata pass through as they came (row_probe).
             (false, Source::Shard { stream, shard_id, .. }) => {
-                match super::row_probe::passthrough(&flow_file.content, stream, shard_id) {
+                match super::row_probe::passthrough(text, stream, shard_id) {
                     Some(rows) => Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows },
                     None => self.prepare_general(flow_file, source),
                 }
@@ -782,14 +782,309 @@ mod tests {
         }
     }
 
+    /// Random JSON-ish rows, mostly what ConsumeKinesis writes, often with one of the ways a line can
+    /// differ from what serde_json reads (issue 38: the fast path took `1e400`, lone escaped
+    /// surrogates, nesting beyond serde_json's limit and a form feed around a row, which the general
+    /// way refuses).
+    struct JsonFuzz {
+        state: u64,
+        /// While set, every choice is the usual one (a row as ConsumeKinesis writes it).
+        calm: bool,
+    }
+
+    impl JsonFuzz {
+        fn next(&mut self) -> u64 {
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 7;
+            self.state ^= self.state << 17;
+            self.state
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        fn one<'a>(&mut self, choices: &[&'a str]) -> &'a str {
+            choices[self.below(choices.len())]
+        }
+
+        /// Usually clean; one time in `odds` anything (never while calm).
+        fn odd(&mut self, odds: usize) -> bool {
+            !self.calm && self.below(odds) == 0
+        }
+
+        fn ws(&mut self) -> &'static str {
+            if self.odd(4) {
+                self.one(&[" ", "\t", "  ", " \t", "\r", "\u{c}", "\u{b}", "\r\n", "\u{a0}"])
+            } else {
+                ""
+            }
+        }
+
+        fn number(&mut self) -> String {
+            if self.calm {
+                return self.one(&["0", "7", "-12", "3.25", "1391.97", "1e5", "2.5E-3"]).into();
+            }
+            if self.odd(3) {
+                let exponent = self.one(&["e", "E", "e+", "e-", "E-"]);
+                let magnitude = self.one(&[
+                    "0", "5", "0005", "298", "299", "300", "301", "307", "308", "309", "400", "99999", "123456",
+                ]);
+                let mantissa = self.one(&["1", "-1", "0", "-0", "0.001", "1.5", "12", "999", "0.0"]);
+                return format!("{mantissa}{exponent}{magnitude}");
+            }
+            match self.below(12) {
+                0 => "1".repeat(299),
+                1 => format!("-{}", "9".repeat(300)),
+                2 => "9".repeat(301),
+                3 => "1".repeat(310),
+                4 => self
+                    .one(&["01", "1.", "-", ".5", "1e", "1e+", "+1", "0x1", "1..2", "--1", "1.e5", "NaN", "Infinity"])
+                    .into(),
+                _ => self
+                    .one(&[
+                        "0",
+                        "-0",
+                        "7",
+                        "-12",
+                        "3.25",
+                        "1391.97",
+                        "12345678901234567890123",
+                        "18446744073709551616",
+                        "-9223372036854775809",
+                        "0.1e1",
+                    ])
+                    .into(),
+            }
+        }
+
+        fn string(&mut self) -> String {
+            let mut out = String::from("\"");
+            for _ in 0..self.below(6) {
+                let piece = if self.odd(5) {
+                    self.one(&[
+                        "\\\"",
+                        "\\\\",
+                        "\\/",
+                        "\\b",
+                        "\\f",
+                        "\\n",
+                        "\\r",
+                        "\\t",
+                        "\\u0041",
+                        "\\u00e9",
+                        "\\uD83D\\uDE00",
+                        "\\ud800",
+                        "\\uDC00",
+                        "\\uDBFF",
+                        "\\uD800x",
+                        "\\u+123",
+                        "\\u12",
+                        "\\x",
+                        "\\'",
+                        "\u{1}",
+                        "\t",
+                        "\u{1f}",
+                        "\u{7f}",
+                        "é",
+                        "😀",
+                        "\\u0000",
+                        "\\uFFFF",
+                        "\\uFFFE",
+                        "$serde_json::private::RawValue",
+                    ])
+                } else {
+                    self.one(&[
+                        "a",
+                        "order",
+                        " ",
+                        "shardId",
+                        "Mozilla/5.0 (X11; Linux x86_64)",
+                        "12",
+                        "kinesisMetadata",
+                    ])
+                };
+                out.push_str(piece);
+            }
+            if !self.odd(60) {
+                out.push('"');
+            }
+            out
+        }
+
+        fn value(&mut self, depth: usize) -> String {
+            let pick = if depth > 4 || (self.calm && depth > 2) { 3 + self.below(5) } else { self.below(9) };
+            match pick {
+                0 => {
+                    let n = self.below(4);
+                    let members: Vec<String> = (0..n)
+                        .map(|_| {
+                            let (key, ws, value) = (self.string(), self.ws(), self.value(depth + 1));
+                            format!("{key}{ws}:{}{value}", self.ws())
+                        })
+                        .collect();
+                    let trailing = if self.odd(40) { "," } else { "" };
+                    format!("{{{}{}{trailing}}}", self.ws(), members.join(","))
+                }
+                1 => {
+                    let n = self.below(4);
+                    let items: Vec<String> = (0..n).map(|_| self.value(depth + 1)).collect();
+                    format!("[{}]", items.join(&format!("{},", self.ws())))
+                }
+                2 if self.odd(8) => {
+                    let n = [1, 50, 98, 99, 100, 101, 125, 126, 127, 128, 129, 200][self.below(12)];
+                    let (open, close) = if self.odd(2) { ("[", "]") } else { ("{\"a\":", "}") };
+                    format!("{}1{}", open.repeat(n), close.repeat(n))
+                }
+                3 | 4 => self.string(),
+                5 | 6 => self.number(),
+                _ => self.one(&["true", "false", "null", "tru", "nul", "falsey", "True"]).into(),
+            }
+        }
+
+        fn metadata(&mut self, sequence: u64) -> String {
+            let mut parts = Vec::new();
+            let sharded = if self.odd(12) { self.value(2) } else { format!("\"{sequence}00000000000000000000\"") };
+            for (key, value) in [
+                ("stream", if self.odd(12) { self.value(2) } else { "\"orders\"".into() }),
+                ("shardId", if self.odd(12) { self.value(2) } else { "\"shardId-000000000001\"".into() }),
+                ("sequenceNumber", format!("\"{sequence}\"")),
+                ("subSequenceNumber", "0".into()),
+                ("shardedSequenceNumber", sharded),
+                ("partitionKey", self.string()),
+                ("approximateArrival", self.number()),
+            ] {
+                if !self.odd(15) {
+                    parts.push(format!("\"{key}\":{}{value}", self.ws()));
+                }
+            }
+            if self.odd(20) {
+                parts.push(
+                    self.one(&["\"stream\":\"orders\"", "\"str\\u0065am\":\"orders\"", "\"extra\":[1,{\"b\":null}]"])
+                        .into(),
+                );
+            }
+            let n = parts.len();
+            parts.swap(self.below(n.max(1)).min(n.saturating_sub(1)), n.saturating_sub(1));
+            format!("{{{}}}", parts.join(","))
+        }
+
+        fn line(&mut self, sequence: u64) -> String {
+            let mut members = vec![
+                format!("\"eventId\":\"000-{sequence}\""),
+                format!("\"amount\":{}", self.number()),
+                format!("\"items\":{}", self.value(1)),
+                format!("\"note\":{}", self.string()),
+            ];
+            let metadata = if self.odd(15) { self.value(1) } else { self.metadata(sequence) };
+            let key = if self.odd(30) { "kinesis\\u004detadata" } else { "kinesisMetadata" };
+            members.insert(self.below(5), format!("\"{key}\":{}{metadata}", self.ws()));
+            if self.odd(30) {
+                members.push(format!("\"kinesisMetadata\":{}", self.metadata(sequence)));
+            }
+            let close = if self.odd(50) { "}}" } else { "}" };
+            format!("{}{{{}{}{close}{}", self.ws(), self.ws(), members.join(&format!("{},", self.ws())), self.ws())
+        }
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_general_way_on_random_json() {
+        let mut fuzz = JsonFuzz { state: 0x9E37_79B9_7F4A_7C15, calm: false };
+        let (mut fast, cases) = (0, 20_000);
+        for _ in 0..cases {
+            let mut sequence = 4950 + fuzz.below(5) as u64;
+            let lines: Vec<String> = (0..1 + fuzz.below(3))
+                .map(|_| {
+                    fuzz.calm = false;
+                    fuzz.calm = !fuzz.odd(3);
+                    sequence += if fuzz.odd(20) { 0 } else { 1 };
+                    if fuzz.odd(30) {
+                        fuzz.one(&["", "   ", "\u{c}", "\t\r"]).to_string()
+                    } else {
+                        fuzz.line(sequence)
+                    }
+                })
+                .collect();
+            fuzz.calm = false;
+            let content = lines.join(if fuzz.odd(4) { "\r\n" } else { "\n" });
+            let ff = flow_file(&content, SHARD);
+            let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
+            let got = PLAIN.prepare(&ff);
+            assert_eq!(got, general, "content {content:?}");
+            if super::super::row_probe::passthrough(&content, "orders", "shardId-000000000001").is_some() {
+                fast += 1;
+            }
+        }
+        assert!(fast > cases / 10, "the fast path answered {fast} of {cases}: the comparison says little");
+    }
+
+    /// Issue 38: lines the fast path took though serde_json refuses them (so the FlowFile was sent
+    /// instead of going to `invalid`), and lines near those edges that it takes.
+    #[test]
+    fn the_fast_path_declines_what_serde_json_refuses_and_takes_what_it_reads() {
+        let metadata = r#""kinesisMetadata":{"shardId":"shardId-000000000001","shardedSequenceNumber":"495900000000000000000000"}"#;
+        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let (deep_100, deep_127, deep_128) = (deep(98), deep(126), deep(127));
+        let cases: &[(&str, bool, String)] = &[
+            ("a number out of f64's range", false, format!("{{\"a\":1e400,{metadata}}}")),
+            ("a negative one", false, format!("{{\"a\":-12.5E+400,{metadata}}}")),
+            ("an integer of 310 digits", false, format!("{{\"a\":{},{metadata}}}", "1".repeat(310))),
+            ("nesting of 128", false, format!("{{\"a\":{deep_128},{metadata}}}")),
+            ("a lone escaped surrogate", false, format!("{{\"a\":\"\\ud800\",{metadata}}}")),
+            (
+                "a lone low surrogate in the metadata",
+                false,
+                format!("{{{},\"b\":1}}", metadata.replace("\"shardId\"", "\"x\":\"\\udc00\",\"shardId\"")),
+            ),
+            ("a form feed after the row", false, format!("{{{metadata}}}\u{c}")),
+            ("a form feed before it", false, format!("\u{c}{{{metadata}}}")),
+            ("a control character in a string", false, format!("{{\"a\":\"x\u{1}\",{metadata}}}")),
+            ("a trailing comma", false, format!("{{\"a\":1,{metadata},}}")),
+            ("a number that underflows to 0", true, format!("{{\"a\":1e-400,{metadata}}}")),
+            ("an integer past u64", true, format!("{{\"a\":123456789012345678901234567890,{metadata}}}")),
+            ("nesting of 100", true, format!("{{\"a\":{deep_100},{metadata}}}")),
+            ("nesting of 127 (the general way's deepest)", true, format!("{{\"a\":{deep_127},{metadata}}}")),
+            (
+                "an object whose first key is serde_json's raw-value token",
+                false,
+                format!("{{\"a\":{{\"$serde_json::private::RawValue\":1}},{metadata}}}"),
+            ),
+            (
+                "the token as the row's first key",
+                false,
+                format!("{{\"$serde_json::private::RawValue\":\"{{}}\",{metadata}}}"),
+            ),
+            (
+                "the token escaped, holding JSON",
+                false,
+                format!("{{\"a\":{{\"$serde_json::private::Raw\\u0056alue\":\"[1]\",\"b\":2}},{metadata}}}"),
+            ),
+            (
+                "escapes and a surrogate pair",
+                true,
+                format!("{{\"a\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\",{metadata}}}"),
+            ),
+            ("spaces and tabs around and inside", true, format!(" \t{{ \"a\" :\t[ 1 , 2 ] , {metadata} }} \t")),
+        ];
+        for (what, fast, line) in cases {
+            let ff = flow_file(line, SHARD);
+            let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
+            assert_eq!(PLAIN.prepare(&ff), general, "{what}: {line:?}");
+            let took = super::super::row_probe::passthrough(line, "orders", "shardId-000000000001");
+            assert_eq!(took.is_some(), *fast, "{what}: {line:?} -> {general:?}");
+            if *fast {
+                assert!(matches!(general, Prepared::Rows { .. }), "{what}");
+            }
+        }
+    }
+
     #[test]
     fn rows_with_this_shards_metadata_take_the_fast_path() {
         let content = "{\"a\":1,\"kinesisMetadata\":{\"shardId\":\"shardId-000000000001\",\"shardedSequenceNumber\":\"495900000000000000000000\"}}\n\
                        {\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}}\n";
-        let rows = super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000001")
-            .expect("fast path");
+        let rows = super::super::row_probe::passthrough(content, "orders", "shardId-000000000001").expect("fast path");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].token.to_string(), "496000000000000000000003");
-        assert!(super::super::row_probe::passthrough(content.as_bytes(), "orders", "shardId-000000000002").is_none());
+        assert!(super::super::row_probe::passthrough(content, "orders", "shardId-000000000002").is_none());
     }
 }
