@@ -83,7 +83,7 @@ live_pid() {
     [ -f "$file" ] || return 1
     pid="$(cat "$file")"
     [[ "$pid" =~ ^[0-9]+$ ]] && [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -- "$pattern" || return 1
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$pattern" || return 1
     echo "$pid"
 }
 
@@ -138,6 +138,12 @@ do_start() {
         [ "$k" = 1 ] || { kinesis_up && k=1; } || true
         [ "$d" = 1 ] || { dynamodb_up && d=1; } || true
         [ "$k$d" = 11 ] && break
+        # Whether each is still running is read before its log: a server that exited has written its last
+        # words, so a port in use is told apart from any other exit (read the other way round, an exit
+        # between the two reads was taken for another failure).
+        local k_gone=0 d_gone=0
+        [ "$k" = 1 ] || live_pid kinesis kinesis-local/main.js >/dev/null || k_gone=1
+        [ "$d" = 1 ] || live_pid dynalite dynalite/cli.js >/dev/null || d_gone=1
         # A port taken between the caller's choice and the bind (another process's ephemeral port, say):
         # kinesis-local may log it and hang, so look for it rather than wait for the timeout. Exit 4 lets a
         # caller that picked the ports retry on others.
@@ -147,10 +153,10 @@ do_start() {
             say "a port is in use (kinesis $KINESIS_PORT, TLS $KINESIS_TLS_PORT, dynamodb $DYNAMODB_PORT): pick others"
             exit 4
         fi
-        if [ "$k" = 0 ] && ! live_pid kinesis kinesis-local/main.js >/dev/null; then
+        if [ "$k_gone" = 1 ]; then
             tail -n 20 "$state/kinesis.log" >&2; die "kinesis-local exited during startup"
         fi
-        if [ "$d" = 0 ] && ! live_pid dynalite dynalite/cli.js >/dev/null; then
+        if [ "$d_gone" = 1 ]; then
             tail -n 20 "$state/dynalite.log" >&2; die "dynalite exited during startup"
         fi
         if [ "$(date +%s)" -ge "$deadline" ]; then do_stop; die "services not answering after ${timeout}s"; fi
