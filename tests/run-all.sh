@@ -136,25 +136,8 @@ unit_tests() { cargo test --profile suite -p kinesnow-core --lib; }
 # One fan-out test follows a subscription across kinesis-local's 5-minute limit and mostly waits: it runs in the
 # background (same build, its own emulators on free ports) beside the steps after it, and is joined before NiFi.
 LONG_RUST_TEST=subscriptions_are_renewed_across_the_five_minute_limit_without_gaps_or_repeats
-long_pid=""
-start_long_rust_test() {
-  long_log="$(mktemp)"
-  long_t0=$SECONDS
-  cargo test --profile suite -p kinesnow-core --test integration -- --exact "consumer_fanout::$LONG_RUST_TEST" \
-    >"$long_log" 2>&1 &
-  long_pid=$!
-}
-join_long_rust_test() {
-  [ -n "$long_pid" ] || return 0
-  local rc=0
-  wait "$long_pid" || rc=1
-  echo
-  echo "=== Rust: $LONG_RUST_TEST (ran in the background):"
-  cat "$long_log"
-  rm -f "$long_log"
-  if [ $rc = 0 ]; then record ok $((SECONDS - long_t0)) "Rust: fan-out renewal test (background)"
-  else record FAIL $((SECONDS - long_t0)) "Rust: fan-out renewal test (background)"; fi
-  long_pid=""
+long_test() {
+  cargo test --profile suite -p kinesnow-core --test integration -- --exact "consumer_fanout::$LONG_RUST_TEST"
 }
 # Four test threads on two cores: the integration tests mostly wait on their own emulators (lease timeouts, commit
 # lags), 286 s against 448 s with the default two on a busy machine.
@@ -173,28 +156,29 @@ join_release_build() { # a failure shows again, with its errors, in Maven's carg
   release_pid=""
 }
 
-# The end-to-end tests in the background (`all`): their output is printed when they are joined.
-e2e_pid=""
-start_e2e() {
-  e2e_needs_nar || { record FAIL 0 "End-to-end: the NAR is built"; return 0; }
-  e2e_log="$(mktemp)"
-  e2e_t0=$SECONDS
+# Steps in the background (`all`): `background NAME CMD...` starts CMD with its output kept aside; `join_background
+# NAME` waits for it, prints that output and records the step as "NAME (background)".
+declare -A bg_pid=() bg_log=() bg_t0=()
+background() {
+  local name="$1"; shift
   echo
-  echo "=== End-to-end: the NAR in a real NiFi (in the background; its output follows when it ends)"
-  python3 -m pytest -q --durations=10 tests/e2e >"$e2e_log" 2>&1 &
-  e2e_pid=$!
+  echo "=== $name (in the background; its output follows when it ends): $*"
+  bg_log[$name]="$(mktemp)"
+  bg_t0[$name]=$SECONDS
+  "$@" >"${bg_log[$name]}" 2>&1 &
+  bg_pid[$name]=$!
 }
-join_e2e() {
-  [ -n "$e2e_pid" ] || return 0
-  local rc=0
-  wait "$e2e_pid" || rc=1
+join_background() {
+  local name="$1" rc=0
+  [ -n "${bg_pid[$name]:-}" ] || return 0
+  wait "${bg_pid[$name]}" || rc=1
   echo
-  echo "=== End-to-end: the NAR in a real NiFi (ran in the background):"
-  cat "$e2e_log"
-  rm -f "$e2e_log"
-  if [ $rc = 0 ]; then record ok $((SECONDS - e2e_t0)) "End-to-end: the NAR in a real NiFi (background)"
-  else record FAIL $((SECONDS - e2e_t0)) "End-to-end: the NAR in a real NiFi (background)"; fi
-  e2e_pid=""
+  echo "=== $name (ran in the background):"
+  cat "${bg_log[$name]}"
+  rm -f "${bg_log[$name]}"
+  if [ $rc = 0 ]; then record ok $((SECONDS - bg_t0[$name])) "$name (background)"
+  else record FAIL $((SECONDS - bg_t0[$name])) "$name (background)"; fi
+  unset "bg_pid[$name]"
 }
 
 e2e_needs_nar() {
@@ -243,9 +227,11 @@ case "$mode" in
     join_prefetch
     join_release_build
     step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
-    start_e2e
+    E2E="End-to-end: the NAR in a real NiFi"
+    if e2e_needs_nar; then background "$E2E" python3 -m pytest -q --durations=10 tests/e2e
+    else record FAIL 0 "End-to-end: the NAR is built"; fi
     step "Rust build (suite profile: engine tests, operator tool; beside the end-to-end tests)" engine_build
-    start_long_rust_test
+    background "Rust: fan-out renewal test" long_test
     step "Rust tests (suite profile; beside the end-to-end tests)" rust_tests
     # The stand-in's tests and Snowflake's official SDK against it.
     step "Snowflake stand-in (Rust tests, official SDK conformance)" tests/snowflake-standin/run-tests.sh
@@ -254,8 +240,8 @@ case "$mode" in
     step "Benchmark Kinesis source (Rust SDK, CBOR and KCL conformance)" bench/kinesis-source/run-tests.sh
     step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
     step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
-    join_long_rust_test
-    join_e2e
+    join_background "Rust: fan-out renewal test"
+    join_background "$E2E"
     # tests/nifi includes test_cluster.py: a real 3-node NiFi cluster with ConsumeKinesis on every node
     step "NiFi harness (real NiFi, standalone and a 3-node cluster)" python3 -m pytest -q --durations=5 tests/nifi
     ;;
