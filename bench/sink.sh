@@ -10,7 +10,7 @@
 # (rust-core/examples/sink_bench.rs), installs the SDK's cached venv
 # (tests/snowflake-standin/conformance/setup-venv.sh), generates the rows once
 # (bench/sink_bench.py gen), starts ONE stand-in over TLS (its CA trusted by both clients; commit
-# lag 200 ms, no rate limit), and for every run, table kind and channel count (1 and 8) runs both
+# lag 200 ms, Snowflake's per-channel limits on: 429 past 10 requests or 20 MB a second), and for every run, table kind and channel count (1 and 8) runs both
 # drivers, the order swapped every run. Each run loads a fresh table, checks every row landed once
 # and drops it. Tables: "full" maps every key of the ~1 KiB rows to a column (11 columns, VARIANTs
 # included: the stand-in's DuckDB work dominates), "narrow" keeps only EVENTID (the stand-in still
@@ -85,6 +85,7 @@ run_one() { # client kind channels run
   local client="$1" kind="$2" c="$3" run="$4"
   local table="B_${client^^}_${kind^^}_C${c}_R${run}" columns_var="columns_$2"
   admin POST /admin/sql "{\"sql\":\"CREATE OR REPLACE TABLE DB.PUBLIC.$table (${!columns_var})\"}"
+  admin DELETE /admin/requests ''
   local log="$work/$table.log" line
   if [[ "$client" == kinesnow || "$client" == baseline ]]; then
     local bin="$driver"
@@ -103,8 +104,12 @@ run_one() { # client kind channels run
     curl -sf --cacert "$ca" "$url/admin/bench-commits" >"$work/$table.commits.json"
     commits=(--commits "$work/$table.commits.json" --table "$table")
   fi
+  # Appends the stand-in refused with 429 (Snowflake's per-channel limits); each was sent again.
+  local refused
+  refused="$(curl -sf --cacert "$ca" "$url/admin/requests?path_contains=$table" |
+    "$python" -c 'import json,sys; print(sum(r["status"] == 429 for r in json.load(sys.stdin)["requests"]))')"
   "$python" bench/sink_bench.py record --result "$line" --client "$client" --table-kind "$kind" --run "$run" \
-    "${commits[@]}" --append "$work/results.jsonl"
+    --refused "$refused" "${commits[@]}" --append "$work/results.jsonl"
 }
 
 IFS=, read -ra kinds <<<"$tables"

@@ -289,6 +289,8 @@ def sdk(args):
 def record_result(args):
     r = json.loads(args.result)
     r.update(table_kind=args.table_kind, run=args.run)
+    if args.refused is not None:
+        r["refused"] = args.refused
     if args.client:
         r["client"] = args.client
     if args.commits:
@@ -371,6 +373,7 @@ def report(args):
             "rss": median([r["peak_rss_mb"] for r in rs]),
             "appends": median([r["appends"] for r in rs]) if all("appends" in r for r in rs) else None,
             "append_span": median([r["append_span_s"] for r in rs]) if all("append_span_s" in r for r in rs) else None,
+            "refused": median([r["refused"] for r in rs]) if all("refused" in r for r in rs) else None,
             "each": ", ".join(f"{r['rows_per_s']:.0f}" for r in sorted(rs, key=lambda r: r["run"])),
             "n": len(rs),
         }
@@ -385,16 +388,16 @@ def report(args):
         f"Machine: {machine()}; load average {args.load_before} before, {args.load_after} after (shared with other work).",
         f"Each run: {args.rows} rows, {first['bytes'] / 1e6:.1f} MB of NDJSON (~1 KiB Kinesis-like JSON objects with `kinesisMetadata`),",
         f"FlowFiles of {args.records_per_flow_file} records as ConsumeKinesis writes them (LINE_DELIMITED, INJECT_METADATA);",
-        f"one channel per shard; one stand-in over TLS for everything (commit lag {args.commit_lag_ms} ms, no rate limit, {storage});",
+        f"one channel per shard; one stand-in over TLS for everything (commit lag {args.commit_lag_ms} ms, Snowflake's per-channel limits enforced: 429 past 10 requests or 20 MB of rows a second, {storage});",
         f"snowpipe-streaming {metadata.version('snowpipe-streaming')}. Medians of {max(s['n'] for s in map(stats, cells.values()))} runs per cell, the {'three' if args.baseline_label else 'two'} clients alternating"
         + (f" (\"{names['baseline']}\": the engine's driver built from {args.baseline_label}, for before and after)." if args.baseline_label else "."),
         "MB = 10^6 bytes of row NDJSON before compression; CPU = user+system seconds of the client process (all threads) from start to the",
         "last commit seen, per million rows; stand-in CPU likewise for the stand-in process; \"stand-in cores busy\" = its CPU seconds / wall seconds.",
         *(["Appends: the append requests the stand-in accepted in a run; \"first to last append\": the seconds between the first and the last (not rounded by status polls)."] if with_appends else []),
         "",
-        "| table | channels | client | rows/s | MB/s | client CPU s / M rows | (of which JSON decode in Python) | stand-in CPU s / M rows | stand-in cores busy | wall s | peak RSS MB | rows/s of each run |"
+        "| table | channels | client | rows/s | MB/s | client CPU s / M rows | (of which JSON decode in Python) | stand-in CPU s / M rows | stand-in cores busy | wall s | peak RSS MB | appends refused (429) | rows/s of each run |"
         + (" appends | first to last append s |" if with_appends else ""),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if with_appends else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if with_appends else ""),
     ]
     ratios = []
     against_baseline = []
@@ -407,9 +410,10 @@ def report(args):
                     continue
                 s = got[client] = stats(rs)
                 decode = f"{s['decode']:.1f}" if client == "sdk" else "-"
+                refused = "-" if s["refused"] is None else f"{s['refused']:.0f}"
                 lines.append(
                     f"| {kind} | {c} | {names[client]} | {s['rows_per_s']:,.0f} | {s['mb_per_s']:.1f} | {s['cpu']:.1f} | {decode} | "
-                    f"{s['standin']:.1f} | {s['standin_busy']:.2f} | {s['seconds']:.1f} | {s['rss']:.0f} | {s['each']} |"
+                    f"{s['standin']:.1f} | {s['standin_busy']:.2f} | {s['seconds']:.1f} | {s['rss']:.0f} | {refused} | {s['each']} |"
                     + (f" {s['appends']:.0f} | {s['append_span']:.2f} |" if with_appends and s["appends"] is not None else
                        " - | - |" if with_appends else "")
                 )
@@ -488,6 +492,7 @@ def main():
     t = sub.add_parser("record")
     t.add_argument("--result", required=True)
     t.add_argument("--client", help="the client's name in the results (default: as the driver says)")
+    t.add_argument("--refused", type=int, help="appends the stand-in refused with 429 during the run")
     t.add_argument("--commits", help="GET /admin/bench-commits after the run (bench mode): appends and their span")
     t.add_argument("--table", help="the run's table, to pick its commits")
     t.add_argument("--table-kind", required=True)

@@ -420,6 +420,28 @@ fn a_channel_never_exceeds_ten_appends_a_second() {
     assert_exactly_once(&standin, 400);
 }
 
+/// The stand-in refuses (429) appends past Snowflake's 20 MB of rows a second per channel, by default: 60 MB of
+/// rows that compress to little would go in four 16 MB appends well within a second if the channel did not wait.
+#[test]
+fn a_channel_never_exceeds_twenty_megabytes_a_second() {
+    let standin = Standin::start("throughput", 100);
+    create_events(&standin, "");
+    standin.sql(&format!("ALTER TABLE {TABLE} SET ENABLE_SCHEMA_EVOLUTION = TRUE"));
+    let sink = Sink::start(&config(&standin, &[("Max Batch Size", "16 MB")]));
+    let blob = "x".repeat(1_500_000);
+    let flow_files: Vec<_> =
+        (1..=40).map(|n| record(n, "shardId-000000000000", n as u64, json!({"n": n, "blob": blob}))).collect();
+    let started = std::time::Instant::now();
+    sink.submit(flow_files);
+    assert_eq!(routes(&sink.outcomes(40, Duration::from_secs(60)), Route::Success), 40);
+    let took = started.elapsed();
+    assert_exactly_once(&standin, 40);
+    let appends = standin.requests("/rows");
+    let throttled: Vec<_> = appends.iter().filter(|r| r["status"] == 429).collect();
+    assert!(throttled.is_empty(), "{} of {} appends were over 20 MB/s: {throttled:?}", throttled.len(), appends.len());
+    assert!(took >= Duration::from_secs(2), "60 MB cannot pass one channel's 20 MB/s in {took:?}");
+}
+
 #[test]
 fn large_incompressible_batches_are_split_under_four_megabytes() {
     let standin = Standin::start("split", 100);

@@ -87,3 +87,25 @@ def test_elastic_channel(standin, sdk_properties, tables):
     elastic = [r for r in standin.requests("/channels/ELASTIC/rows")]
     assert elastic and all("continuationToken" not in (r["query"] or "") for r in elastic)
     client.close(wait_for_flush=True, timeout_seconds=10)
+
+
+def test_the_sdk_retries_the_channel_limits_429(standin, sdk_properties, tables):
+    """The stand-in enforces Snowflake's per-channel limits (10 requests and 20 MB of rows a second) with 429
+    ERR_TOO_MANY_REQUESTS: the SDK, sending as fast as it can, is refused and retries until every row is in."""
+    # Past a buffer threshold the SDK writes files to the pipe's stage instead, which the stand-in does not
+    # implement: these properties keep it on the REST append (as bench/sink.sh does).
+    rest_only = {**sdk_properties, "max_buffered_kb_for_rowset_mode": "1048576", "max_rowset_payload_size_mb": "16"}
+    client = StreamingIngestClient.from_table("cli-limits", "DB", "PUBLIC", "T", properties=rest_only)
+    channel, _ = client.open_channel("limits-0")
+    first, rows, per_call = 2_000_000, 120_000, 1_000
+    name = "n" * 400
+    for start in range(first, first + rows, per_call):
+        batch = [{"id": i, "name": name} for i in range(start, start + per_call)]
+        channel.append_rows(batch, str(start), str(start + per_call - 1))
+    last = first + rows - 1
+    channel.wait_for_commit(lambda t: t is not None and int(t) >= last, timeout_seconds=120)
+    refused = [r for r in standin.requests("/channels/limits-0/rows") if r["status"] == 429]
+    assert refused, "about 50 MB of rows in a few seconds: some appends were over the limits"
+    count = standin.query(f"SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS d FROM DB.PUBLIC.T WHERE id >= {first}")
+    assert count == [{"n": rows, "d": rows}]
+    client.close(wait_for_flush=True, timeout_seconds=10)

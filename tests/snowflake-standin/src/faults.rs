@@ -213,34 +213,14 @@ impl Faults {
         None
     }
 
-    /// Applies the per-channel request-rate limit: a `rate_limit` fault, or the
-    /// always-on limit `default_limit` (0 = off).
-    pub fn rate_limited(&self, channel_key: &str, channel: &str, default_limit: u32) -> Option<ApiError> {
+    /// Applies a `rate_limit` fault's per-channel request rate (the always-on limits are in `limits`).
+    pub fn rate_limited(&self, channel_key: &str, channel: &str) -> Option<ApiError> {
         let mut inner = self.inner.lock().unwrap();
-        let fault = inner
+        let (limit, err) = inner
             .faults
             .iter()
             .find(|f| f.spec.kind == FaultKind::RateLimit && f.spec.matches(Op::Append, Some(channel)))
-            .map(|f| (f.spec.limit.unwrap_or(10), f.spec.error()));
-        let (limit, err) = match fault {
-            Some(x) => x,
-            None if default_limit > 0 => (
-                default_limit,
-                FaultSpec {
-                    kind: FaultKind::RateLimit,
-                    count: None,
-                    channel: None,
-                    on: None,
-                    limit: None,
-                    status: None,
-                    code: None,
-                    message: None,
-                    bare_string: false,
-                }
-                .error(),
-            ),
-            None => return None,
-        };
+            .map(|f| (f.spec.limit.unwrap_or(10), f.spec.error()))?;
         let now = Instant::now();
         let window = inner.windows.entry(channel_key.to_string()).or_default();
         while window.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {

@@ -5,7 +5,8 @@
 //!
 //! Modules, one per capability: `server` (start-up), `tls`, `auth`, `routes`
 //! (control, ingest, admin), `channels`, `payload` (body decoding), `commit`,
-//! `catalog`, `ddl`, `schema` (types and conversion), `storage` (DuckDB), `faults`.
+//! `catalog`, `ddl`, `schema` (types and conversion), `storage` (DuckDB), `faults`, `limits`
+//! (Snowflake's per-channel request rate and throughput).
 
 pub mod auth;
 pub mod catalog;
@@ -14,6 +15,7 @@ pub mod commit;
 pub mod ddl;
 pub mod error;
 pub mod faults;
+pub mod limits;
 pub mod payload;
 pub mod routes;
 pub mod schema;

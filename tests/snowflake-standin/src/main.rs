@@ -30,9 +30,12 @@ struct Cli {
     /// Delay before appended rows are committed (visible, offset token advanced).
     #[arg(long, default_value_t = 1000)]
     commit_lag_ms: u64,
-    /// Always-on per-channel append rate limit in requests/s (0 = off; Snowflake: 10).
-    #[arg(long, default_value_t = 0)]
+    /// Per-channel append rate limit in requests/s (0 = off), by default Snowflake's.
+    #[arg(long, default_value_t = snowflake_standin::limits::SNOWFLAKE_REQUESTS_PER_SECOND)]
     rate_limit_per_channel: u32,
+    /// Per-channel throughput limit in bytes of rows (uncompressed) per second (0 = off), by default Snowflake's.
+    #[arg(long, default_value_t = snowflake_standin::limits::SNOWFLAKE_BYTES_PER_SECOND)]
+    throughput_limit_per_channel: u64,
     /// How long an open takes (a concurrent open gets 409 ERR_OPEN_CHANNEL_IN_PROGRESS).
     #[arg(long, default_value_t = 0)]
     open_latency_ms: u64,
@@ -68,6 +71,7 @@ async fn main() {
         settings: Settings {
             commit_lag_ms: cli.commit_lag_ms,
             rate_limit_per_channel: cli.rate_limit_per_channel,
+            throughput_limit_per_channel: cli.throughput_limit_per_channel,
             open_latency_ms: cli.open_latency_ms,
             hostname: cli.hostname,
             max_wire_bytes: cli.max_wire_bytes,

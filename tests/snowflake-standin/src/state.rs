@@ -21,8 +21,11 @@ use crate::storage::{StorageError, Store};
 pub struct Settings {
     /// Delay between an append being accepted and its rows being committed.
     pub commit_lag_ms: u64,
-    /// Always-on per-channel append limit in requests/s (0 = off).
+    /// Per-channel append limit in requests/s (0 = off; default Snowflake's 10, see `limits`).
     pub rate_limit_per_channel: u32,
+    /// Per-channel limit in bytes of rows (uncompressed) per second (0 = off; default Snowflake's 20 MB/s).
+    #[serde(default = "default_throughput_limit")]
+    pub throughput_limit_per_channel: u64,
     /// Time an open takes (a second open meanwhile gets 409 in progress).
     pub open_latency_ms: u64,
     /// What `GET /v2/streaming/hostname` answers.
@@ -40,11 +43,26 @@ pub struct Settings {
     pub bench_mode: bool,
 }
 
+fn default_throughput_limit() -> u64 {
+    crate::limits::SNOWFLAKE_BYTES_PER_SECOND
+}
+
+impl Settings {
+    /// The per-channel limits in force.
+    pub fn channel_limits(&self) -> crate::limits::ChannelLimits {
+        crate::limits::ChannelLimits {
+            requests_per_second: self.rate_limit_per_channel,
+            bytes_per_second: self.throughput_limit_per_channel,
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
             commit_lag_ms: 1000,
-            rate_limit_per_channel: 0,
+            rate_limit_per_channel: crate::limits::SNOWFLAKE_REQUESTS_PER_SECOND,
+            throughput_limit_per_channel: crate::limits::SNOWFLAKE_BYTES_PER_SECOND,
             open_latency_ms: 0,
             hostname: "127.0.0.1".into(),
             max_wire_bytes: 4 * 1024 * 1024,
@@ -90,6 +108,8 @@ pub struct AppState {
     pub channels: Channels,
     pub store: Store,
     pub faults: Faults,
+    /// Each channel's appends of the last second, against Snowflake's limits.
+    pub channel_windows: crate::limits::ChannelWindows,
     pub requests: Mutex<VecDeque<LoggedRequest>>,
     pub telemetry_batches: std::sync::atomic::AtomicU64,
     /// Bench mode: rows committed per table (`DB.SCHEMA.TABLE`).
@@ -226,6 +246,7 @@ impl AppState {
             channels: Channels::default(),
             store,
             faults: Faults::default(),
+            channel_windows: Default::default(),
             requests: Mutex::new(VecDeque::new()),
             telemetry_batches: Default::default(),
             bench_counts: Default::default(),

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const T_DDL: &str = "CREATE OR REPLACE TABLE DB.PUBLIC.T (id NUMBER(38,0) NOT NULL, name VARCHAR, score FLOAT)";
 
@@ -691,6 +691,55 @@ async fn per_channel_rate_limit() {
     let _ = t2;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(e.append("T", "c", &t, "99", &[json!({"id": 99})]).await.status, 200);
+}
+
+/// Snowflake's per-channel limits are on unless a test turns them off: 10 requests and 20 MB of rows (uncompressed,
+/// whatever goes over the wire) a second; a refused append gets 429 and does not count.
+#[tokio::test]
+async fn snowflakes_channel_limits_are_on_by_default() {
+    let e = env_with_t(50).await;
+    let mut t = e.open_ok("T", "c").await;
+    let mut codes = vec![];
+    for i in 0..11 {
+        let r = e.append("T", "c", &t, &i.to_string(), &[json!({"id": i})]).await;
+        if r.status == 200 {
+            t = r.json()["next_continuation_token"].as_str().unwrap().to_string();
+        }
+        codes.push((r.status.as_u16(), r.code()));
+    }
+    assert_eq!(codes.iter().filter(|c| c.0 == 200).count(), 10, "{codes:?}");
+    assert_eq!(codes[10], (429, "ERR_TOO_MANY_REQUESTS".to_string()), "{codes:?}");
+
+    // 4.5 MB rows compress to a few KB: four fit in 20 MB, the fifth in the same second does not. A try whose five
+    // appends took a second or more (a loaded machine) proves nothing and is made again on a new channel.
+    let row = format!("{{\"id\":1,\"name\":\"{}\"}}\n", "w".repeat(4_500_000));
+    let body = zstd::encode_all(row.as_bytes(), 3).unwrap();
+    let mut tries = vec![];
+    let (channel, t) = loop {
+        assert!(tries.len() < 5, "five appends never fitted in a second: {tries:?}");
+        let channel = format!("d{}", tries.len());
+        let mut t = e.open_ok("T", &channel).await;
+        let started = Instant::now();
+        let mut codes = vec![];
+        for i in 0..5 {
+            let q = format!("continuationToken={t}&offsetToken={i}");
+            let r = e.append_raw("T", &channel, &q, body.clone(), Some("zstd")).await;
+            if r.status == 200 {
+                t = r.json()["next_continuation_token"].as_str().unwrap().to_string();
+            }
+            codes.push(r.status.as_u16());
+        }
+        let took = started.elapsed();
+        if took < Duration::from_millis(900) {
+            assert_eq!(codes, [200, 200, 200, 200, 429], "the fifth 4.5 MB append passes 20 MB in one second");
+            break (channel, t);
+        }
+        tries.push((took, codes));
+    };
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = e.append_raw("T", &channel, &format!("continuationToken={t}&offsetToken=5"), body, Some("zstd")).await;
+    assert_eq!(r.status, 200, "a second later: {}", r.text);
+    assert_eq!(e.wait_committed("T", &channel, "5").await["rows_inserted"].as_i64(), Some(5));
 }
 
 // ---------------------------------------------------------------- admin, TLS, persistence

@@ -186,6 +186,7 @@ async fn list_faults(State(state): State<Shared>) -> Json<Value> {
 
 async fn clear_faults(State(state): State<Shared>) -> Json<Value> {
     state.faults.clear();
+    state.channel_windows.clear();
     Json(json!({"cleared": true}))
 }
 

@@ -220,15 +220,13 @@ pub async fn append_rows(
     let pipe = pipe_name(&db, &schema, &pipe);
     guard(&state, &headers, Op::Append, &pipe, Some(&channel))?;
     let settings = state.settings();
-    if let Some(e) = state.faults.rate_limited(
-        &crate::channels::channel_key(&pipe, &channel),
-        &channel,
-        settings.rate_limit_per_channel,
-    ) {
+    let key = crate::channels::channel_key(&pipe, &channel);
+    if let Some(e) = state.faults.rate_limited(&key, &channel) {
         return Err(e);
     }
     check_pipe(&state, &pipe)?;
     let decoded = payload::decode_body(&headers, &body, settings.max_wire_bytes, settings.max_body_bytes)?;
+    state.channel_windows.admit(&key, Instant::now(), decoded.len() as u64, settings.channel_limits())?;
     let rows = if settings.bench_mode { payload::count_ndjson(&decoded) } else { payload::parse_ndjson(&decoded) };
     let start = q.get("startOffsetToken").or_else(|| q.get("offsetToken")).cloned();
     let end = q.get("endOffsetToken").or_else(|| q.get("offsetToken")).cloned();
