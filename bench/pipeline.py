@@ -28,6 +28,7 @@ gap and no overlap, and no FlowFile waits in a failure queue. A run that does no
 
     bench/pipeline.sh [--shards 16,64,256] [--strategies LINE_DELIMITED,FLOW_FILE] [--records 400000] [--runs 1]
                       [--loads 50,90] [--latency-seconds 60] [--commit-lag-ms 1000] [--heap 1g] [--no-write]
+                      [--sink-property NAME=VALUE]...
 """
 
 from __future__ import annotations
@@ -89,10 +90,12 @@ class Pipeline:
     """The shipped flow definition imported once into `nifi`; each run points its parameters at a source, a new
     Application Name and a freshly created table, and sets the consumer's Processing Strategy."""
 
-    def __init__(self, nifi: NiFiInstance, standin: Standin, work: str):
+    def __init__(self, nifi: NiFiInstance, standin: Standin, work: str, sink_properties: dict | None = None):
         self.nifi, self.standin, self.c = nifi, standin, nifi.client
         self.ids = flow.import_definition(self.c, DEFINITION, "local",
                                           {"KINESNOW_WORK": work, "SNOWFLAKE_URL": standin.url}, "whole-flow benchmark")
+        if sink_properties:
+            self.c.update_processor(self.ids["sink"], properties=sink_properties)
         self.failure_queues = [q for r, q in self.ids["connections"].items() if r != "success"]
         self.records_queue = self.ids["connections"]["success"]
 
@@ -325,6 +328,8 @@ def main() -> None:
                          "check changed to DuckDB on disk, one write per check (by default all in memory)")
     ap.add_argument("--source-threads", type=int, default=1)
     ap.add_argument("--heap", default="1g")
+    ap.add_argument("--sink-property", action="append", default=[], metavar="NAME=VALUE",
+                    help="set a PutSnowflake property away from the flow definition's (e.g. 'Max In-Flight Size=256 MB')")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="also write every run's figures to this file")
     ap.add_argument("--profile", help="record the first measured throughput run of each cell with perf (cpu-clock "
@@ -357,7 +362,7 @@ def main() -> None:
         nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar()], heap=args.heap)
         print(f"NiFi up (PID {nifi.pid}, heap {args.heap}) in {nifi.start_seconds:.0f} s; stand-in {standin.url} "
               f"(commit lag {args.commit_lag_ms} ms, bench mode)", flush=True)
-        pipeline = Pipeline(nifi, standin, work)
+        pipeline = Pipeline(nifi, standin, work, dict(kv.split("=", 1) for kv in args.sink_property))
         idle0, t_idle = cpu_seconds(nifi.pid), time.monotonic()
         time.sleep(15)
         idle = (cpu_seconds(nifi.pid) - idle0) / (time.monotonic() - t_idle)
