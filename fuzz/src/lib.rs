@@ -126,7 +126,7 @@ pub fn rows_case(data: &[u8]) -> RowsCase {
         attributes.insert(name, value);
     }
     let content = input.rest().to_vec();
-    RowsCase { iceberg, flow_file: FlowFileIn { id: 1, attributes, content } }
+    RowsCase { iceberg, flow_file: FlowFileIn { id: 1, attributes, content: content.into() } }
 }
 
 /// The items of a KCL lease table, and the stream a single-stream lease key belongs to.

@@ -108,7 +108,7 @@ fn flow_files(data: &Path, per_flow_file: usize) -> (Vec<FlowFileIn>, u64, u64) 
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
             id += 1;
-            shard.push(FlowFileIn { id, attributes, content: chunk.join("\n").into_bytes() });
+            shard.push(FlowFileIn { id, attributes, content: chunk.join("\n").into_bytes().into() });
         }
         per_shard.push(shard);
     }

@@ -573,8 +573,11 @@ impl Model {
                 Decision::Shared => {
                     self.nodes[n].board.put_in_channel(&key(), SHARD, f.tenure, &tracked.last);
                     self.nodes[n].put_in.insert(f.tenure);
-                    let rows =
-                        f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
+                    let rows = f
+                        .records
+                        .iter()
+                        .map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) })
+                        .collect();
                     self.nodes[n].taken.insert(f.id, f.clone());
                     let done = self.nodes[n].book.accept(
                         Work { flow_file_id: f.id, rows, bytes: 1, follows: Follows::Unknown, shared: true },
@@ -688,7 +691,8 @@ impl Model {
             self.coverage.park_limits += 1;
             let first = *f.records.first().expect("a FlowFile holds records");
             let follows = if first > 1 { Follows::After(token(first - 1)) } else { Follows::Nothing };
-            let rows = f.records.iter().map(|r| Row { json: r.to_string().into_bytes(), token: token(*r) }).collect();
+            let rows =
+                f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
             self.nodes[n].taken.insert(f.id, f.clone());
             let done =
                 self.nodes[n].book.accept(Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true }, self.now);

@@ -92,7 +92,7 @@ fn record(id: i64, shard: &str, seq: u64, body: Value) -> FlowFileIn {
     FlowFileIn {
         id,
         attributes: attributes.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        content: body.to_string().into_bytes(),
+        content: body.to_string().into_bytes().into(),
     }
 }
 
@@ -256,7 +256,7 @@ fn rejected_rows_go_to_invalid_and_bad_content_is_never_sent() {
     // Converting 'not a number' into N NUMBER fails in Snowflake, which still answers 200.
     sink.submit(vec![
         record(1, "shardId-000000000000", 1, json!({"n": 1})),
-        FlowFileIn { id: 2, attributes: HashMap::new(), content: b"[1,2]".to_vec() },
+        FlowFileIn { id: 2, attributes: HashMap::new(), content: b"[1,2]".to_vec().into() },
     ]);
     let first = sink.outcomes(2, Duration::from_secs(20));
     assert_eq!(first[&1].route, Route::Success);
@@ -347,7 +347,7 @@ fn iceberg_metadata_is_structured_and_complete_even_for_lines_without_it() {
     // A LINE_DELIMITED FlowFile of USE_VALUE records: the lines carry no metadata of their own (so
     // their tokens are not exact: they go through the shard's at-least-once channel).
     let mut lines = record(1, "shardId-000000000000", 7, Value::Null);
-    lines.content = b"{\"n\":1,\"d\":\"2024-10-15\"}\n{\"n\":2,\"d\":\"2024-10-16\"}\n".to_vec();
+    lines.content = b"{\"n\":1,\"d\":\"2024-10-15\"}\n{\"n\":2,\"d\":\"2024-10-16\"}\n".to_vec().into();
     lines.attributes.insert("record.count".into(), "2".into());
     sink.submit(vec![lines, record(2, "shardId-000000000001", 1, json!({"n": 3, "d": "2024-10-17"}))]);
     let outcomes = sink.outcomes(2, Duration::from_secs(20));
@@ -370,8 +370,11 @@ fn a_flow_file_split_over_appends_resumes_from_its_committed_part() {
     let config = config(&standin, &[("Max Batch Size", "1 KB")]);
     // 60 lines of ~40 bytes: three appends or more; the second is refused as stale once.
     let mut ff = record(1, "shardId-000000000000", 9, Value::Null);
-    ff.content =
-        (1..=60).map(|n| format!("{{\"n\":{n},\"shard\":\"s0\",\"seq\":{n}}}\n")).collect::<String>().into_bytes();
+    ff.content = (1..=60)
+        .map(|n| format!("{{\"n\":{n},\"shard\":\"s0\",\"seq\":{n}}}\n"))
+        .collect::<String>()
+        .into_bytes()
+        .into();
     standin.fault(json!({"kind": "stale_token", "count": 1}));
     let sink = Sink::start(&config);
     sink.submit(vec![ff.clone()]);
@@ -743,7 +746,7 @@ fn a_named_pipe_is_used_when_destination_type_is_pipe() {
 
 /// `[]` with a shard's attributes, as a filter or a JSON transform can leave it.
 fn empty_array(id: i64, shard: &str, seq: u64) -> FlowFileIn {
-    FlowFileIn { content: b"[]".to_vec(), ..record(id, shard, seq, Value::Null) }
+    FlowFileIn { content: b"[]".to_vec().into(), ..record(id, shard, seq, Value::Null) }
 }
 
 /// Issue 15, defect 4. Before: the `[]` FlowFile reached the channel writer with no rows, and the
@@ -1093,7 +1096,7 @@ fn record_after(id: i64, seq: u64, previous: Option<u64>, body: Value) -> FlowFi
 
 /// A FlowFile of no Kinesis record (loaded at least once): its one row is `content` as it is.
 fn plain(id: i64, content: String) -> FlowFileIn {
-    FlowFileIn { id, attributes: HashMap::new(), content: content.into_bytes() }
+    FlowFileIn { id, attributes: HashMap::new(), content: content.into_bytes().into() }
 }
 
 /// The rows' `N` column, in load order.

@@ -134,7 +134,7 @@ async fn poll_into(
                 written.push(FlowFileIn {
                     id: NEXT_ID.fetch_add(1, Ordering::SeqCst),
                     attributes,
-                    content: r.data.clone(),
+                    content: r.data.clone().into(),
                 });
             }
         }

@@ -58,7 +58,7 @@ pub fn decode_flow_files(bytes: &[u8]) -> Result<Vec<FlowFileIn>, SinkIoError> {
         let id = r.i64()?;
         let attributes = read_attributes(&mut r)?;
         let n = r.len()?;
-        let content = r.take(n)?.to_vec();
+        let content = bytes::Bytes::copy_from_slice(r.take(n)?);
         out.push(FlowFileIn { id, attributes, content });
     }
     Ok(out)
@@ -152,7 +152,7 @@ mod tests {
         let ff = FlowFileIn {
             id: 42,
             attributes: [("a".to_string(), "ü".to_string())].into(),
-            content: b"{\"x\":1}".to_vec(),
+            content: bytes::Bytes::from_static(b"{\"x\":1}"),
         };
         let bytes = encode_flow_files(std::slice::from_ref(&ff));
         assert_eq!(decode_flow_files(&bytes).unwrap(), vec![ff]);

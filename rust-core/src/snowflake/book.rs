@@ -125,6 +125,8 @@ pub struct Outcome {
 pub struct Work {
     pub flow_file_id: i64,
     pub rows: Vec<Row>,
+    /// What the rows hold in memory, counted against Max In-Flight Size until the FlowFile's outcome
+    /// (`rows::held_bytes`): the book keeps a FlowFile's rows together and drops them with it.
     pub bytes: u64,
     pub follows: Follows,
     /// The channel is a shard's shared channel: a gap before this FlowFile is never passed over

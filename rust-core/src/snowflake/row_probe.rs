@@ -12,10 +12,14 @@
 //! absent, not an object, named twice, naming another stream or shard, or tokens that do not grow.
 //! Where the fast path answers, it answers what the general way would
 //! (`rows::tests::the_fast_path_agrees_with_the_general_way` and `..._on_random_json`).
+//!
+//! Its rows are slices of the FlowFile's content, not copies: each keeps the content's one buffer
+//! alive, which `rows::held_bytes` counts against Max In-Flight Size.
 
 use std::borrow::Cow;
 use std::fmt;
 
+use bytes::Bytes;
 use serde::de::{self, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
@@ -23,12 +27,13 @@ use super::offset::OffsetToken;
 use super::row::Row;
 use crate::contract::metadata::KEY as METADATA_KEY;
 
-/// The rows of `content` sent as they came, with their own exact tokens, when every line qualifies.
-/// `content` is text (`rows.rs` checks the FlowFile's UTF-8 once for both ways), so serde_json does
-/// not check each string's UTF-8 again.
-pub fn passthrough(content: &str, stream: &str, shard_id: &str) -> Option<Vec<Row>> {
+/// The rows of `content` sent as they came, with their own exact tokens, when every line qualifies:
+/// each row is a slice of `content` (no copy). `text` is `content` read as text (`rows.rs` checks
+/// the FlowFile's UTF-8 once for both ways), so serde_json does not check each string's UTF-8
+/// again; it must be `content`'s own bytes, not a copy of them (a row outside `content` panics).
+pub fn passthrough(content: &Bytes, text: &str, stream: &str, shard_id: &str) -> Option<Vec<Row>> {
     let mut rows: Vec<Row> = Vec::new();
-    for line in content.split('\n') {
+    for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.bytes().all(|b| b.is_ascii_whitespace()) {
             continue;
@@ -48,7 +53,7 @@ pub fn passthrough(content: &str, stream: &str, shard_id: &str) -> Option<Vec<Ro
         if rows.last().is_some_and(|last| last.token >= token) {
             return None;
         }
-        rows.push(Row { json: line.trim_ascii().as_bytes().to_vec(), token });
+        rows.push(Row { json: content.slice_ref(line.trim_ascii().as_bytes()), token });
     }
     (!rows.is_empty()).then_some(rows)
 }

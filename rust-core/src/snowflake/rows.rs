@@ -33,6 +33,7 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::offset::{sharded_sequence_number, OffsetToken};
@@ -99,7 +100,9 @@ pub const METADATA_FIELDS: &[&str] = &[
 pub struct FlowFileIn {
     pub id: i64,
     pub attributes: HashMap<String, String>,
-    pub content: Vec<u8>,
+    /// One buffer (`Bytes::from` a `Vec` takes it over without a copy): the fast path's rows are
+    /// slices of it, and a parked FlowFile's clone shares it.
+    pub content: Bytes,
 }
 
 /// Where a FlowFile's records came from: a Kinesis shard (named by region when known, stream and
@@ -151,7 +154,7 @@ impl Mapping {
         let prepared = match (self.iceberg, &source) {
             // Rows that already carry this shard's metadata pass through as they came (row_probe).
             (false, Source::Shard { stream, shard_id, .. }) => {
-                match super::row_probe::passthrough(text, stream, shard_id) {
+                match super::row_probe::passthrough(&flow_file.content, text, stream, shard_id) {
                     Some(rows) => Prepared::Rows { source, delivery: Delivery::ExactlyOnce, rows },
                     None => self.prepare_general(flow_file, source),
                 }
@@ -181,10 +184,11 @@ impl Mapping {
         let mut rows = Vec::with_capacity(objects.len());
         for (parsed, token) in objects.iter_mut().zip(tokens) {
             let changed = self.add_metadata(&mut parsed.object, &source, attrs, single);
-            // A row that needs no change is sent as it came, without writing it out again.
+            // A row that needs no change is sent as it came, without writing it out again. Either
+            // way it owns its text (a copy of the line): the content is not kept for the rows.
             let json = match parsed.line {
-                Some(line) if !changed => line.to_vec(),
-                _ => serde_json::to_vec(&parsed.object).expect("JSON objects serialize"),
+                Some(line) if !changed => Bytes::copy_from_slice(line),
+                _ => Bytes::from(serde_json::to_vec(&parsed.object).expect("JSON objects serialize")),
             };
             rows.push(Row { json, token });
         }
@@ -237,6 +241,24 @@ impl Mapping {
         }
         changed
     }
+}
+
+/// The bytes `rows`, prepared from `flow_file`, keep in memory until they are dropped, for Max
+/// In-Flight Size: a row that owns its text holds its NDJSON line (text and newline), and rows that
+/// are slices of the content (the fast path, `row_probe`) hold the content's whole buffer, counted
+/// once, however few of its bytes they send. The rows of one FlowFile are queued, held and dropped
+/// together (`book::Pending`), so the buffer goes when its count goes back.
+pub fn held_bytes(flow_file: &FlowFileIn, rows: &[Row]) -> u64 {
+    let buffer = flow_file.content.as_ptr_range();
+    let (mut owned, mut slices) = (0, false);
+    for row in rows {
+        if buffer.contains(&row.json.as_ptr()) {
+            slices = true;
+        } else {
+            owned += row.json.len() as u64 + 1;
+        }
+    }
+    owned + if slices { flow_file.content.len() as u64 } else { 0 }
 }
 
 /// Where the FlowFile's records came from, by its attributes.
@@ -409,8 +431,15 @@ mod tests {
         FlowFileIn {
             id: 1,
             attributes: attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            content: content.as_bytes().to_vec(),
+            content: Bytes::copy_from_slice(content.as_bytes()),
         }
+    }
+
+    /// The fast path on `content` alone, as `prepare` calls it.
+    fn passthrough(content: &str, stream: &str, shard_id: &str) -> Option<Vec<Row>> {
+        let content = Bytes::copy_from_slice(content.as_bytes());
+        let text = std::str::from_utf8(&content).expect("UTF-8");
+        super::super::row_probe::passthrough(&content, text, stream, shard_id)
     }
 
     const SHARD: &[(&str, &str)] = &[
@@ -546,7 +575,7 @@ mod tests {
         assert_eq!(invalid(PLAIN.prepare(&flow_file("42", &[]))), "the content is a JSON number, not an object");
         assert_eq!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n[1]", &[]))), "line 2 is a JSON array, not an object");
         assert!(invalid(PLAIN.prepare(&flow_file("{\"a\":1}\n{oops", &[]))).starts_with("line 2 is not JSON"));
-        let bad = FlowFileIn { id: 1, attributes: HashMap::new(), content: vec![b'{', 0xff, b'}'] };
+        let bad = FlowFileIn { id: 1, attributes: HashMap::new(), content: Bytes::from_static(b"{\xff}") };
         assert_eq!(invalid(PLAIN.prepare(&bad)), "the content is not UTF-8 text, so it is not JSON");
         assert_eq!(
             invalid(PLAIN.prepare(&flow_file(r#"[{"a":1},2]"#, &[]))),
@@ -657,7 +686,7 @@ mod tests {
             match PLAIN.prepare(&flow_file(&format!("{line}\n{line}\n"), attrs)) {
                 Prepared::Rows { rows, .. } => {
                     for row in rows {
-                        let text = String::from_utf8(row.json).unwrap();
+                        let text = String::from_utf8(row.json.to_vec()).unwrap();
                         assert!(text.contains(&format!(r#""amount":"{DECIMAL_38}""#)), "{text}");
                         assert!(text.contains(r#""small":"0.000000000000000000000000000000000001""#), "{text}");
                     }
@@ -1011,7 +1040,7 @@ mod tests {
             let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
             let got = PLAIN.prepare(&ff);
             assert_eq!(got, general, "content {content:?}");
-            if super::super::row_probe::passthrough(&content, "orders", "shardId-000000000001").is_some() {
+            if passthrough(&content, "orders", "shardId-000000000001").is_some() {
                 fast += 1;
             }
         }
@@ -1070,7 +1099,7 @@ mod tests {
             let ff = flow_file(line, SHARD);
             let general = PLAIN.prepare_general(&ff, source_of(&ff.attributes));
             assert_eq!(PLAIN.prepare(&ff), general, "{what}: {line:?}");
-            let took = super::super::row_probe::passthrough(line, "orders", "shardId-000000000001");
+            let took = passthrough(line, "orders", "shardId-000000000001");
             assert_eq!(took.is_some(), *fast, "{what}: {line:?} -> {general:?}");
             if *fast {
                 assert!(matches!(general, Prepared::Rows { .. }), "{what}");
@@ -1078,13 +1107,39 @@ mod tests {
         }
     }
 
+    /// The fast path's rows are slices of the content's one buffer (no copy per row) and count
+    /// that whole buffer once against Max In-Flight Size; the general way's rows own their text and
+    /// count their NDJSON lines.
+    #[test]
+    fn rows_count_what_they_hold_in_flight() {
+        let content = "{\"a\":1,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"495900000000000000000000\"}}\r\n\n  \
+                       {\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}} \n\n";
+        let ff = flow_file(content, SHARD);
+        let Prepared::Rows { rows, .. } = PLAIN.prepare(&ff) else { panic!("rows") };
+        assert_eq!(rows.len(), 2);
+        let buffer = ff.content.as_ptr_range();
+        assert!(rows.iter().all(|r| buffer.contains(&r.json.as_ptr())), "slices of the content");
+        assert_eq!(&rows[1].json[..], &content.as_bytes()[content.find("  {").unwrap() + 2..content.len() - 3]);
+        assert_eq!(held_bytes(&ff, &rows), content.len() as u64);
+        let marked = flow_file(content, &[SHARD, &[(ATTR_DELIVERY, AT_LEAST_ONCE)]].concat());
+        let Prepared::Rows { rows, .. } = PLAIN.prepare(&marked) else { panic!("rows") };
+        assert_eq!(held_bytes(&marked, &rows), content.len() as u64, "sent back for at-least-once: still slices");
+
+        let ff = flow_file("{\"a\":1}\n\n{\"a\":2}\n", SHARD);
+        let Prepared::Rows { rows, .. } = PLAIN.prepare(&ff) else { panic!("rows") };
+        let buffer = ff.content.as_ptr_range();
+        assert!(rows.iter().all(|r| !buffer.contains(&r.json.as_ptr())), "written out again");
+        assert_eq!(held_bytes(&ff, &rows), rows.iter().map(|r| r.json.len() as u64 + 1).sum::<u64>());
+        assert!(held_bytes(&ff, &rows) > ff.content.len() as u64, "with kinesisMetadata added");
+    }
+
     #[test]
     fn rows_with_this_shards_metadata_take_the_fast_path() {
         let content = "{\"a\":1,\"kinesisMetadata\":{\"shardId\":\"shardId-000000000001\",\"shardedSequenceNumber\":\"495900000000000000000000\"}}\n\
                        {\"a\":2,\"kinesisMetadata\":{\"shardedSequenceNumber\":\"496000000000000000000003\"}}\n";
-        let rows = super::super::row_probe::passthrough(content, "orders", "shardId-000000000001").expect("fast path");
+        let rows = passthrough(content, "orders", "shardId-000000000001").expect("fast path");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].token.to_string(), "496000000000000000000003");
-        assert!(super::super::row_probe::passthrough(content, "orders", "shardId-000000000002").is_none());
+        assert!(passthrough(content, "orders", "shardId-000000000002").is_none());
     }
 }

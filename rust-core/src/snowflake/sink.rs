@@ -402,7 +402,8 @@ impl SinkEngine {
                     Ok(shared) => shared,
                     Err(()) => return, // decided already (superseded, or back to the queue)
                 };
-                let bytes = rows.iter().map(|r| r.json.len() as u64 + 1).sum();
+                // What the rows hold until their outcome: the content's buffer when they are slices of it.
+                let bytes = super::rows::held_bytes(&flow_file, &rows);
                 let (channel, parents, key) = match &shared {
                     Some((t, _)) => {
                         let channel = link::shared_channel(&self.settings.channel_prefix, &t.key, &t.shard_id);

@@ -267,7 +267,10 @@ mod tests {
 
     fn work(id: i64, rows: usize) -> Work {
         let rows = (0..rows)
-            .map(|i| Row { json: b"{}".to_vec(), token: OffsetToken::from_counter(id as u64 * 100 + i as u64) })
+            .map(|i| Row {
+                json: bytes::Bytes::from_static(b"{}"),
+                token: OffsetToken::from_counter(id as u64 * 100 + i as u64),
+            })
             .collect();
         Work { flow_file_id: id, rows, bytes: 10, follows: crate::snowflake::book::Follows::Unknown, shared: false }
     }

@@ -272,7 +272,7 @@ impl Model {
         let rows = flow_file
             .rows
             .iter()
-            .map(|(row, token)| Row { json: row.clone().into_bytes(), token: token.clone() })
+            .map(|(row, token)| Row { json: row.clone().into_bytes().into(), token: token.clone() })
             .collect();
         let follows = flow_file.follows.clone();
         self.submitted.insert(id, flow_file);

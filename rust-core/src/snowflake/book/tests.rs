@@ -9,7 +9,8 @@ fn t(n: u64) -> OffsetToken {
 }
 
 fn work(id: i64, tokens: &[u64]) -> Work {
-    let rows = tokens.iter().map(|&n| Row { json: format!("{{\"n\":{n}}}").into_bytes(), token: t(n) }).collect();
+    let rows =
+        tokens.iter().map(|&n| Row { json: format!("{{\"n\":{n}}}").into_bytes().into(), token: t(n) }).collect();
     Work { flow_file_id: id, rows, bytes: 10 * tokens.len() as u64, follows: Follows::Unknown, shared: false }
 }
 
