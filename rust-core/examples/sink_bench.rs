@@ -33,6 +33,8 @@ struct Args {
     per_flow_file: usize,
     standin_pid: Option<u32>,
     key: Option<PathBuf>,
+    /// PutSnowflake's Max In-Flight Size, when not the product's default.
+    max_in_flight_size: Option<String>,
 }
 
 fn args() -> Args {
@@ -51,6 +53,7 @@ fn args() -> Args {
         per_flow_file: map.get("records-per-flow-file").map_or(500, |v| v.parse().expect("a number")),
         standin_pid: map.get("standin-pid").map(|v| v.parse().expect("a PID")),
         key: map.get("key").map(PathBuf::from),
+        max_in_flight_size: map.get("max-in-flight-size").cloned(),
     }
 }
 
@@ -164,7 +167,7 @@ fn main() {
     };
     // Product defaults otherwise: Max Batch Size 8 MB, Max Latency 250 ms, Max In-Flight Size
     // 64 MB, Commit Timeout 90 s, status polled every 250 ms.
-    let properties = [
+    let mut properties = vec![
         ("PutSnowflake Instance", "bench"),
         ("Account Identifier", ACCOUNT),
         ("Snowflake URL Override", args.url.as_str()),
@@ -174,6 +177,9 @@ fn main() {
         ("Schema", "PUBLIC"),
         ("Table", args.table.as_str()),
     ];
+    if let Some(size) = &args.max_in_flight_size {
+        properties.push(("Max In-Flight Size", size.as_str()));
+    }
     let config = PutSnowflakeConfig::parse(&PropertyMap::from_pairs(properties)).expect("valid settings");
     let rt = kinesnow_core::runtime::get();
     let standin_pid = args.standin_pid.map(|p| p.to_string());
