@@ -68,6 +68,14 @@ fn args() -> Args {
         }
         i += 2;
     }
+    // The stand-in keeps Snowflake's 10 requests a second per channel, as a client must.
+    let per_channel = a.appends_per_s / a.channels as f64;
+    assert!(
+        per_channel <= 10.0,
+        "--appends-per-s {} over {} channels is {per_channel} a channel: above Snowflake's 10",
+        a.appends_per_s,
+        a.channels
+    );
     a
 }
 
