@@ -59,6 +59,12 @@ impl Resp {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.text).unwrap_or(Value::Null)
     }
+    /// After an append: the channel's continuation token moves on when the append was taken (200).
+    pub fn advance(&self, token: &mut String) {
+        if self.status == 200 {
+            *token = self.json()["next_continuation_token"].as_str().unwrap().to_string();
+        }
+    }
     pub fn code(&self) -> String {
         match self.json() {
             Value::Object(o) => o.get("code").and_then(Value::as_str).unwrap_or_default().to_string(),
