@@ -6,11 +6,11 @@
 
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::error::ApiError;
+use crate::limits::{ChannelLimits, ChannelWindows};
 
 /// The kinds of fault the stand-in can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,13 +96,14 @@ pub struct ActiveFault {
 struct Inner {
     next_id: u64,
     faults: Vec<ActiveFault>,
-    windows: HashMap<String, VecDeque<Instant>>,
 }
 
 /// The active faults.
 #[derive(Default)]
 pub struct Faults {
     inner: Mutex<Inner>,
+    /// Each channel's requests of the last second, against a `rate_limit` fault's limit.
+    rate_windows: ChannelWindows,
 }
 
 impl FaultSpec {
@@ -181,7 +182,7 @@ impl Faults {
     pub fn clear(&self) {
         let mut inner = self.inner.lock().unwrap();
         inner.faults.clear();
-        inner.windows.clear();
+        self.rate_windows.clear();
     }
 
     pub fn remove(&self, id: u64) -> bool {
@@ -213,24 +214,19 @@ impl Faults {
         None
     }
 
-    /// Applies a `rate_limit` fault's per-channel request rate (the always-on limits are in `limits`).
+    /// Applies a `rate_limit` fault's per-channel request rate (the always-on limits are in `limits`),
+    /// answering with the fault's error.
     pub fn rate_limited(&self, channel_key: &str, channel: &str) -> Option<ApiError> {
-        let mut inner = self.inner.lock().unwrap();
-        let (limit, err) = inner
+        let (limit, err) = self
+            .inner
+            .lock()
+            .unwrap()
             .faults
             .iter()
             .find(|f| f.spec.kind == FaultKind::RateLimit && f.spec.matches(Op::Append, Some(channel)))
             .map(|f| (f.spec.limit.unwrap_or(10), f.spec.error()))?;
-        let now = Instant::now();
-        let window = inner.windows.entry(channel_key.to_string()).or_default();
-        while window.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
-            window.pop_front();
-        }
-        if window.len() >= limit as usize {
-            return Some(err);
-        }
-        window.push_back(now);
-        None
+        let limits = ChannelLimits { requests_per_second: limit, bytes_per_second: 0 };
+        self.rate_windows.admit(channel_key, Instant::now(), 0, limits).err().map(|_| err)
     }
 
     /// Whether commits of this channel are held back.

@@ -63,7 +63,7 @@ impl ChannelWindows {
         Ok(())
     }
 
-    /// Forgets every channel's window (`/admin/reset`).
+    /// Forgets every channel's window (`DELETE /admin/faults`).
     pub fn clear(&self) {
         self.windows.lock().unwrap().clear();
     }
