@@ -27,7 +27,7 @@ Every run checks that every record was committed exactly once: the stand-in's co
 gap and no overlap, and no FlowFile waits in a failure queue. A run that does not fails the benchmark.
 
     bench/pipeline.sh [--shards 16,64,256] [--strategies LINE_DELIMITED,FLOW_FILE] [--records 400000] [--runs 1]
-                      [--loads 50,90] [--latency-seconds 60] [--commit-lag-ms 1000] [--heap 1g] [--no-write]
+                      [--loads 50,90] [--latency-seconds 60] [--commit-lag-ms 1000] [--heap 1g] [--no-write] [--nar PATH]
                       [--sink-property NAME=VALUE]...
 """
 
@@ -330,6 +330,8 @@ def main() -> None:
     ap.add_argument("--heap", default="1g")
     ap.add_argument("--sink-property", action="append", default=[], metavar="NAME=VALUE",
                     help="set a PutSnowflake property away from the flow definition's (e.g. 'Max In-Flight Size=256 MB')")
+    ap.add_argument("--nar", help="the kinesnow NAR to run (default: the one ./mvnw package built), e.g. an earlier "
+                    "commit's, to measure before and after side by side")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="also write every run's figures to this file")
     ap.add_argument("--profile", help="record the first measured throughput run of each cell with perf (cpu-clock "
@@ -359,7 +361,7 @@ def main() -> None:
         standin = Standin.start(os.path.join(work, "standin"), commit_lag_ms=args.commit_lag_ms, bench_mode=True,
                                 in_memory=not args.standin_on_disk)
         standin.register_user(ACCOUNT, USER, public)
-        nifi = NiFiInstance.start(port=free_port(), extensions=[built_nar()], heap=args.heap)
+        nifi = NiFiInstance.start(port=free_port(), extensions=[args.nar or built_nar()], heap=args.heap)
         print(f"NiFi up (PID {nifi.pid}, heap {args.heap}) in {nifi.start_seconds:.0f} s; stand-in {standin.url} "
               f"(commit lag {args.commit_lag_ms} ms, bench mode)", flush=True)
         pipeline = Pipeline(nifi, standin, work, dict(kv.split("=", 1) for kv in args.sink_property))

@@ -27,7 +27,7 @@ use crate::consumer::resume::{on_take, resume, FailoverPosition};
 use crate::feedback::{Board, LinkKey, Loaded, ShardTenure};
 use crate::kinesis::position::Position;
 use crate::lease::{Checkpoint, LoadedOnTake};
-use crate::snowflake::book::{ChannelBook, Done, Follows, Route, Work};
+use crate::snowflake::book::{ChannelBook, Done, Follows, Refilled, Route, Work};
 use crate::snowflake::link::{self, Decision, Tracked};
 use crate::snowflake::offset::OffsetToken;
 use crate::snowflake::rows::{Delivery, Row};
@@ -223,6 +223,9 @@ struct Node {
     parked: Vec<(FlowFile, u64, bool)>,
     /// The leases (counters) whose FlowFiles this node's PutSnowflake put into the shared channel.
     put_in: std::collections::BTreeSet<u64>,
+    /// FlowFiles whose rows the book asked for again (dropped once appended, then the channel
+    /// reopened): Java hands them over at its next submission.
+    asked: Vec<i64>,
 }
 
 impl Node {
@@ -240,6 +243,7 @@ impl Node {
             taken: BTreeMap::new(),
             parked: Vec::new(),
             put_in: Default::default(),
+            asked: Vec::new(),
         }
     }
 }
@@ -485,6 +489,7 @@ impl Model {
         }
         node.book = ChannelBook::new("shared".into(), Delivery::ExactlyOnce);
         node.handle = None;
+        node.asked.clear();
         for tenure in std::mem::take(&mut node.put_in) {
             node.board.rewind_chain(&key(), SHARD, tenure);
         }
@@ -511,8 +516,9 @@ impl Model {
         if !self.nodes[n].alive {
             return;
         }
-        // As the Java shim does: new FlowFiles are submitted, then the outcomes call decides the
-        // parked ones again.
+        // As the Java shim does: FlowFiles asked back are handed over first, then new FlowFiles are
+        // submitted, then the outcomes call decides the parked ones again.
+        self.resend(n);
         for _ in 0..count {
             let Some(f) = self.nodes[n].queue.pop_front() else { break };
             self.decide(n, f, None, false);
@@ -580,7 +586,14 @@ impl Model {
                         .collect();
                     self.nodes[n].taken.insert(f.id, f.clone());
                     let done = self.nodes[n].book.accept(
-                        Work { flow_file_id: f.id, rows, bytes: 1, follows: Follows::Unknown, shared: true },
+                        Work {
+                            flow_file_id: f.id,
+                            rows,
+                            bytes: 1,
+                            follows: Follows::Unknown,
+                            shared: true,
+                            resent: false,
+                        },
                         self.now,
                     );
                     self.settle(n, done);
@@ -602,6 +615,26 @@ impl Model {
         }
     }
 
+    /// The writer asks for the rows of FlowFiles lined up without them.
+    fn ask_again(&mut self, n: usize) {
+        let due = self.nodes[n].book.resends_due(|_| true);
+        self.nodes[n].asked.extend(due.into_iter().map(|(id, _)| id));
+    }
+
+    /// Java reads the FlowFiles asked back again (those it still holds) and hands them over.
+    fn resend(&mut self, n: usize) {
+        for id in std::mem::take(&mut self.nodes[n].asked) {
+            let Some(f) = self.nodes[n].taken.get(&id) else { continue };
+            let rows =
+                f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
+            let work = Work { flow_file_id: id, rows, bytes: 1, follows: Follows::Unknown, shared: true, resent: true };
+            match self.nodes[n].book.refill(work) {
+                Refilled::Taken { done, .. } => self.settle(n, done),
+                Refilled::Unknown { .. } => panic!("FlowFile {id} asked back and held, but the book does not know it"),
+            }
+        }
+    }
+
     fn open(&mut self, n: usize) {
         if !self.nodes[n].alive || self.nodes[n].book.is_open() {
             return;
@@ -613,6 +646,7 @@ impl Model {
         let reported = self.channel.committed.map(token);
         let done = self.nodes[n].book.opened(reported, 0);
         self.settle(n, done);
+        self.ask_again(n);
     }
 
     fn append(&mut self, n: usize, rows: usize) {
@@ -632,6 +666,7 @@ impl Model {
         let end_record = end.to_string().parse().expect("whole tokens");
         self.channel.uncommitted.push_back((records, end_record));
         self.nodes[n].book.appended(take, end, self.now);
+        self.ask_again(n);
     }
 
     fn commit(&mut self, appends: usize) {
@@ -694,8 +729,9 @@ impl Model {
             let rows =
                 f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
             self.nodes[n].taken.insert(f.id, f.clone());
-            let done =
-                self.nodes[n].book.accept(Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true }, self.now);
+            let done = self.nodes[n]
+                .book
+                .accept(Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true, resent: false }, self.now);
             self.settle(n, done);
         }
         let (done, passed) = self.nodes[n].book.pass_stuck(self.now, std::time::Duration::ZERO);

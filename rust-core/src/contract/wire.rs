@@ -45,6 +45,8 @@ wire! {
     ROUTE_RELOAD: u8 = 4;
     /// Route: back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget was full.
     ROUTE_RETRY: u8 = 5;
+    /// Not an outcome: the FlowFile stays held, and its content is handed over again (its channel reopened before its rows, dropped once appended, were committed).
+    ROUTE_RESEND: u8 = 6;
 }
 
 #[cfg(test)]

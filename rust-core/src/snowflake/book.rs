@@ -28,6 +28,17 @@
 //! - On an at-least-once channel the book gives each row a fresh token above every token it knows
 //!   of once the channel is open, so such rows are never skipped.
 //! - A FlowFile without rows is done at once (`empty`): it has no token to wait for.
+//! - **Rows are held while they are being appended, not while Snowflake commits them.** Once every
+//!   row of a FlowFile is in an append Snowflake accepted, the book drops the rows and keeps what it
+//!   decides by (the FlowFile's lowest and highest token and its row count); their bytes go back to
+//!   the in-flight budget ([`ChannelBook::appended`]). Snowflake takes 5-10 s to commit, so holding
+//!   rows until then would bound PutSnowflake's rate by Max In-Flight Size ÷ commit time. When the
+//!   channel reopens before such a FlowFile's rows are committed (Snowflake discarded them), the
+//!   FlowFile is lined up again without its rows, *awaiting* them: the line sends nothing past it
+//!   until its rows come back. The writer asks Java for them ([`ChannelBook::resends_due`], the
+//!   FlowFile is still held in its NiFi session, its content in the content repository) as the
+//!   budget allows, at least one FlowFile of the channel at a time; Java reads the content again and
+//!   the same rows come back ([`ChannelBook::refill`]), with the same tokens.
 //! - Waiting FlowFiles count against PutSnowflake's in-flight budget. Java takes each shard's
 //!   earliest queued records first (`take_order`), so what waits is mostly what the queue did not
 //!   hold yet; when the budget is full, the writer gives waiting FlowFiles back to NiFi's queue,
@@ -84,6 +95,9 @@ pub enum Route {
     /// Back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget
     /// was full.
     Retry = wire::ROUTE_RETRY,
+    /// Not an outcome: the channel reopened before the FlowFile's rows, dropped once appended,
+    /// were committed; Java keeps it held and hands its content over again.
+    Resend = wire::ROUTE_RESEND,
 }
 
 /// The shard's record read just before a FlowFile's first row, as its offset token.
@@ -133,6 +147,8 @@ pub struct Work {
     /// (another node may load those records, and passing them would skip them there); when it has
     /// waited too long, it goes back for the at-least-once channels instead.
     pub shared: bool,
+    /// The rows of a FlowFile the channel asked back ([`Route::Resend`]), not a new FlowFile.
+    pub resent: bool,
 }
 
 /// A FlowFile's outcome and the in-flight bytes it gives back.
@@ -146,8 +162,19 @@ struct Pending {
     id: i64,
     /// Never reused in the book's life: a body prepared ahead names its rows by it ([`Span`]).
     serial: u64,
+    /// Empty once dropped (every row appended, see the module comment); `row_count` and `ends` stay.
     rows: Vec<Row>,
+    row_count: usize,
+    /// The lowest and highest token, kept when the rows are dropped.
+    ends: Option<(OffsetToken, OffsetToken)>,
+    /// What the rows hold now, counted against the in-flight budget.
     bytes: u64,
+    /// What the rows held when the FlowFile came: what a resend reserves of the budget.
+    taken_bytes: u64,
+    /// Budget reserved for the rows asked back and not yet come.
+    reserved: u64,
+    /// Lined up without its rows (dropped, then the channel reopened): the line waits for them.
+    awaiting: Option<Awaiting>,
     follows: Follows,
     shared: bool,
     /// Rows before this index were sent since the last open, or need not be sent.
@@ -165,8 +192,13 @@ impl Pending {
         Self {
             id: work.flow_file_id,
             serial,
+            row_count: work.rows.len(),
             rows: work.rows,
+            ends: None,
             bytes: work.bytes,
+            taken_bytes: work.bytes,
+            reserved: 0,
+            awaiting: None,
             follows: work.follows,
             shared: work.shared,
             next_row: 0,
@@ -179,20 +211,115 @@ impl Pending {
 
     /// Tokens grow within a FlowFile, so its last row's is its highest.
     fn highest(&self) -> &OffsetToken {
-        &self.rows.last().expect("the book keeps only FlowFiles with rows").token
+        match (&self.ends, self.rows.last()) {
+            (Some((_, high)), _) => high,
+            (None, Some(row)) => &row.token,
+            (None, None) => unreachable!("the book keeps only FlowFiles with rows"),
+        }
     }
 
     fn lowest(&self) -> &OffsetToken {
-        &self.rows[0].token
+        match (&self.ends, self.rows.first()) {
+            (Some((low, _)), _) => low,
+            (None, Some(row)) => &row.token,
+            (None, None) => unreachable!("the book keeps only FlowFiles with rows"),
+        }
     }
 
     fn unsent(&self) -> &[Row] {
-        if self.tokens_assigned {
+        if self.tokens_assigned && self.awaiting.is_none() && !self.dropped() {
             &self.rows[self.next_row..]
         } else {
             &[]
         }
     }
+
+    /// The channel opened again: nothing of it is sent, and what covered its rows no longer does.
+    fn reopened(&mut self) {
+        self.next_row = 0;
+        self.skipped = 0;
+        if let Some(awaiting) = &mut self.awaiting {
+            awaiting.covered_below = None;
+        }
+    }
+
+    /// Its rows were dropped (every one appended) and have not come back.
+    fn dropped(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Every row is in an append Snowflake accepted: the rows are dropped; returns the bytes they held.
+    fn drop_rows(&mut self) -> u64 {
+        if self.dropped() || self.awaiting.is_some() || !self.tokens_assigned || self.next_row < self.row_count {
+            return 0;
+        }
+        self.ends = Some((self.lowest().clone(), self.highest().clone()));
+        self.rows = Vec::new();
+        std::mem::take(&mut self.bytes)
+    }
+
+    /// Its rows, read again: the same number, with the same tokens (an at-least-once FlowFile's
+    /// are given again from its lowest, consecutively, as the channel gave them first); rows at or
+    /// below the line's end when it was lined up again are not sent.
+    fn take_rows_back(&mut self, work: Work, delivery: Delivery) -> Result<(), String> {
+        let (low, high) = self.ends.clone().expect("dropped rows keep their ends");
+        let mut rows = work.rows;
+        if delivery == Delivery::AtLeastOnce {
+            let mut next = low.clone();
+            for row in &mut rows {
+                row.token = next.clone();
+                next = next.successor();
+            }
+        }
+        let same = rows.len() == self.row_count
+            && rows.first().is_some_and(|r| r.token == low)
+            && rows.last().is_some_and(|r| r.token == high);
+        if !same {
+            return Err(format!(
+                "read again after its channel reopened, its content gave {} row(s) (offset tokens {} to {}) where it gave \
+                 {} (offset tokens {low} to {high}); nothing more of it was sent",
+                rows.len(),
+                rows.first().map(|r| r.token.to_string()).unwrap_or_default(),
+                rows.last().map(|r| r.token.to_string()).unwrap_or_default(),
+                self.row_count
+            ));
+        }
+        self.rows = rows;
+        self.ends = None;
+        self.bytes = work.bytes;
+        if let Some(awaiting) = self.awaiting.take() {
+            let covered =
+                self.rows.iter().take_while(|r| awaiting.covered_below.as_ref().is_some_and(|h| r.token <= *h)).count();
+            if covered > self.next_row {
+                self.skipped += (covered - self.next_row) as u32;
+                self.next_row = covered;
+            }
+        }
+        Ok(())
+    }
+
+    /// What the FlowFile holds of the budget: its rows and what is reserved for them.
+    fn budget(&self) -> u64 {
+        self.bytes + self.reserved
+    }
+}
+
+/// A FlowFile lined up without its rows.
+#[derive(Debug, Clone)]
+struct Awaiting {
+    /// The line's end when it was lined up: its rows at or below are not sent again.
+    covered_below: Option<OffsetToken>,
+    /// Java was asked for the rows.
+    requested: bool,
+}
+
+/// What a resent FlowFile's rows did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refilled {
+    /// Back in the line; the reservation made when they were asked for is given back.
+    Taken { reserved: u64, done: Vec<Done> },
+    /// The FlowFile is no longer here (it has its outcome): its bytes go back, with no outcome.
+    Unknown { bytes: u64 },
 }
 
 struct Append {
@@ -369,16 +496,14 @@ impl ChannelBook {
                 // queued but not committed may follow one that went to failure meanwhile.
                 self.line_in_order = true;
                 for mut p in std::mem::take(&mut self.line) {
-                    p.next_row = 0;
-                    p.skipped = 0;
+                    p.reopened();
                     self.wait(p);
                 }
                 done = self.line_up_waiting();
             }
             Delivery::AtLeastOnce => {
                 for p in &mut self.line {
-                    p.next_row = 0;
-                    p.skipped = 0;
+                    p.reopened();
                     line_up(p, &mut self.high, &mut self.assigned);
                 }
                 self.line_in_order = false;
@@ -470,7 +595,7 @@ impl ChannelBook {
         if !self.open {
             return None;
         }
-        let first = self.line.iter().find(|p| !p.unsent().is_empty())?;
+        let first = self.sendable().find(|p| !p.unsent().is_empty())?;
         // Counted up to a full request only: this runs on every turn of the writer's loop.
         let mut waiting_bytes = 0;
         let full = self.unsent_rows().any(|r| {
@@ -556,7 +681,7 @@ impl ChannelBook {
 
     fn span_after(&self, mut skip: usize, mut take: usize) -> Span {
         let mut span = Vec::new();
-        for p in &self.line {
+        for p in self.sendable() {
             if take == 0 {
                 break;
             }
@@ -575,7 +700,12 @@ impl ChannelBook {
 
     /// The line's unsent rows, in order.
     fn unsent_rows(&self) -> impl Iterator<Item = &Row> {
-        self.line.iter().flat_map(|p| p.unsent())
+        self.sendable().flat_map(|p| p.unsent())
+    }
+
+    /// The line up to the first FlowFile awaiting its rows: nothing past it is sent before them.
+    fn sendable(&self) -> impl Iterator<Item = &Pending> {
+        self.line.iter().take_while(|p| p.awaiting.is_none())
     }
 
     /// An append is being tried now (successful or not, it counts against the rate limit).
@@ -595,11 +725,14 @@ impl ChannelBook {
         self.answered_bytes.push_back((now, bytes));
     }
 
-    /// Snowflake took the next `take` unsent rows with offset token `end`.
-    pub fn appended(&mut self, take: usize, end: OffsetToken, now: Instant) {
+    /// Snowflake took the next `take` unsent rows with offset token `end`. Returns the FlowFiles
+    /// whose rows are now all appended, and the bytes their rows held (dropped now; see the module
+    /// comment).
+    pub fn appended(&mut self, take: usize, end: OffsetToken, now: Instant) -> Vec<(i64, u64)> {
         let mut left = take;
         let mut flow_files = Vec::new();
-        for p in &mut self.line {
+        let mut dropped = Vec::new();
+        for p in self.line.iter_mut().take_while(|p| p.awaiting.is_none()) {
             if left == 0 {
                 break;
             }
@@ -610,8 +743,69 @@ impl ChannelBook {
             p.next_row += n;
             left -= n;
             flow_files.push(p.id);
+            let bytes = p.drop_rows();
+            if p.dropped() {
+                dropped.push((p.id, bytes));
+            }
         }
         self.appends.push_back(Append { end, sent: now, flow_files });
+        dropped
+    }
+
+    /// FlowFiles awaiting their rows to ask Java for now, in line order, with the budget each
+    /// reserves: while `may_reserve` allows it, and at least one of the channel's at a time (so the
+    /// line moves even when the budget is full of FlowFiles behind it).
+    pub fn resends_due(&mut self, mut may_reserve: impl FnMut(u64) -> bool) -> Vec<(i64, u64)> {
+        let mut outstanding = self.line.iter().any(|p| p.awaiting.as_ref().is_some_and(|a| a.requested));
+        let mut due = Vec::new();
+        for p in &mut self.line {
+            let Some(awaiting) = p.awaiting.as_mut() else { continue };
+            if awaiting.requested {
+                continue;
+            }
+            if outstanding && !may_reserve(p.taken_bytes) {
+                break;
+            }
+            awaiting.requested = true;
+            outstanding = true;
+            p.reserved = p.taken_bytes;
+            due.push((p.id, p.taken_bytes));
+        }
+        due
+    }
+
+    /// FlowFiles lined up without their rows.
+    pub fn awaiting_rows(&self) -> usize {
+        self.line.iter().filter(|p| p.awaiting.is_some()).count()
+    }
+
+    /// A FlowFile's rows, asked back and read again by Java (`work.resent`).
+    pub fn refill(&mut self, work: Work) -> Refilled {
+        let id = work.flow_file_id;
+        let delivery = self.delivery;
+        let in_line = self.line.iter().position(|p| p.id == id && p.dropped());
+        let in_waiting = self.waiting.iter().find(|(_, p)| p.id == id && p.dropped()).map(|(k, _)| k.clone());
+        let p = match (in_line, in_waiting) {
+            (Some(i), _) => &mut self.line[i],
+            (None, Some(key)) => self.waiting.get_mut(&key).expect("found"),
+            (None, None) => return Refilled::Unknown { bytes: work.bytes },
+        };
+        let reserved = std::mem::take(&mut p.reserved);
+        if let Err(message) = p.take_rows_back(work, delivery) {
+            // Not the rows it had: NiFi does not change the content of a FlowFile held in a session.
+            let p = self.remove(id).expect("found above");
+            return Refilled::Taken { reserved, done: vec![self.outcome(p, Route::Failure, message)] };
+        }
+        Refilled::Taken { reserved, done: Vec::new() }
+    }
+
+    fn remove(&mut self, id: i64) -> Option<Pending> {
+        if let Some(i) = self.line.iter().position(|p| p.id == id) {
+            self.line_in_order = false;
+            return self.line.remove(i);
+        }
+        let key = self.waiting.iter().find(|(_, p)| p.id == id).map(|(k, _)| k.clone())?;
+        self.waiting.remove(&key)
     }
 
     /// Snowflake's channel status reported `token` committed; returns the FlowFiles now done.
@@ -663,7 +857,7 @@ impl ChannelBook {
         let mut failed = Vec::new();
         let mut kept = VecDeque::new();
         for p in std::mem::take(&mut self.line) {
-            if !open || !p.tokens_assigned || p.next_row < p.rows.len() {
+            if !open || !p.tokens_assigned || p.awaiting.is_some() || p.next_row < p.row_count {
                 failed.push(p);
             } else {
                 kept.push_back(p);
@@ -773,8 +967,8 @@ impl ChannelBook {
     /// count as skipped.
     fn outcome(&self, p: Pending, route: Route, message: String) -> Done {
         let lined_up = route == Route::Success || route == Route::Invalid;
-        let skipped = if lined_up { p.skipped + (p.rows.len() - p.next_row) as u32 } else { 0 };
-        let rows_sent = if lined_up { p.rows.len() as u32 - skipped } else { 0 };
+        let skipped = if lined_up { p.skipped + (p.row_count - p.next_row) as u32 } else { 0 };
+        let rows_sent = if lined_up { p.row_count as u32 - skipped } else { 0 };
         let offset_token = if p.tokens_assigned { p.highest().to_string() } else { String::new() };
         Done {
             outcome: Outcome {
@@ -786,7 +980,7 @@ impl ChannelBook {
                 rows_sent,
                 rows_skipped: if route == Route::Failure { p.skipped } else { skipped },
             },
-            bytes: p.bytes,
+            bytes: p.budget(),
         }
     }
 
@@ -815,6 +1009,15 @@ fn in_order(line: &VecDeque<Pending>) -> bool {
 /// Gives an at-least-once FlowFile its tokens, then moves past its rows at or below `high` (the
 /// highest token committed, queued or sent before it) and raises `high` to its highest.
 fn line_up(p: &mut Pending, high: &mut Option<OffsetToken>, assigned: &mut Option<OffsetToken>) {
+    if p.dropped() {
+        // Its tokens are known; its rows come back later and are cut at today's line end then.
+        let requested = p.awaiting.as_ref().is_some_and(|a| a.requested);
+        p.awaiting = Some(Awaiting { covered_below: high.clone(), requested });
+        if high.as_ref().is_none_or(|h| p.highest() > h) {
+            *high = Some(p.highest().clone());
+        }
+        return;
+    }
     if !p.tokens_assigned {
         let mut last = (*high).clone().max(assigned.clone());
         for row in &mut p.rows {

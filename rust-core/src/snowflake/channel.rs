@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use super::api::{ApiError, ChannelStatus, SnowflakeApi, MAX_UNCOMPRESSED_REQUEST};
-use super::book::{ChannelBook, Done, Span, Work};
+use super::book::{ChannelBook, Done, Refilled, Span, Work};
 use super::offset::OffsetToken;
 use super::request_size::{self, next_take, Take, TooLarge};
 use super::rows::Delivery;
@@ -173,6 +173,7 @@ impl ChannelWriter {
             }
             self.check_commit_timeout();
             self.keep_order();
+            self.ask_for_dropped_rows();
             self.status.set_awaiting(self.book.awaiting_commit());
         }
     }
@@ -209,8 +210,33 @@ impl ChannelWriter {
     }
 
     fn accept(&mut self, work: Work) {
+        if work.resent {
+            return self.take_rows_back(work);
+        }
         let done = self.book.accept(work, Instant::now());
         self.deliver(done);
+    }
+
+    /// Rows Java read again for a FlowFile the book asked back ([`Self::ask_for_dropped_rows`]).
+    fn take_rows_back(&mut self, work: Work) {
+        let id = work.flow_file_id;
+        match self.book.refill(work) {
+            Refilled::Taken { reserved, done } => {
+                self.flights.release(id, reserved);
+                self.deliver(done);
+            }
+            Refilled::Unknown { bytes } => self.flights.give_back(id, bytes),
+        }
+    }
+
+    /// FlowFiles lined up without their rows (dropped once appended, then the channel reopened
+    /// before Snowflake committed them): Java is asked to hand their content over again, as the
+    /// in-flight budget allows and at least one at a time.
+    fn ask_for_dropped_rows(&mut self) {
+        let flights = &self.flights;
+        for (id, bytes) in self.book.resends_due(|bytes| flights.may_reserve(bytes)) {
+            flights.ask_again(id, bytes, self.book.name());
+        }
     }
 
     fn deliver(&self, done: Vec<Done>) {
@@ -240,6 +266,7 @@ impl ChannelWriter {
                     self.book.committed().map(ToString::to_string).unwrap_or_else(|| "none".into())
                 );
                 self.deliver(done);
+                self.ask_for_dropped_rows();
                 true
             }
             Err(e) => {
@@ -318,7 +345,9 @@ impl ChannelWriter {
                 Ok(next) => {
                     self.backoff.reset();
                     self.continuation = Some(next);
-                    self.book.appended(take, end, Instant::now());
+                    for (id, bytes) in self.book.appended(take, end, Instant::now()) {
+                        self.flights.release(id, bytes);
+                    }
                     self.status.set_awaiting(true);
                     self.ahead = ahead;
                 }

@@ -177,6 +177,9 @@ pub struct SinkEngine {
     /// FlowFiles of tracking consumers (see `link`): what their success tells `feedback`, where
     /// they were last sent back to the queue, and the warnings given.
     links: Mutex<Links>,
+    /// FlowFiles whose channel asked for their rows again (`Route::Resend`), by id: the channel.
+    /// Their next submission is their rows, not a new FlowFile.
+    resending: Mutex<HashMap<i64, String>>,
     /// Per shard, how fresh its rows in Snowflake are (View State, the Freshness Warning).
     freshness: Mutex<Freshness>,
     /// When the Freshness Warning looks next.
@@ -320,6 +323,7 @@ impl SinkEngine {
             in_flight_bytes,
             gate: Mutex::new(LineageGate::default()),
             links: Mutex::new(Links::default()),
+            resending: Mutex::new(HashMap::new()),
             freshness: Mutex::new(Freshness::default()),
             next_freshness_check: Mutex::new(Instant::now()),
             started: Instant::now(),
@@ -356,6 +360,11 @@ impl SinkEngine {
     pub fn submit(&self, flow_files: Vec<FlowFileIn>) {
         for flow_file in flow_files {
             let id = flow_file.id;
+            let resend = self.lock_resending().remove(&id);
+            if let Some(channel) = resend {
+                self.resubmit(flow_file, &channel);
+                continue;
+            }
             if self.lock_gate().contains(id) || self.lock_links().parked_ids.contains(&id) {
                 // Submitted again (a session rolled back) while its first submission is under way.
                 continue;
@@ -424,7 +433,8 @@ impl SinkEngine {
                     Some((_, Order::Chain)) => Follows::Unknown,
                     Some((_, Order::Book)) | None => follows(&self.settings.board, &flow_file, &source, delivery),
                 };
-                let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared: shared.is_some() };
+                let work =
+                    Work { flow_file_id: flow_file.id, rows, bytes, follows, shared: shared.is_some(), resent: false };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
                 let admitted =
                     self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
@@ -433,6 +443,44 @@ impl SinkEngine {
                 }
             }
         }
+    }
+
+    /// The rows of a FlowFile its channel asked for again, read again by Java, back to that
+    /// channel (see `book`: rows are dropped once appended). Mapped exactly as when it was taken;
+    /// the channel checks that they are the rows it had.
+    fn resubmit(&self, flow_file: FlowFileIn, channel: &str) {
+        let destination = match self.rule.resolve(&flow_file.attributes) {
+            Ok(destination) => destination,
+            Err(problem) => {
+                return error!(
+                    component = self.settings.component,
+                    "FlowFile {} asked back by channel {channel}: {problem} (it resolved before); its channel sends it                      to failure if it reopens without it",
+                    flow_file.id
+                )
+            }
+        };
+        let (rows, delivery) = match self.settings.mapping.prepare(&flow_file) {
+            Prepared::Rows { rows, delivery, .. } => (rows, delivery),
+            Prepared::Invalid(_) | Prepared::Empty => (Vec::new(), Delivery::ExactlyOnce),
+        };
+        let bytes = super::rows::held_bytes(&flow_file, &rows);
+        let work =
+            Work { flow_file_id: flow_file.id, rows, bytes, follows: Follows::Unknown, shared: false, resent: true };
+        self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
+        match self.destinations.get(&destination) {
+            Ok(open) => open.writers.dispatch(channel, delivery, work),
+            Err(e) => {
+                self.in_flight_bytes.fetch_sub(bytes, Ordering::AcqRel);
+                error!(
+                    component = self.settings.component,
+                    "FlowFile {} asked back by channel {channel}: {e}", flow_file.id
+                );
+            }
+        }
+    }
+
+    fn lock_resending(&self) -> std::sync::MutexGuard<'_, HashMap<i64, String>> {
+        self.resending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A FlowFile with a row no append request can carry (see `request_size`) goes to failure before
@@ -862,14 +910,26 @@ impl SinkEngine {
 
     /// Outcomes known so far, waiting up to `wait` for the first one. Children's FlowFiles held
     /// for these are sent on.
+    /// Requests for a FlowFile's content again (`Route::Resend`) are among them; they settle nothing.
     pub async fn outcomes(&self, wait: Duration, max: usize) -> Vec<Outcome> {
         self.unpark();
         let out = self.collect_outcomes(wait, max).await;
-        self.report_loaded(&out);
-        self.note_settled(&out);
+        let (resends, settled): (Vec<&Outcome>, Vec<&Outcome>) = out.iter().partition(|o| o.route == Route::Resend);
+        let settled: Vec<Outcome> = settled.into_iter().cloned().collect();
+        {
+            let mut resending = self.lock_resending();
+            for o in &settled {
+                resending.remove(&o.flow_file_id);
+            }
+            for o in resends {
+                resending.insert(o.flow_file_id, o.channel.clone());
+            }
+        }
+        self.report_loaded(&settled);
+        self.note_settled(&settled);
         let released: Vec<Routed> = {
             let mut gate = self.lock_gate();
-            out.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
+            settled.iter().flat_map(|o| gate.resolved(o.flow_file_id)).collect()
         };
         for routed in released {
             self.dispatch(routed);

@@ -121,6 +121,53 @@ impl Flights {
         lost.len()
     }
 
+    /// A FlowFile's rows were dropped (all appended): their bytes go back to the budget, while the
+    /// FlowFile stays in flight until its outcome.
+    pub fn release(&self, id: i64, bytes: u64) {
+        let mut state = self.lock();
+        if let Some(held) = state.ids.get_mut(&id) {
+            let given = bytes.min(*held);
+            *held -= given;
+            self.sink.in_flight_bytes.fetch_sub(given, Ordering::AcqRel);
+        }
+    }
+
+    /// Asks Java for a FlowFile's rows again ([`Route::Resend`]), reserving `bytes` of the budget
+    /// for them (given back by [`Flights::release`] when they come).
+    pub fn ask_again(&self, id: i64, bytes: u64, channel: &str) {
+        let mut state = self.lock();
+        let Some(held) = state.ids.get_mut(&id) else { return };
+        *held += bytes;
+        self.sink.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
+        let _ = self.sink.outcomes.send(Outcome {
+            flow_file_id: id,
+            route: Route::Resend,
+            channel: channel.to_owned(),
+            offset_token: String::new(),
+            message: String::new(),
+            rows_sent: 0,
+            rows_skipped: 0,
+        });
+    }
+
+    /// Whether `bytes` more fit in the in-flight budget.
+    pub fn may_reserve(&self, bytes: u64) -> bool {
+        self.sink.in_flight_bytes.load(Ordering::Acquire).saturating_add(bytes) <= self.sink.max_in_flight_bytes
+    }
+
+    /// Bytes handed over that the writer holds for no FlowFile (its rows came back after its
+    /// outcome): given back without an outcome.
+    pub fn give_back(&self, id: i64, bytes: u64) {
+        let mut state = self.lock();
+        let Some(held) = state.ids.get_mut(&id) else { return };
+        let given = bytes.min(*held);
+        *held -= given;
+        if *held == 0 {
+            state.ids.remove(&id);
+        }
+        self.sink.in_flight_bytes.fetch_sub(given, Ordering::AcqRel);
+    }
+
     /// The engine's in-flight budget is used up: Java hands no FlowFile over until some are done.
     pub fn budget_full(&self) -> bool {
         self.sink.in_flight_bytes.load(Ordering::Acquire) >= self.sink.max_in_flight_bytes
@@ -159,12 +206,16 @@ impl Writers {
             let slot = self.slot(channel, delivery);
             let mut state = slot.flights.lock();
             if !state.closed {
-                state.ids.insert(id, bytes);
+                // A FlowFile's rows handed over again add to what it holds (see `Flights::ask_again`).
+                *state.ids.entry(id).or_default() += bytes;
                 match slot.sender.send(work) {
                     Ok(()) => return,
                     // The writer's queue is gone: it ended, and its supervisor is about to see it.
                     Err(mpsc::error::SendError(back)) => {
-                        state.ids.remove(&id);
+                        match state.ids.get_mut(&id) {
+                            Some(held) if back.resent => *held -= bytes,
+                            _ => drop(state.ids.remove(&id)),
+                        }
                         state.closed = true;
                         work = back;
                     }
@@ -272,7 +323,14 @@ mod tests {
                 token: OffsetToken::from_counter(id as u64 * 100 + i as u64),
             })
             .collect();
-        Work { flow_file_id: id, rows, bytes: 10, follows: crate::snowflake::book::Follows::Unknown, shared: false }
+        Work {
+            flow_file_id: id,
+            rows,
+            bytes: 10,
+            follows: crate::snowflake::book::Follows::Unknown,
+            shared: false,
+            resent: false,
+        }
     }
 
     /// A writer that succeeds every FlowFile, panics on one with 3 rows, and retires when idle.

@@ -77,6 +77,15 @@ enum Step {
     /// The channel is reported gone or the pipe fails over: the writer must reopen.
     Invalidate,
     Open,
+    /// The writer asks Java for the rows of FlowFiles awaiting them (dropped once appended, then
+    /// the channel reopened), as a full or a free budget allows.
+    AskAgain {
+        budget_free: bool,
+    },
+    /// Java hands over one FlowFile's content it was asked for, any of them, read again.
+    Resend {
+        pick: u16,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +114,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::BudgetFull),
         1 => Just(Step::Invalidate),
         3 => Just(Step::Open),
+        2 => any::<bool>().prop_map(|budget_free| Step::AskAgain { budget_free }),
+        3 => any::<u16>().prop_map(|pick| Step::Resend { pick }),
     ]
 }
 
@@ -164,6 +175,10 @@ struct Model {
     ahead: Option<(Span, Vec<u8>, OffsetToken)>,
     /// Appends sent with the body prepared ahead (the check above held).
     ahead_hits: u64,
+    /// FlowFiles Java was asked to hand over again and has not yet.
+    asked: Vec<i64>,
+    /// FlowFiles whose rows the book dropped, once appended.
+    rows_dropped: u64,
 }
 
 impl Model {
@@ -183,6 +198,40 @@ impl Model {
             reloaded: HashSet::new(),
             ahead: None,
             ahead_hits: 0,
+            asked: Vec::new(),
+            rows_dropped: 0,
+        }
+    }
+
+    fn ask_again(&mut self, budget_free: bool) {
+        for (id, _) in self.book.resends_due(|_| budget_free) {
+            assert!(!self.outcomes.contains_key(&id), "FlowFile {id} asked back after its outcome");
+            assert!(!self.asked.contains(&id), "FlowFile {id} asked back twice before it came");
+            self.asked.push(id);
+        }
+    }
+
+    /// Java reads the FlowFile again: the same rows (tokens as the consumer wrote them; an
+    /// at-least-once FlowFile's placeholders). A FlowFile with its outcome meanwhile is not held
+    /// any more and is not sent.
+    fn resend(&mut self, pick: u16) {
+        if self.asked.is_empty() {
+            return;
+        }
+        let id = self.asked.swap_remove(pick as usize % self.asked.len());
+        if self.outcomes.contains_key(&id) {
+            return;
+        }
+        let flow_file = self.submitted[&id].clone();
+        let rows = flow_file
+            .rows
+            .iter()
+            .map(|(row, token)| Row { json: row.clone().into_bytes().into(), token: token.clone() })
+            .collect();
+        let work = Work { flow_file_id: id, rows, bytes: 1, follows: Follows::Unknown, shared: false, resent: true };
+        match self.book.refill(work) {
+            Refilled::Taken { done, .. } => self.record(done),
+            Refilled::Unknown { .. } => panic!("FlowFile {id} asked back and held, but the book does not know it"),
         }
     }
 
@@ -276,7 +325,9 @@ impl Model {
             .collect();
         let follows = flow_file.follows.clone();
         self.submitted.insert(id, flow_file);
-        let done = self.book.accept(Work { flow_file_id: id, rows, bytes: 1, follows, shared: false }, self.now);
+        let done = self
+            .book
+            .accept(Work { flow_file_id: id, rows, bytes: 1, follows, shared: false, resent: false }, self.now);
         self.record(done);
     }
 
@@ -317,7 +368,7 @@ impl Model {
             AppendResult::Ok => {
                 let rows = String::from_utf8(body).unwrap().lines().map(str::to_owned).collect();
                 self.service.uncommitted.push_back((rows, end.clone()));
-                self.book.appended(take, end, self.now);
+                self.rows_dropped += self.book.appended(take, end, self.now).len() as u64;
             }
             AppendResult::Transient => {}
             AppendResult::Stale => {
@@ -385,6 +436,8 @@ impl Model {
             }
             Step::Invalidate => self.book.close(),
             Step::Open => self.open(),
+            Step::AskAgain { budget_free } => self.ask_again(budget_free),
+            Step::Resend { pick } => self.resend(pick),
         }
     }
 
@@ -414,6 +467,7 @@ impl Model {
                 // The at-least-once channels load it.
                 Route::Reload => self.reloaded.extend(flow_file.rows.iter().map(|(row, _)| row.clone())),
                 Route::Invalid => panic!("no row errors in this model"),
+                Route::Resend => panic!("a request for rows again is not an outcome"),
             }
             let id = o.flow_file_id;
             assert!(self.outcomes.insert(id, o).is_none(), "FlowFile {id} got two outcomes");
@@ -430,6 +484,13 @@ impl Model {
             self.submitted.len(),
             "every FlowFile is queued or has its outcome"
         );
+        // Memory follows what is being appended, not what awaits Snowflake's commit: a FlowFile
+        // that has gone out in full holds no rows, unless none of them had to go out at all.
+        for p in &self.book.line {
+            if !p.rows.is_empty() && p.tokens_assigned && p.awaiting.is_none() && p.next_row == p.row_count {
+                assert_eq!(p.skipped as usize, p.row_count, "FlowFile {} holds rows it has appended", p.id);
+            }
+        }
     }
 
     /// The service answers every call and every queued FlowFile comes in (in the queue's order):
@@ -443,6 +504,10 @@ impl Model {
                 break;
             }
             self.open();
+            self.ask_again(true);
+            while !self.asked.is_empty() {
+                self.resend(0);
+            }
             self.append(u8::MAX, AppendResult::Ok);
             self.service.commit(usize::MAX);
             self.report(false);
@@ -600,4 +665,28 @@ fn model_a_flow_file_sent_back_from_failure_loads() {
             Step::Report { stale: false },
         ],
     );
+}
+
+/// Issue 50: rows dropped once appended, a reopen before the commit, and FlowFiles asked back and
+/// handed over in another order than asked (Java reads them as it gets to them): every record once.
+#[test]
+fn model_rows_dropped_once_appended_come_back_after_a_reopen_and_load_once() {
+    let mut steps = vec![Step::Open];
+    for _ in 0..3 {
+        steps.push(Step::Read { records: 2, parts: false, rows: 1 });
+        steps.push(Step::Submit { pick: 0 });
+    }
+    let ok = Step::Append { limit_rows: 3, result: AppendResult::Ok };
+    steps.extend([ok.clone(), ok.clone(), Step::Commit { appends: 1 }, Step::Invalidate, Step::Open]);
+    steps.extend([
+        Step::AskAgain { budget_free: true },
+        Step::Resend { pick: 1 },
+        ok.clone(),
+        Step::Resend { pick: 0 },
+    ]);
+    steps.extend([ok.clone(), ok, Step::Commit { appends: 5 }, Step::Report { stale: false }]);
+    let model = run(Delivery::ExactlyOnce, &steps);
+    assert!(model.rows_dropped >= 2, "{} FlowFiles dropped their rows", model.rows_dropped);
+    assert_eq!(model.outcomes.len(), 3);
+    assert!(model.outcomes.values().all(|o| o.route == Route::Success));
 }

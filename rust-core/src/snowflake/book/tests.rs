@@ -11,7 +11,14 @@ fn t(n: u64) -> OffsetToken {
 fn work(id: i64, tokens: &[u64]) -> Work {
     let rows =
         tokens.iter().map(|&n| Row { json: format!("{{\"n\":{n}}}").into_bytes().into(), token: t(n) }).collect();
-    Work { flow_file_id: id, rows, bytes: 10 * tokens.len() as u64, follows: Follows::Unknown, shared: false }
+    Work {
+        flow_file_id: id,
+        rows,
+        bytes: 10 * tokens.len() as u64,
+        follows: Follows::Unknown,
+        shared: false,
+        resent: false,
+    }
 }
 
 fn ids(done: &[Done]) -> Vec<i64> {
@@ -90,6 +97,9 @@ fn a_reopen_sends_what_was_not_committed_again_and_nothing_else() {
     assert!(book.next_append_in(now, Duration::ZERO, 1).is_none(), "nothing is sent while closed");
     let done = book.opened(Some(t(2)), 0);
     assert_eq!(ids(&done), vec![1]);
+    // FlowFile 2's rows were dropped once appended: they are asked for, and come back, first.
+    assert_eq!(book.resends_due(|_| true), vec![(2, 20)]);
+    book.refill(Work { resent: true, ..work(2, &[3, 4]) });
     let (end, body) = send_all(&mut book, now).unwrap();
     assert_eq!((end, body.lines().count()), (t(4), 2));
 }
@@ -406,4 +416,114 @@ fn an_append_larger_than_a_seconds_bytes_waits_for_an_empty_window() {
     book.answered(start, 25_000_000);
     assert_eq!(book.next_append_in(start + ms(100), Duration::ZERO, 1).unwrap(), ms(900));
     assert_eq!(book.next_append_in(start + ms(1000), Duration::ZERO, 1).unwrap(), Duration::ZERO);
+}
+
+fn resent(id: i64, tokens: &[u64]) -> Work {
+    Work { resent: true, ..work(id, tokens) }
+}
+
+/// Issue 50: rows are held while they are appended, not while Snowflake commits them (5-10 s): an
+/// accepted append drops its FlowFiles' rows and gives their bytes back, and the FlowFile still
+/// succeeds only once Snowflake reports it committed.
+#[test]
+fn rows_are_dropped_once_appended_and_the_flow_file_waits_for_the_commit_without_them() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1, 2]), now);
+    book.accept(work(2, &[3, 4, 5]), now);
+    let take = 3; // all of 1, part of 2
+    let (_, end) = book.body(take).unwrap();
+    assert_eq!(book.appended(take, end, now), vec![(1, 20)], "only a FlowFile appended in full drops its rows");
+    let (_, end) = book.body(book.rows_fitting(usize::MAX)).unwrap();
+    assert_eq!(book.appended(2, end, now), vec![(2, 30)]);
+    assert!(book.commit_reported(Some(t(4))).iter().map(|d| d.outcome.flow_file_id).eq([1]));
+    let done = book.commit_reported(Some(t(5)));
+    assert_eq!(ids(&done), vec![2]);
+    assert_eq!((done[0].outcome.route, done[0].outcome.rows_sent, done[0].bytes), (Route::Success, 3, 0));
+}
+
+/// Issue 50: the channel reopens before Snowflake committed rows it dropped: the FlowFile lines up
+/// again without its rows, nothing after it goes out before them, and once Java hands them over
+/// again only the rows above the committed token are sent.
+#[test]
+fn a_reopen_before_the_commit_asks_for_dropped_rows_and_sends_nothing_past_them_until_they_come() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1, 2, 3]), now);
+    send_all(&mut book, now);
+    book.accept(Work { follows: Follows::After(t(3)), ..work(2, &[4, 5]) }, now);
+    book.close(); // the pipe failed over: Snowflake committed up to 2 and discarded the rest
+    assert!(book.opened(Some(t(2)), 0).is_empty());
+    assert_eq!(book.awaiting_rows(), 1);
+    assert_eq!(book.rows_fitting(usize::MAX), 0, "FlowFile 2's rows wait behind FlowFile 1's");
+    assert_eq!(book.resends_due(|_| false), vec![(1, 30)], "one is asked for even with the budget full");
+    assert!(book.resends_due(|_| true).is_empty(), "asked once");
+    assert_eq!(book.refill(resent(1, &[1, 2, 3])), Refilled::Taken { reserved: 30, done: Vec::new() });
+    let (_, body) = send_all(&mut book, now).unwrap();
+    assert_eq!(body, "{\"n\":3}\n{\"n\":4}\n{\"n\":5}\n", "row 3 again, then FlowFile 2; rows 1 and 2 are committed");
+    let done = book.commit_reported(Some(t(5)));
+    assert_eq!(ids(&done), vec![1, 2]);
+    assert_eq!((done[0].outcome.rows_sent, done[0].outcome.rows_skipped), (1, 2));
+    assert_eq!(book.refill(resent(1, &[1, 2, 3])), Refilled::Unknown { bytes: 30 }, "a late copy is given back");
+}
+
+/// Issue 50: with the budget free, every FlowFile awaiting its rows is asked for at once, in line
+/// order; with it full, one at a time, the next once the one before has come.
+#[test]
+fn dropped_rows_are_asked_for_as_the_budget_allows_and_one_at_a_time_when_it_is_full() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    for id in 1..=3 {
+        book.accept(work(id, &[id as u64 * 10, id as u64 * 10 + 1]), now);
+    }
+    send_all(&mut book, now);
+    book.close();
+    book.opened(None, 0);
+    assert_eq!(book.resends_due(|_| false), vec![(1, 20)]);
+    assert!(book.resends_due(|_| false).is_empty());
+    book.refill(resent(1, &[10, 11]));
+    assert_eq!(book.resends_due(|_| false), vec![(2, 20)]);
+    book.refill(resent(2, &[20, 21]));
+    let mut room = 1;
+    assert_eq!(book.resends_due(|_| std::mem::take(&mut room) > 0), vec![(3, 20)]);
+}
+
+/// Issue 50: content that gives other rows when read again (NiFi never changes a held FlowFile's
+/// content, but the engine does not trust that) fails the FlowFile instead of loading other rows.
+#[test]
+fn rows_read_again_that_differ_send_the_flow_file_to_failure() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[1, 2]), now);
+    send_all(&mut book, now);
+    book.close();
+    book.opened(None, 0);
+    book.resends_due(|_| true);
+    let Refilled::Taken { reserved, done } = book.refill(resent(1, &[1, 2, 3])) else { panic!("known") };
+    assert_eq!(reserved, 20);
+    assert_eq!((ids(&done), done[0].outcome.route), (vec![1], Route::Failure));
+    assert!(done[0].outcome.message.contains("gave 3 row(s)"), "{}", done[0].outcome.message);
+    assert!(book.is_idle());
+}
+
+/// Issue 50, at least once: rows read again get the tokens the channel gave them first, so the
+/// rows Snowflake committed before the reopen are not loaded twice.
+#[test]
+fn an_at_least_once_flow_file_read_again_keeps_its_tokens() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::AtLeastOnce);
+    book.opened(None, 0);
+    book.accept(work(1, &[0, 0, 0]), now);
+    let (end, _) = send_all(&mut book, now).unwrap();
+    assert_eq!(end, t(3));
+    book.close();
+    book.opened(Some(t(1)), 0);
+    book.resends_due(|_| true);
+    book.refill(resent(1, &[0, 0, 0]));
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!((end, body.lines().count()), (t(3), 2), "rows 2 and 3 again, with their tokens");
 }

@@ -39,4 +39,7 @@ public final class Wire {
 
     /** Route: back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget was full. */
     public static final int ROUTE_RETRY = 5;
+
+    /** Not an outcome: the FlowFile stays held, and its content is handed over again (its channel reopened before its rows, dropped once appended, were committed). */
+    public static final int ROUTE_RESEND = 6;
 }

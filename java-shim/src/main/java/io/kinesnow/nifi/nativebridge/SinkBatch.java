@@ -28,6 +28,11 @@ public final class SinkBatch {
     public static final int ROUTE_RELOAD = Wire.ROUTE_RELOAD;
     /** Back to the queue, penalized: it waited for an earlier FlowFile while the in-flight budget was full. */
     public static final int ROUTE_RETRY = Wire.ROUTE_RETRY;
+    /**
+     * Not an outcome: the FlowFile stays held and its content is handed over again (its channel reopened before its rows,
+     * dropped once appended, were committed; rust-core's {@code book::Route::Resend}).
+     */
+    public static final int ROUTE_RESEND = Wire.ROUTE_RESEND;
 
     private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     private final DataOutputStream out = new DataOutputStream(bytes);

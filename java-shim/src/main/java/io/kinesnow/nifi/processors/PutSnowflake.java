@@ -61,8 +61,9 @@ import java.util.UUID;
 @TriggerSerially
 @TriggerWhenEmpty
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "Holds up to Max In-Flight Size of row data "
-        + "outside the Java heap until Snowflake reports it committed (a single FlowFile larger than the room left can go over "
-        + "by its own size); the FlowFiles it takes are read into the heap once, to be handed over.")
+        + "outside the Java heap until Snowflake accepts it in an append (a single FlowFile larger than the room left can go "
+        + "over by its own size); the FlowFiles it takes are read into the heap once, to be handed over, and once more if "
+        + "their channel reopens before Snowflake commits them. Their FlowFiles stay held in NiFi's sessions until committed.")
 @SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Appends compressed rows to Snowflake, at most "
         + "ten requests and 20 MB of rows before compression a second per channel, and polls the channels' status.")
 @CapabilityDescription("Streams records into a Snowflake table (standard or Iceberg) through the Snowpipe Streaming "
@@ -242,10 +243,14 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             .required(true).defaultValue(PutSnowflakeSpecs.ORDER_WAIT.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_IN_FLIGHT_SIZE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.MAX_IN_FLIGHT_SIZE.name())
-            .description("The most row data held by the processor, over all channels, until Snowflake reports it "
-                    + "committed: the FlowFiles' content, or with a Record Reader the JSON rows made from their records. "
-                    + "Bounds the processor's memory; at least Max Batch Size. One FlowFile is always taken, so a single "
-                    + "FlowFile (or its rows) larger than the room left can go over it by its own size.")
+            .description("The most row data held by the processor, over all channels, until Snowflake has accepted it in "
+                    + "an append: the FlowFiles' content, or with a Record Reader the JSON rows made from their records. "
+                    + "Rows Snowflake accepted are dropped while it commits them (their FlowFiles stay held in NiFi until "
+                    + "it reports them committed); if a channel reopens before that, their content is read again from "
+                    + "NiFi's content repository, within this budget. Bounds the processor's memory; at least Max Batch "
+                    + "Size. One FlowFile is always taken, so a single FlowFile (or its rows) larger than the room left can "
+                    + "go over it by its own size, and a channel reading its content again takes at least one FlowFile at "
+                    + "a time.")
             .required(true).defaultValue(PutSnowflakeSpecs.MAX_IN_FLIGHT_SIZE.defaultValue()).addValidator(Validator.VALID).build();
 
     static final AllowableValue BINARY_HEX = new AllowableValue("HEX", "Hex",
@@ -326,6 +331,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();
     private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
+    /** Held FlowFiles whose content the engine asked for again, in the order asked; handed over before new ones. */
+    private final List<Long> resends = new ArrayList<>();
     /** {@code snowflake://<account>}, to which provenance adds each FlowFile's destination. */
     private volatile String transitBase;
 
@@ -445,11 +452,13 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
         held.clear();
         heldByFlowFile.clear();
+        resends.clear();
     }
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSessionFactory sessionFactory) {
-        final boolean submitted = submit(context, sessionFactory);
+        final boolean resent = resend(context);
+        final boolean submitted = submit(context, sessionFactory) || resent;
         engineCounters.drain(sessionFactory, engine::counters);
         final byte[] outcomes = engine.outcomes(submitted ? 0 : OUTCOME_WAIT_MILLIS);
         if (outcomes != null) {
@@ -493,6 +502,39 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         for (final Long id : h.waiting.keySet()) {
             heldByFlowFile.put(id, h);
         }
+        return true;
+    }
+
+    /**
+     * Hands over again the content of the held FlowFiles the engine asked for (it drops rows once Snowflake accepted their
+     * append; when a channel reopens before Snowflake committed them, it needs them again). Read from each FlowFile's own
+     * session as when it was taken, so the rows are the same; the engine paces its requests by its in-flight budget, so
+     * these are not counted against {@link RowSink#capacity()} here. Returns whether anything was handed over.
+     */
+    private boolean resend(final ProcessContext context) {
+        if (resends.isEmpty()) {
+            return false;
+        }
+        final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
+        final RecordRows rows = reader == null ? null
+                : new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
+        final SinkBatch batch = new SinkBatch();
+        for (final Long id : resends) {
+            final HeldSession h = heldByFlowFile.get(id);
+            final FlowFile flowFile = h == null ? null : h.waiting.get(id);
+            if (flowFile == null) {
+                continue; // it has its outcome meanwhile
+            }
+            final Map<String, String> attributes = sourceAttributes(flowFile);
+            attributes.putAll(destination(context, flowFile));
+            final byte[] content = reader == null ? content(h.session, flowFile) : readRecords(h.session, reader, rows, flowFile).rows();
+            batch.add(id, attributes, content);
+        }
+        resends.clear();
+        if (batch.count() == 0) {
+            return false;
+        }
+        engine.submit(batch.encode());
         return true;
     }
 
@@ -710,6 +752,12 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** Routes each FlowFile with a known outcome; a session is committed once all of its FlowFiles are routed. */
     private void route(final List<SinkBatch.Outcome> outcomes) {
         for (final SinkBatch.Outcome outcome : outcomes) {
+            if (outcome.route() == SinkBatch.ROUTE_RESEND) {
+                if (heldByFlowFile.containsKey(outcome.flowFileId())) {
+                    resends.add(outcome.flowFileId());
+                }
+                continue;
+            }
             final HeldSession h = heldByFlowFile.remove(outcome.flowFileId());
             if (h == null) {
                 continue; // its session was rolled back

@@ -129,4 +129,103 @@ class PutSnowflakeRoutingTest {
         assertTrue(runner.getPenalizedFlowFiles().stream().noneMatch(f -> "said 2".equals(f.getAttribute(Attributes.ERROR_MESSAGE))),
                 "the reload is not penalized");
     }
+
+    /**
+     * A sink that drops rows once appended (issue 50): its first answer asks for the content of the first FlowFile again;
+     * once handed over (the same bytes, while the FlowFile stays held), every FlowFile succeeds.
+     */
+    private static final class ResendingSink implements RowSink {
+        private final List<Long> submitted = new ArrayList<>();
+        private final List<String> contents = new ArrayList<>();
+        private int answers;
+
+        @Override
+        public void open(final PropertyContext context, final ComponentLog log, final String... facts) {
+        }
+
+        @Override
+        public void close() {
+        }
+
+        @Override
+        public long capacity() {
+            return submitted.isEmpty() ? 1 << 20 : 0;
+        }
+
+        @Override
+        public int[] choose(final byte[] candidates) {
+            throw new AssertionError("the queue fits the budget: nothing to choose");
+        }
+
+        @Override
+        public void submit(final byte[] flowFiles) {
+            final ByteBuffer in = ByteBuffer.wrap(flowFiles);
+            in.getInt(); // magic
+            final int n = in.getInt();
+            for (int i = 0; i < n; i++) {
+                submitted.add(in.getLong());
+                for (int a = in.getInt() * 2; a > 0; a--) {
+                    final int length = in.getInt();
+                    in.position(in.position() + length);
+                }
+                final byte[] content = new byte[in.getInt()];
+                in.get(content);
+                contents.add(new String(content, StandardCharsets.UTF_8));
+            }
+        }
+
+        @Override
+        public byte[] outcomes(final long waitMillis) {
+            answers++;
+            if (answers == 1) {
+                return answer(List.of(submitted.get(0)), SinkBatch.ROUTE_RESEND);
+            }
+            if (answers == 2) {
+                return null;
+            }
+            if (answers == 3) {
+                return answer(submitted.subList(0, 2), SinkBatch.ROUTE_SUCCESS);
+            }
+            return null;
+        }
+
+        private static byte[] answer(final List<Long> ids, final int route) {
+            final ByteBuffer out = ByteBuffer.allocate(4096).putInt(Wire.OUTCOMES_MAGIC).putInt(ids.size());
+            for (final long id : ids) {
+                out.putLong(id).put((byte) route).putInt(1).putInt(0);
+                for (final String s : List.of("ch", route == SinkBatch.ROUTE_RESEND ? "" : "42", "")) {
+                    final byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+                    out.putInt(utf8.length).put(utf8);
+                }
+            }
+            final byte[] bytes = new byte[out.position()];
+            out.flip().get(bytes);
+            return bytes;
+        }
+    }
+
+    @Test
+    void aFlowFileAskedForAgainIsHandedOverAgainAndStaysHeldUntilItsOutcome() {
+        final ResendingSink sink = new ResendingSink();
+        final TestRunner runner = TestRunners.newTestRunner(new PutSnowflake(sink));
+        runner.setValidateExpressionUsage(false);
+        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
+        runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
+        runner.setProperty(PutSnowflake.PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
+        runner.setProperty(PutSnowflake.DATABASE, "RAW");
+        runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
+        runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+        runner.enqueue("{\"id\":0}");
+        runner.enqueue("{\"id\":1}");
+        runner.run(1, false, true); // takes both; the engine asks for the first one's content again
+        runner.assertTransferCount(PutSnowflake.REL_SUCCESS, 0);
+        runner.assertQueueEmpty();
+        runner.run(1, false, false); // hands it over again
+        assertEquals(3, sink.submitted.size(), "the first FlowFile is handed over a second time");
+        assertEquals(sink.submitted.get(0), sink.submitted.get(2), "by its own id");
+        assertEquals(sink.contents.get(0), sink.contents.get(2), "with the same content");
+        runner.run(1, true, false);
+        runner.assertTransferCount(PutSnowflake.REL_SUCCESS, 2);
+        runner.assertTransferCount(PutSnowflake.REL_FAILURE, 0);
+    }
 }
