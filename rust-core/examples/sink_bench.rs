@@ -197,6 +197,8 @@ fn main() {
     let mut done = 0usize;
     let mut not_success = Vec::new();
     let mut submits = 0u32;
+    // What Java's sessions hold: each FlowFile handed over, until its outcome.
+    let mut held: HashMap<i64, FlowFileIn> = HashMap::new();
     while done < n {
         // PutSnowflake.onTrigger: take FlowFiles up to capacity (at least one) and submit them in one call.
         let capacity = engine.capacity();
@@ -214,16 +216,28 @@ fn main() {
         }
         let submitted = !batch.is_empty();
         if submitted {
+            held.extend(batch.iter().map(|f| (f.id, f.clone())));
             let _guard = rt.enter();
             engine.submit(batch);
             submits += 1;
         }
         let wait = if submitted { Duration::ZERO } else { Duration::from_millis(100) };
+        let mut resend = Vec::new();
         for o in rt.block_on(engine.outcomes(wait, 10_000)) {
+            if o.route == Route::Resend {
+                // As Java does: the FlowFile stays held and its content is handed over again.
+                resend.extend(held.get(&o.flow_file_id).cloned());
+                continue;
+            }
+            held.remove(&o.flow_file_id);
             done += 1;
             if o.route != Route::Success {
                 not_success.push(format!("{} {:?}: {}", o.flow_file_id, o.route, o.message));
             }
+        }
+        if !resend.is_empty() {
+            let _guard = rt.enter();
+            engine.submit(resend);
         }
     }
     let seconds = t0.elapsed().as_secs_f64();

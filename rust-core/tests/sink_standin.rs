@@ -29,6 +29,9 @@ use standin_support::sink_config as config_of;
 struct Sink {
     rt: tokio::runtime::Runtime,
     engine: Option<SinkEngine>,
+    /// What Java holds in its sessions: every FlowFile handed over and without its outcome, whose
+    /// content the engine may ask for again (`Route::Resend`).
+    held: std::sync::Mutex<HashMap<i64, FlowFileIn>>,
 }
 
 impl Sink {
@@ -48,7 +51,7 @@ impl Sink {
         settings.status_interval = Duration::from_millis(100);
         adjust(&mut settings);
         let engine = rt.block_on(async { SinkEngine::start(config, settings) }).unwrap();
-        Self { rt, engine: Some(engine) }
+        Self { rt, engine: Some(engine), held: Default::default() }
     }
 
     fn engine(&self) -> &SinkEngine {
@@ -56,8 +59,32 @@ impl Sink {
     }
 
     fn submit(&self, flow_files: Vec<FlowFileIn>) {
+        self.held.lock().unwrap().extend(flow_files.iter().map(|f| (f.id, f.clone())));
         let _guard = self.rt.enter();
         self.engine().submit(flow_files);
+    }
+
+    /// The outcomes within `wait`, as Java routes them: a request for a held FlowFile's content
+    /// again is answered (the FlowFile handed over again) and is not an outcome.
+    fn collect(&self, wait: Duration) -> Vec<Outcome> {
+        let outcomes = self.rt.block_on(self.engine().outcomes(wait, 10_000));
+        let mut held = self.held.lock().unwrap();
+        let mut resend = Vec::new();
+        let mut settled = Vec::new();
+        for o in outcomes {
+            if o.route == Route::Resend {
+                resend.extend(held.get(&o.flow_file_id).cloned());
+            } else {
+                held.remove(&o.flow_file_id);
+                settled.push(o);
+            }
+        }
+        drop(held);
+        if !resend.is_empty() {
+            let _guard = self.rt.enter();
+            self.engine().submit(resend);
+        }
+        settled
     }
 
     /// Outcomes for exactly `n` FlowFiles, or a panic naming what is missing after `timeout`.
@@ -66,7 +93,7 @@ impl Sink {
         let mut got = HashMap::new();
         while got.len() < n {
             assert!(Instant::now() < deadline, "only {} of {n} outcomes after {timeout:?}: {got:?}", got.len());
-            for o in self.rt.block_on(self.engine().outcomes(Duration::from_millis(200), 10_000)) {
+            for o in self.collect(Duration::from_millis(200)) {
                 assert!(got.insert(o.flow_file_id, o).is_none(), "two outcomes for one FlowFile");
             }
         }
@@ -206,10 +233,7 @@ fn withheld_commits_time_out_and_are_sent_again_exactly_once() {
     standin.fault(json!({"kind": "withhold_commits", "count": -1}));
     sink.submit(records(2, 20, 1));
     std::thread::sleep(Duration::from_secs(5));
-    assert!(
-        sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty(),
-        "nothing succeeds before Snowflake commits"
-    );
+    assert!(sink.collect(Duration::ZERO).is_empty(), "nothing succeeds before Snowflake commits");
     standin.clear_faults();
     let outcomes = sink.outcomes(40, Duration::from_secs(30));
     assert_eq!(routes(&outcomes, Route::Success), 40);
@@ -237,7 +261,7 @@ fn a_child_shards_rows_wait_until_its_parents_rows_are_committed() {
         .collect();
     sink.submit(children);
     std::thread::sleep(Duration::from_secs(3));
-    assert!(sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 100)).is_empty());
+    assert!(sink.collect(Duration::ZERO).is_empty());
     assert_eq!(sink.engine().held_for_parents(), 10, "the child's FlowFiles are held");
     let child_rows = standin.requests(&format!("/channels/kinesnow_test_orders_{child}")).len();
     assert_eq!(child_rows, 0, "the child's channel was not even opened while the parent's rows were uncommitted");
@@ -306,7 +330,7 @@ fn a_tls_stand_in_is_reached_only_with_its_ca_trusted() {
     let untrusting = Sink::start(&config);
     untrusting.submit(records(1, 1, 100));
     std::thread::sleep(Duration::from_secs(2));
-    assert!(untrusting.rt.block_on(untrusting.engine().outcomes(Duration::ZERO, 10)).is_empty());
+    assert!(untrusting.collect(Duration::ZERO).is_empty());
     assert!(standin.requests("/v2/streaming").is_empty(), "no request got past the TLS handshake");
     untrusting.stop();
     let sink = Sink::start_trusting(&config, standin.ca_pem.clone());
@@ -1033,7 +1057,7 @@ fn an_empty_resolved_table_fails_only_its_flow_file_and_open_destinations_are_bo
         assert!(Instant::now() < deadline, "writers still running: {:?}", sink.engine().channels_running());
         std::thread::sleep(Duration::from_millis(100));
     }
-    sink.rt.block_on(sink.engine().outcomes(Duration::ZERO, 10));
+    sink.collect(Duration::ZERO);
     assert_eq!(sink.engine().destinations_open(), 0, "idle destinations retire");
     sink.submit(vec![routed("RETURNS", 5, "shardId-000000000001", 5)]);
     assert_eq!(sink.outcomes(1, Duration::from_secs(30))[&5].route, Route::Success);

@@ -178,7 +178,13 @@ impl Loader {
             let _guard = rt.enter();
             self.engine.submit(batch);
         }
+        let mut resend = Vec::new();
         for outcome in rt.block_on(self.engine.outcomes(wait, 100_000)) {
+            if outcome.route == Route::Resend {
+                // As Java does: the FlowFile stays held and its content is handed over again.
+                resend.extend(self.taken.get(&outcome.flow_file_id).cloned());
+                continue;
+            }
             let Some(flow_file) = self.taken.remove(&outcome.flow_file_id) else { continue };
             match outcome.route {
                 Route::Success => {
@@ -189,6 +195,10 @@ impl Loader {
                 Route::Failure => queue.lock().unwrap().push_back(flow_file),
                 other => panic!("unexpected route {other:?}: {}", outcome.message),
             }
+        }
+        if !resend.is_empty() {
+            let _guard = rt.enter();
+            self.engine.submit(resend);
         }
     }
 
