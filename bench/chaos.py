@@ -7,8 +7,11 @@ stream, and every --fault-every seconds one fault, drawn at random (seeded) from
                 plus 0-20 s more, then SIGCONT; the node rejoins the cluster by itself (reconnect if it does not)
   consumer      ConsumeKinesis stopped (cluster-wide), 10-45 s, started
   sink          PutSnowflake stopped (cluster-wide), 10-45 s, started
-  standin_http  the stand-in answers 20-100 appends with 429, 503 or 500 (its admin fault API), for up to 30 s
-  slow_commits  the stand-in commits late: commit lag 5-20 s instead of 300 ms, or commits withheld, for 30-90 s
+  standin_http  the stand-in answers 20-100 appends with 429 (ReceiverSaturated or MemoryThresholdExceeded), 503 or
+                500, or 1-5 requests with what makes a client recreate itself (410 pipe failover, 404
+                InvalidClientError, a 404 without envelope), for up to 30 s (its admin fault API)
+  slow_commits  the stand-in commits late: commit lag 5-20 s instead of its --commit-lag-ms, or commits withheld,
+                for 30-90 s
   reshard       SplitShard or MergeShards (open shards kept between 3 and 6: kinesis-local refuses more than 50
                 open shards over all its streams)
 
@@ -36,7 +39,11 @@ stream), the error table, NiFi's failure queues, the lease table (shard rows and
 live and tombstoned by `removedAt`), the IAM proxy's denials and the ERROR/WARN lines of io.kinesnow in each node's
 log. Exit 1 if losses or duplicates are not 0, 2 if the run could not be carried out.
 
+The stand-in commits as Snowflake does by default: each append's commit lag drawn from 4-10 s, in append order
+per channel (--commit-lag-ms; runs before issue 50 used a fixed 300 ms).
+
     bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 50] [--seed S] [--warmup MIN] [--drain SEC]
+                   [--commit-lag-ms 4000-10000]
 """
 
 from __future__ import annotations
@@ -64,11 +71,11 @@ from lease_table import NODE_ROW_PREFIX, heartbeats, lease_owners, lease_rows  #
 from nifi_client import NiFiApiError, NiFiClient  # noqa: E402
 from nifi_cluster import ClusterError, NiFiCluster  # noqa: E402
 from services import AwsJsonError, dynamodb_call, ensure_services, kinesis_call  # noqa: E402
-from standin import Standin, make_key_pair  # noqa: E402
+from standin import SNOWFLAKE_LIKE_COMMIT_LAG, Standin, make_key_pair  # noqa: E402
 from test_acceptance import ACCOUNT, USER, nar, wait_active  # noqa: E402
 
 FAULTS = ("kill9", "sigstop", "consumer", "sink", "standin_http", "slow_commits", "reshard")
-COMMIT_LAG_MS = 300
+COMMIT_LAG_MS = SNOWFLAKE_LIKE_COMMIT_LAG  # --commit-lag-ms sets it
 FAILOVER_TIMEOUT_S = 7  # ConsumeKinesis's default Failover Timeout
 T0 = time.monotonic()
 
@@ -354,8 +361,11 @@ class Chaos:
         return self.stop_start("sink")
 
     def standin_http(self) -> str:
-        kind = self.rng.choice(["backpressure429", "backpressure503", "retry_request"])
-        count = self.rng.randint(20, 100)
+        kind = self.rng.choice(["backpressure429", "memory_threshold429", "backpressure503", "retry_request",
+                                "pipe_failover", "invalid_client", "no_route404"])
+        # What makes a client recreate itself comes rarely; back-pressure in bursts.
+        recreate = kind in ("pipe_failover", "invalid_client", "no_route404")
+        count = self.rng.randint(1, 5) if recreate else self.rng.randint(20, 100)
         fault = self.sf.fault({"kind": kind, "count": count, "on": "append"})
         time.sleep(30)
         fired = next((f["fired"] for f in self.sf.admin("GET", "/admin/faults").get("faults", [])
@@ -579,6 +589,7 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
 
 
 def main() -> int:
+    global COMMIT_LAG_MS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=60, help="minutes of faults and production")
     parser.add_argument("--fault-every", type=float, default=180, help="seconds from one fault's start to the next's")
@@ -586,7 +597,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault choice (default: the time)")
     parser.add_argument("--warmup", type=float, default=None, help="minutes of warm-up per JVM (default: min(10, minutes/3))")
     parser.add_argument("--drain", type=float, default=600, help="seconds at most for the last records to load")
+    parser.add_argument("--commit-lag-ms", default=SNOWFLAKE_LIKE_COMMIT_LAG,
+                        help="the stand-in's commit lag: fixed (300) or a range drawn from per append (default: "
+                             f"{SNOWFLAKE_LIKE_COMMIT_LAG}, as Snowflake commits)")
     args = parser.parse_args()
+    COMMIT_LAG_MS = args.commit_lag_ms
     args.run = str(int(time.time()))
     args.seed = int(args.run) if args.seed is None else args.seed
     warmup_s = 60 * (args.warmup if args.warmup is not None else min(10.0, args.minutes / 3))

@@ -5,7 +5,9 @@
 # Builds the NAR and the Snowflake stand-in if missing. Emulators of its own (ports 14567/14568/14571, state in
 # tests/.work/bench-services, as bench/cluster-failover.sh), started unless running and stopped at the end, so a
 # test run's emulators are never touched.
+# The stand-in commits as Snowflake does by default (each append's commit lag drawn from 4-10 s, in append order).
 #   bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 50] [--seed S] [--warmup MIN] [--drain SEC]
+#                  [--commit-lag-ms 4000-10000]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

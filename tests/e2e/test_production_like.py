@@ -18,7 +18,8 @@ One NiFi (the session's shared one) runs, all at the same time:
   PutSnowflake. ConsumeKinesis' Max Batch Size is 64 KB (~100 records a batch), as when records come in as they
   are written rather than from a backlog: many batches, many sessions, many claims. PutSnowflake is slower than
   the consumer, so the queue between them builds up: Run Schedule 500 ms, Max Batch Size 64 KB, Max In-Flight
-  Size 1 MB (~1,300 of these FlowFiles, fewer than the backlog), the stand-in's 1 s commit lag. Variants:
+  Size 1 MB (~1,300 of these FlowFiles, fewer than the backlog), the stand-in committing as Snowflake does: each
+  append's commit lag drawn from 4-10 s (SNOWFLAKE_LIKE_COMMIT_LAG), in append order per channel. Variants:
   Concurrent Tasks 1, 2 and 4 without prioritizer, 2 with FirstInFirstOutPrioritizer, 2 with
   NewestFlowFileFirstPrioritizer, and 2 with PutSnowflake's failure relationship looped back to itself while the
   stand-in refuses some of that flow's appends with a 403 (a final refusal: the FlowFiles not yet sent on the
@@ -61,7 +62,7 @@ import pytest
 
 from consumer_flow import BUNDLE, CONSUMER, consumer_properties, unique
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
-from standin import Standin, make_key_pair
+from standin import SNOWFLAKE_LIKE_COMMIT_LAG, Standin, make_key_pair
 
 SINK = "io.kinesnow.nifi.processors.PutSnowflake"
 STANDARD = "org.apache.nifi.processors.standard."
@@ -103,11 +104,11 @@ VARIANTS = [
 
 @pytest.fixture(scope="module")
 def env(local_services, shared_nifi, tmp_path_factory):
-    """The stand-in (commit lag 1 s), and the session's shared NiFi; at the end the flows go first, then the
-    stand-in, the streams and the lease tables."""
+    """The stand-in (Snowflake-like commit lags, 4-10 s), and the session's shared NiFi; at the end the flows go
+    first, then the stand-in, the streams and the lease tables."""
     work = str(tmp_path_factory.mktemp("kinesnow-production-like"))
     key_file, public_key = make_key_pair(os.path.join(work, "snowflake"))
-    sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=1000)
+    sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=SNOWFLAKE_LIKE_COMMIT_LAG)
     state = {"sf": sf, "key_file": key_file, "nifi": shared_nifi, "streams": [], "apps": []}
     try:
         sf.register_user(ACCOUNT, USER, public_key)

@@ -41,14 +41,21 @@ def make_key_pair(directory: str) -> tuple[str, str]:
     return private, public
 
 
+# Snowflake's commit lag as the stand-in draws it per append (per channel, in append order): Snowflake describes the
+# high-performance architecture as "end-to-end ingest to query latencies within 5 to 10 seconds" (issue 50).
+SNOWFLAKE_LIKE_COMMIT_LAG = "4000-10000"
+
+
 class Standin:
     def __init__(self, proc: subprocess.Popen, url: str, state_dir: str, log):
         self.proc, self.url, self.state_dir, self._log = proc, url, state_dir, log
 
     @classmethod
-    def start(cls, state_dir: str, port: int = 0, commit_lag_ms: int = 1000, bench_mode: bool = False,
+    def start(cls, state_dir: str, port: int = 0, commit_lag_ms: int | str = 1000, bench_mode: bool = False,
               in_memory: bool = False) -> "Standin":
-        """`bench_mode`: --bench-mode (rows counted, not stored: GET /admin/bench-counts and /admin/bench-commits).
+        """`commit_lag_ms`: a fixed lag (1000) or a range each append draws its lag from ("4000-10000",
+        SNOWFLAKE_LIKE_COMMIT_LAG), committed in append order per channel.
+        `bench_mode`: --bench-mode (rows counted, not stored: GET /admin/bench-counts and /admin/bench-commits).
         `in_memory`: no --state-dir (catalog, channels and tables in memory, nothing written per commit); the log
         still goes to `state_dir`."""
         binary = standin_binary()

@@ -593,6 +593,12 @@ pub(crate) fn classify(status: StatusCode, body: &str) -> ApiError {
         }
         (401, _) => ApiError::Unauthorized(described),
         (410, _) => ApiError::PipeFailover(described),
+        // The client must be recreated, as after a pipe failover (Snowflake's SDK files InvalidClientError under 409,
+        // issue 50 names a 404: whatever the status). A 404 without Snowflake's envelope is a proxy's with no route
+        // while the ingest host moves: Snowflake's Kafka connector recreates its client on it, the SDK retries it
+        // (tests/snowflake-standin/README.md, "Where the pressure faults' answers come from").
+        (_, "InvalidClientError") => ApiError::PipeFailover(described),
+        (404, "") => ApiError::PipeFailover(format!("HTTP 404 without a Snowflake error code: {described}")),
         (408 | 429 | 499, _) => ApiError::Transient(format!("HTTP {status}: {described}")),
         (s, _) if s >= 500 => ApiError::Transient(format!("HTTP {status}: {described}")),
         (s, _) => ApiError::Rejected { status: s, code, message },
@@ -642,6 +648,10 @@ mod tests {
         assert!(matches!(c(503, "busy"), ApiError::Transient(_)));
         assert!(matches!(c(401, r#"{"code":"390144","message":"JWT token is invalid."}"#), ApiError::Unauthorized(_)));
         assert!(matches!(c(410, r#"{"code":"SfApiPipeFailedOverError"}"#), ApiError::PipeFailover(_)));
+        assert!(matches!(c(404, r#"{"code":"InvalidClientError","message":"x"}"#), ApiError::PipeFailover(_)));
+        assert!(matches!(c(409, r#"{"code":"InvalidClientError"}"#), ApiError::PipeFailover(_)));
+        assert!(matches!(c(404, ""), ApiError::PipeFailover(_)), "a 404 without envelope");
+        assert!(matches!(c(429, r#"{"code":"MemoryThresholdExceeded"}"#), ApiError::Transient(_)));
         assert!(matches!(
             c(404, r#"{"code":"ERR_CHANNEL_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"}"#),
             ApiError::ChannelGone(_)

@@ -36,6 +36,8 @@ mod lease_migration;
 mod nifi_table;
 #[path = "../ops_tool.rs"]
 mod ops_tool;
+#[path = "../sink_pressure.rs"]
+mod sink_pressure;
 #[path = "../sink_standin.rs"]
 mod sink_standin;
 #[path = "../snowflake_failover.rs"]

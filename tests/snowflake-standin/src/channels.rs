@@ -86,6 +86,15 @@ struct Channel {
     latency_batches: i64,
 }
 
+/// A commit lag drawn uniformly from `low..=high` ms (`low` when the range is empty).
+pub fn draw_lag_ms((low, high): (u64, u64)) -> u64 {
+    if high <= low {
+        return low;
+    }
+    // uuid's v4 is 122 random bits from the OS: enough for a test server's draw, with no RNG crate.
+    low + (uuid::Uuid::new_v4().as_u128() % u128::from(high - low + 1)) as u64
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -247,6 +256,11 @@ impl Channels {
                 }
             }
         }
+        // Commits come in append order: an append never commits before the one before it, whatever lag it drew.
+        let mut batch = batch;
+        if let Some(previous) = ch.pending.back() {
+            batch.due = batch.due.max(previous.due);
+        }
         ch.pending.push_back(batch);
         ch.row_seq += 1;
         let token = ch.token();
@@ -366,5 +380,57 @@ impl Channels {
     /// Number of rows appended but not yet committed, over all channels.
     pub fn uncommitted_batches(&self) -> usize {
         self.map.lock().unwrap().values().map(|c| c.pending.len() + c.in_flight).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn batch(due: Instant, end: u64) -> PendingBatch {
+        PendingBatch { rows: vec![], start_offset: None, end_offset: Some(end.to_string()), due, accepted_ms: now_ms() }
+    }
+
+    /// A later append that drew a shorter lag commits no sooner than the append before it, and `take_due` hands
+    /// each channel's batches over in append order.
+    #[test]
+    fn a_shorter_draw_never_commits_before_the_append_before_it() {
+        let channels = Channels::default();
+        let pipe = ObjectName::new("DB", "PUBLIC", "T-STREAMING");
+        channels.begin_open(&pipe, "c", false).unwrap();
+        let (mut token, _, _) = channels.finish_open(&pipe, "c", None);
+        let t0 = Instant::now();
+        // Lags drawn 900, 100, 500, 50 ms: the commit times must be 900, 900, 900, 900.
+        for (i, lag) in [900u64, 100, 500, 50].into_iter().enumerate() {
+            token = channels
+                .append(&pipe, "c", Some(&token), None, batch(t0 + Duration::from_millis(lag), i as u64 + 1))
+                .unwrap();
+        }
+        let dues: Vec<Duration> =
+            channels.map.lock().unwrap()[&channel_key(&pipe, "c")].pending.iter().map(|b| b.due - t0).collect();
+        assert_eq!(dues, [Duration::from_millis(900); 4], "each commits at the later of its draw and the one before");
+        assert!(channels.take_due(t0 + Duration::from_millis(600), |_| false).is_empty(), "nothing before 900 ms");
+        let due = channels.take_due(t0 + Duration::from_millis(900), |_| false);
+        let ends: Vec<_> = due.iter().map(|d| d.batch.end_offset.clone().unwrap()).collect();
+        assert_eq!(ends, ["1", "2", "3", "4"], "all four at 900 ms, in append order");
+        // A draw longer than the one before it keeps its own time.
+        channels.append(&pipe, "c", Some(&token), None, batch(t0 + Duration::from_millis(2000), 5)).unwrap();
+        assert!(channels.take_due(t0 + Duration::from_millis(1999), |_| false).is_empty());
+        assert_eq!(channels.take_due(t0 + Duration::from_millis(2000), |_| false).len(), 1);
+    }
+
+    /// Draws stay in the range and spread over it (not one value, not only its ends).
+    #[test]
+    fn lags_are_drawn_over_the_whole_range() {
+        assert_eq!(draw_lag_ms((700, 700)), 700);
+        assert_eq!(draw_lag_ms((700, 0)), 700, "a high end below the low end is a fixed lag");
+        let draws: Vec<u64> = (0..4000).map(|_| draw_lag_ms((4000, 10000))).collect();
+        assert!(draws.iter().all(|d| (4000..=10000).contains(d)));
+        let quarter = |q: u64| draws.iter().filter(|d| (4000 + q * 1500..4000 + (q + 1) * 1500).contains(*d)).count();
+        for q in 0..4 {
+            // 1,000 expected in each quarter; 800 is more than six standard deviations below.
+            assert!(quarter(q) > 800, "quarter {q} of the range got {} of 4000 draws", quarter(q));
+        }
     }
 }

@@ -16,11 +16,13 @@ pub struct ApiError {
     /// Answer with a bare JSON string (`"CODE"`) instead of an object, as Snowflake
     /// sometimes does for 5xx.
     pub bare_string: bool,
+    /// Answer with an empty body (no Snowflake envelope), as a proxy in front of Snowflake may.
+    pub empty_body: bool,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError { status, code: code.into(), message: message.into(), bare_string: false }
+        ApiError { status, code: code.into(), message: message.into(), bare_string: false, empty_body: false }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -113,6 +115,9 @@ impl std::error::Error for ApiError {}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.empty_body {
+            return self.status.into_response();
+        }
         if self.bare_string {
             return (self.status, Json(json!(self.code))).into_response();
         }

@@ -16,16 +16,25 @@ use crate::limits::{ChannelLimits, ChannelWindows};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
-    /// 429 back-pressure.
+    /// 429 `ReceiverSaturated`: back-pressure, the channel stays valid.
     Backpressure429,
+    /// 429 `MemoryThresholdExceeded`: back-pressure from memory throttling, the channel stays valid.
+    MemoryThreshold429,
     /// 503 back-pressure.
     Backpressure503,
     /// 500 `ERR_GENERAL_EXCEPTION_RETRY_REQUEST`.
     RetryRequest,
     /// 401 `390144` as for an expired token.
     ExpiredToken,
-    /// 410 pipe failover.
+    /// 410 `SfApiPipeFailedOverError`: the client must be recreated; the channel's continuation token goes stale
+    /// and its uncommitted rows are discarded, as after a reopen elsewhere.
     PipeFailover,
+    /// 404 `InvalidClientError`: the client is invalid and must be recreated; the channel goes stale as for
+    /// `pipe_failover`.
+    InvalidClient,
+    /// 404 with an empty body (no Snowflake envelope), as a proxy answers a request it has no route for while the
+    /// ingest host moves; the channel goes stale as for `pipe_failover`.
+    NoRoute404,
     /// Invalidates the channel's continuation token (as if reopened elsewhere):
     /// the next append gets 400 `STALE_CONTINUATION_TOKEN_SEQUENCER`.
     StaleToken,
@@ -128,6 +137,9 @@ impl FaultSpec {
     fn error(&self) -> ApiError {
         let (status, code, message) = match self.kind {
             FaultKind::Backpressure429 => (429, "ReceiverSaturated", "Too many requests, back off and retry."),
+            FaultKind::MemoryThreshold429 => {
+                (429, "MemoryThresholdExceeded", "Memory throttling limits reached. Back off and retry.")
+            }
             FaultKind::Backpressure503 => (503, "ReceiverSaturated", "Service is overloaded, back off and retry."),
             FaultKind::RetryRequest => {
                 (500, "ERR_GENERAL_EXCEPTION_RETRY_REQUEST", "General exception, retry the request.")
@@ -136,6 +148,12 @@ impl FaultSpec {
             FaultKind::PipeFailover => {
                 (410, "SfApiPipeFailedOverError", "The pipe has failed over; recreate the client and channels.")
             }
+            FaultKind::InvalidClient => (
+                404,
+                "InvalidClientError",
+                "Client is in an invalid state. Please close and re-create the client, then reopen its channels.",
+            ),
+            FaultKind::NoRoute404 => (404, "", ""),
             FaultKind::StaleToken => (400, "STALE_CONTINUATION_TOKEN_SEQUENCER", "The continuation token is stale."),
             FaultKind::OpenInProgress => {
                 (409, "ERR_OPEN_CHANNEL_IN_PROGRESS", "Another open of this channel is in progress.")
@@ -149,6 +167,7 @@ impl FaultSpec {
             self.message.clone().unwrap_or_else(|| message.to_string()),
         );
         e.bare_string = self.bare_string;
+        e.empty_body = self.kind == FaultKind::NoRoute404;
         e
     }
 }
@@ -157,7 +176,7 @@ impl FaultSpec {
 pub enum Fired {
     /// Answer with this error.
     Error(ApiError),
-    /// Invalidate the channel's token, then answer with this error.
+    /// Invalidate the channel's token (and discard its uncommitted rows), then answer with this error.
     Stale(ApiError),
 }
 
@@ -208,7 +227,11 @@ impl Faults {
             }
             f.fired += 1;
             let err = f.spec.error();
-            return Some(if f.spec.kind == FaultKind::StaleToken { Fired::Stale(err) } else { Fired::Error(err) });
+            let invalidates = matches!(
+                f.spec.kind,
+                FaultKind::StaleToken | FaultKind::PipeFailover | FaultKind::InvalidClient | FaultKind::NoRoute404
+            );
+            return Some(if invalidates { Fired::Stale(err) } else { Fired::Error(err) });
         }
         inner.faults.retain(|f| f.remaining != Some(0) || f.spec.kind == FaultKind::RowErrors);
         None

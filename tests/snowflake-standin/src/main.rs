@@ -27,9 +27,13 @@ struct Cli {
     /// JSON config file: {"users":[…], "sql":["CREATE TABLE …"], "tables":[…], "pipes":[…]}.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Delay before appended rows are committed (visible, offset token advanced).
-    #[arg(long, default_value_t = 1000)]
-    commit_lag_ms: u64,
+    /// Delay before appended rows are committed (visible, offset token advanced), ms: fixed (`1000`) or a range
+    /// (`4000-10000`) each append of a channel draws from uniformly, committed in append order per channel.
+    #[arg(long, default_value = "1000", value_parser = snowflake_standin::state::parse_commit_lag)]
+    commit_lag_ms: (u64, u64),
+    /// The commit lag range's high end, ms (the same as `--commit-lag-ms LOW-HIGH`; overrides its high end).
+    #[arg(long)]
+    commit_lag_max_ms: Option<u64>,
     /// Per-channel append rate limit in requests/s (0 = off), by default Snowflake's.
     #[arg(long, default_value_t = snowflake_standin::limits::SNOWFLAKE_REQUESTS_PER_SECOND)]
     rate_limit_per_channel: u32,
@@ -69,7 +73,8 @@ async fn main() {
         state_dir: cli.state_dir,
         config: cli.config,
         settings: Settings {
-            commit_lag_ms: cli.commit_lag_ms,
+            commit_lag_ms: cli.commit_lag_ms.0,
+            commit_lag_max_ms: cli.commit_lag_max_ms.unwrap_or(cli.commit_lag_ms.1),
             rate_limit_per_channel: cli.rate_limit_per_channel,
             throughput_limit_per_channel: cli.throughput_limit_per_channel,
             open_latency_ms: cli.open_latency_ms,

@@ -19,8 +19,14 @@ use crate::storage::{StorageError, Store};
 /// Settings that tests may change at run time (`POST /admin/settings`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
-    /// Delay between an append being accepted and its rows being committed.
+    /// Delay between an append being accepted and its rows being committed: the fixed lag, or the low end of the
+    /// range when `commit_lag_max_ms` is above it.
     pub commit_lag_ms: u64,
+    /// The high end of the commit lag's range: each append of a channel draws its lag uniformly from
+    /// `commit_lag_ms..=commit_lag_max_ms` and commits at the later of that and the channel's previous append's
+    /// commit (in append order). At or below `commit_lag_ms` (0 by default): the lag is fixed at `commit_lag_ms`.
+    #[serde(default)]
+    pub commit_lag_max_ms: u64,
     /// Per-channel append limit in requests/s (0 = off; default Snowflake's 10, see `limits`).
     pub rate_limit_per_channel: u32,
     /// Per-channel limit in bytes of rows (uncompressed) per second (0 = off; default Snowflake's 20 MB/s).
@@ -43,11 +49,32 @@ pub struct Settings {
     pub bench_mode: bool,
 }
 
+/// Parses a commit lag as given to `--commit-lag-ms`: `1000` (fixed) or `4000-10000` (each append draws from the
+/// range), in ms. Returns (low, high).
+pub fn parse_commit_lag(text: &str) -> Result<(u64, u64), String> {
+    let number = |s: &str| s.trim().parse::<u64>().map_err(|e| format!("'{s}' in commit lag '{text}': {e}"));
+    match text.split_once('-') {
+        None => number(text).map(|ms| (ms, ms)),
+        Some((low, high)) => {
+            let (low, high) = (number(low)?, number(high)?);
+            if high < low {
+                return Err(format!("commit lag '{text}': the range's high end is below its low end"));
+            }
+            Ok((low, high))
+        }
+    }
+}
+
 fn default_throughput_limit() -> u64 {
     crate::limits::SNOWFLAKE_BYTES_PER_SECOND
 }
 
 impl Settings {
+    /// The commit lag's range, (low, high) in ms; equal ends for a fixed lag.
+    pub fn commit_lag_range(&self) -> (u64, u64) {
+        (self.commit_lag_ms, self.commit_lag_max_ms.max(self.commit_lag_ms))
+    }
+
     /// The per-channel limits in force.
     pub fn channel_limits(&self) -> crate::limits::ChannelLimits {
         crate::limits::ChannelLimits {
@@ -61,6 +88,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             commit_lag_ms: 1000,
+            commit_lag_max_ms: 0,
             rate_limit_per_channel: crate::limits::SNOWFLAKE_REQUESTS_PER_SECOND,
             throughput_limit_per_channel: crate::limits::SNOWFLAKE_BYTES_PER_SECOND,
             open_latency_ms: 0,
@@ -446,5 +474,22 @@ impl AppState {
             log.pop_front();
         }
         log.push_back(entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_lags_parse_as_a_value_or_a_range() {
+        assert_eq!(parse_commit_lag("1000"), Ok((1000, 1000)));
+        assert_eq!(parse_commit_lag("4000-10000"), Ok((4000, 10000)));
+        assert_eq!(parse_commit_lag(" 0 - 5 "), Ok((0, 5)));
+        assert!(parse_commit_lag("10000-4000").is_err());
+        assert!(parse_commit_lag("4s").is_err());
+        let s = Settings { commit_lag_ms: 4000, commit_lag_max_ms: 10000, ..Default::default() };
+        assert_eq!(s.commit_lag_range(), (4000, 10000));
+        assert_eq!(Settings { commit_lag_max_ms: 0, ..s }.commit_lag_range(), (4000, 4000));
     }
 }

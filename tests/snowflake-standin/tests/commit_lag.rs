@@ -146,3 +146,70 @@ async fn many_channels_of_small_appends_commit_within_the_commit_lag() {
     let counts = e.admin("GET", "/admin/bench-counts", json!(null)).await;
     assert_eq!(counts["tables"]["DB.PUBLIC.T"], total * ROWS as u64);
 }
+
+/// A commit lag drawn from a range, set through `/admin/settings` as Snowflake-like tests do: 8 channels each append
+/// every 100 ms for 3 s with lags drawn from 300-1500 ms. Every append is committed no sooner than the range's low
+/// end and no later than its high end (plus the bound), each channel's commits come in append order although
+/// later appends often drew shorter lags, and the lags spread over the range (a fixed lag would fail each check
+/// that the waits differ).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lags_drawn_from_a_range_commit_in_append_order_per_channel() {
+    const LOW: i64 = 300;
+    const HIGH: i64 = 1500;
+    const CH: usize = 8;
+    let e = Arc::new(
+        env_with(snowflake_standin::Settings { commit_lag_ms: 50, bench_mode: true, ..Default::default() }).await,
+    );
+    let set = e.admin("POST", "/admin/settings", json!({"commit_lag_ms": format!("{LOW}-{HIGH}")})).await;
+    assert_eq!((set["commit_lag_ms"].as_i64(), set["commit_lag_max_ms"].as_i64()), (Some(LOW), Some(HIGH)));
+    e.sql("CREATE OR REPLACE TABLE DB.PUBLIC.T (ID NUMBER)").await;
+    let mut appenders = vec![];
+    for c in 0..CH {
+        let e = e.clone();
+        let mut token = e.open_ok("T", &format!("r{c}")).await;
+        appenders.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            let until = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < until {
+                n += 1;
+                let q = format!("continuationToken={token}&offsetToken={n}&requestId=r{c}-{n}");
+                let r = e.append_raw("T", &format!("r{c}"), &q, b"{\"ID\":1}\n".to_vec(), None).await;
+                assert_eq!(r.status, 200, "{}", r.text);
+                r.advance(&mut token);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            n
+        }));
+    }
+    let mut appended = vec![];
+    for a in appenders {
+        appended.push(a.await.unwrap());
+    }
+    let drain = Instant::now() + Duration::from_millis(HIGH as u64 + BOUND_MS as u64 + 3000);
+    while e.admin("GET", "/admin/channels", json!(null)).await["uncommitted_batches"] != 0 {
+        assert!(Instant::now() < drain, "batches still uncommitted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let commits = e.admin("GET", "/admin/bench-commits", json!(null)).await;
+    let mut per_channel: HashMap<String, Vec<(u64, i64)>> = HashMap::new();
+    for c in commits["commits"].as_array().unwrap() {
+        let waited = c["committed_ms"].as_i64().unwrap() - c["accepted_ms"].as_i64().unwrap();
+        assert!(waited >= LOW, "committed {waited} ms after its append, before the range's low end: {c}");
+        assert!(waited <= HIGH + BOUND_MS, "committed {waited} ms after its append, after the range's high end: {c}");
+        let token = c["offset_token"].as_str().unwrap().parse().unwrap();
+        per_channel.entry(c["channel"].as_str().unwrap().to_string()).or_default().push((token, waited));
+    }
+    let mut waits = vec![];
+    for (c, n) in appended.iter().enumerate() {
+        let got = per_channel.remove(&format!("r{c}")).unwrap_or_default();
+        let tokens: Vec<u64> = got.iter().map(|(t, _)| *t).collect();
+        assert_eq!(tokens, (1..=*n).collect::<Vec<_>>(), "channel r{c}: commits out of append order or missing");
+        waits.extend(got.iter().map(|(_, w)| *w));
+    }
+    // Drawn lags, not one: the waits spread over most of the range (a fixed lag gives waits within one check).
+    let (min, max) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+    assert!(max - min > (HIGH - LOW) / 2, "waits from {min} to {max} ms: the lag was not drawn from {LOW}-{HIGH}");
+    // Setting a number alone goes back to a fixed lag.
+    let set = e.admin("POST", "/admin/settings", json!({"commit_lag_ms": 200})).await;
+    assert_eq!((set["commit_lag_ms"].as_i64(), set["commit_lag_max_ms"].as_i64()), (Some(200), Some(0)));
+}

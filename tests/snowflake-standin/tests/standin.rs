@@ -600,7 +600,10 @@ async fn http_faults() {
         ("backpressure503", 503, "ReceiverSaturated"),
         ("retry_request", 500, "ERR_GENERAL_EXCEPTION_RETRY_REQUEST"),
         ("expired_token", 401, "390144"),
+        ("memory_threshold429", 429, "MemoryThresholdExceeded"),
         ("pipe_failover", 410, "SfApiPipeFailedOverError"),
+        ("invalid_client", 404, "InvalidClientError"),
+        ("no_route404", 404, ""),
         ("stale_token", 400, "STALE_CONTINUATION_TOKEN_SEQUENCER"),
     ];
     for (kind, status, code) in cases {
@@ -638,6 +641,46 @@ async fn http_faults() {
     assert_eq!(e.open("T", "f", false).await.status, 200);
     let listed = e.admin("GET", "/admin/faults", json!(null)).await;
     assert_eq!(listed["faults"], json!([]), "used-up faults are removed");
+}
+
+/// A pipe failover, an invalid client and a 404 without route mean the client must be recreated: the channel's
+/// continuation token goes stale and the rows it had not committed are discarded (the client reopens and replays
+/// from the committed offset token, as the SDK's message says). 429s leave the channel as it was.
+#[tokio::test]
+async fn client_faults_make_the_channel_stale_and_discard_uncommitted_rows() {
+    let e = env_with_t(50).await;
+    let mut n = 0;
+    for kind in ["pipe_failover", "invalid_client", "no_route404"] {
+        let mut t = e.open_ok("T", "c").await;
+        e.admin("POST", "/admin/faults", json!({"kind": "withhold_commits", "count": -1, "channel": "c"})).await;
+        n += 1;
+        let r = e.append("T", "c", &t, &n.to_string(), &[json!({"id": n})]).await;
+        assert_eq!(r.status, 200, "{kind}");
+        r.advance(&mut t);
+        e.fault(json!({"kind": kind})).await;
+        let r = e.append("T", "c", &t, "999", &[json!({"id": 999})]).await;
+        assert_eq!(r.status.as_u16(), if kind == "pipe_failover" { 410 } else { 404 }, "{kind}");
+        if kind == "no_route404" {
+            assert_eq!(r.text, "", "no Snowflake envelope");
+        }
+        let r = e.append("T", "c", &t, "999", &[json!({"id": 999})]).await;
+        assert_eq!(r.code(), "STALE_CONTINUATION_TOKEN_SEQUENCER", "{kind}: the old token is stale");
+        e.admin("DELETE", "/admin/faults", json!(null)).await;
+        e.admin("POST", "/admin/commit-now", json!(null)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(e.status("T", "c").await["last_committed_offset_token"], Value::Null, "{kind}: discarded");
+    }
+    assert_eq!(e.query("SELECT COUNT(*) AS n FROM DB.PUBLIC.T").await[0]["n"], 0);
+    // Back-pressure leaves the channel valid: the same token appends after it.
+    for kind in ["backpressure429", "memory_threshold429"] {
+        let mut t = e.open_ok("T", "c").await;
+        e.fault(json!({"kind": kind})).await;
+        let r = e.append("T", "c", &t, "1", &[json!({"id": 1})]).await;
+        assert_eq!(r.status, 429, "{kind}");
+        let r = e.append("T", "c", &t, "1", &[json!({"id": 1})]).await;
+        assert_eq!(r.status, 200, "{kind}: {}", r.text);
+        r.advance(&mut t);
+    }
 }
 
 #[tokio::test]

@@ -202,10 +202,20 @@ async fn get_settings(State(state): State<Shared>) -> Json<Value> {
     Json(serde_json::to_value(state.settings()).unwrap_or_default())
 }
 
-/// `POST /admin/settings`: partial update, e.g. `{"commit_lag_ms": 0}`.
+/// `POST /admin/settings`: partial update, e.g. `{"commit_lag_ms": 0}` or `{"commit_lag_ms": "4000-10000"}`.
 async fn set_settings(State(state): State<Shared>, Json(patch): Json<Value>) -> Result<Json<Value>, ApiError> {
     let mut current = serde_json::to_value(state.settings()).unwrap_or_default();
-    let Value::Object(p) = patch else { return Err(ApiError::bad_request("settings patch must be an object")) };
+    let Value::Object(mut p) = patch else { return Err(ApiError::bad_request("settings patch must be an object")) };
+    // `commit_lag_ms` alone sets a fixed lag; as a string it may be a range, "4000-10000" (see `--commit-lag-ms`).
+    if let Some(lag) = p.get("commit_lag_ms").cloned() {
+        if let Some(text) = lag.as_str() {
+            let (low, high) = crate::state::parse_commit_lag(text).map_err(ApiError::bad_request)?;
+            p.insert("commit_lag_ms".into(), json!(low));
+            p.insert("commit_lag_max_ms".into(), json!(high));
+        } else if !p.contains_key("commit_lag_max_ms") {
+            p.insert("commit_lag_max_ms".into(), json!(0));
+        }
+    }
     for (k, v) in p {
         if current.get(&k).is_none() {
             return Err(ApiError::bad_request(format!("unknown setting '{k}'")));

@@ -234,7 +234,7 @@ pub async fn append_rows(
         rows,
         start_offset: start,
         end_offset: end,
-        due: Instant::now() + Duration::from_millis(settings.commit_lag_ms),
+        due: Instant::now() + Duration::from_millis(crate::channels::draw_lag_ms(settings.commit_lag_range())),
         accepted_ms: now_ms(),
     };
     let token = state.channels.append(
