@@ -3,9 +3,10 @@ package io.kinesnow.nifi.nativebridge;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
 
-/** Reads a buffer's remaining bytes (moving its position: pass a view of your own, such as a slice). */
+/** Reads a buffer's remaining bytes, with mark and reset (moving its position: pass a view of your own, such as a slice). */
 final class ByteBufferInputStream extends InputStream {
     private final ByteBuffer buffer;
+    private int mark;
 
     ByteBufferInputStream(final ByteBuffer buffer) {
         this.buffer = buffer;
@@ -40,5 +41,21 @@ final class ByteBufferInputStream extends InputStream {
     @Override
     public int available() {
         return buffer.remaining();
+    }
+
+    /** As {@code ByteArrayInputStream}: Record Readers that infer a schema read ahead and go back. */
+    @Override
+    public boolean markSupported() {
+        return true;
+    }
+
+    @Override
+    public synchronized void mark(final int readLimit) {
+        mark = buffer.position();
+    }
+
+    @Override
+    public synchronized void reset() {
+        buffer.position(mark);
     }
 }

@@ -158,7 +158,7 @@ public final class RecordBatch {
         if (buffer == null || buffer.capacity() < HEADER) {
             return OptionalLong.empty();
         }
-        return OptionalLong.of(buffer.duplicate().order(ByteOrder.BIG_ENDIAN).getLong(8));
+        return OptionalLong.of(buffer.duplicate().clear().order(ByteOrder.BIG_ENDIAN).getLong(8));
     }
 
     /** One decoding pass: a cursor over a view of the buffer, and a scratch array for texts of a direct buffer. */

@@ -261,7 +261,7 @@ class NativeBridgeTest {
         assertEquals(7, got.position(), "its position is left alone");
         assertEquals(9, got.limit(), "and its limit");
         assertArrayEquals(fresh, bytes(got, fresh.length));
-        assertEquals((byte) 0x55, got.get(fresh.length), "the rest of the buffer is left alone");
+        assertEquals((byte) 0x55, got.duplicate().clear().get(fresh.length), "the rest of the buffer is left alone");
         assertEquals(describe(RecordBatch.decode(fresh)), describe(RecordBatch.decode(got)));
         assertEquals(7, got.position(), "decoding leaves the position alone");
         assertEquals(RecordBatch.batchIdOf(fresh), RecordBatch.batchIdOf(got));
@@ -283,7 +283,7 @@ class NativeBridgeTest {
 
     private static byte[] bytes(final ByteBuffer buffer, final int length) {
         final byte[] out = new byte[length];
-        buffer.get(0, out);
+        buffer.duplicate().clear().get(out);
         return out;
     }
 
