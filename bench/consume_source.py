@@ -13,6 +13,7 @@ the source's /stats is asked), so the benchmark's own requests cost NiFi little.
 reading, the JNI hand-off, FlowFile creation and the commit.
 
     bench/consume-source.sh [--shards 1,16,64,256] [--records 200000] [--runs 3] [--strategies FLOW_FILE,LINE_DELIMITED]
+                            [--text-payload json --output-strategy INJECT_METADATA]
 
 Strategies (issue 18): FLOW_FILE, LINE_DELIMITED, DEMARCATOR (Message Demarcator "|~", two bytes no payload
 contains), RECORD_JSON (Processing Strategy RECORD, JsonTreeReader inferring the schema, JsonRecordSetWriter
@@ -216,13 +217,15 @@ def caught_up(nifi: NiFiInstance, source: Source, seconds: float, idle: float) -
 
 def one_run(nifi: NiFiInstance, group: str, source: Source, strategy: str, size: int, limit: int, idle: float,
             timeout: float, profile: str = "", services: dict | None = None, caught_up_seconds: float = 0,
-            live_heap_every: float = 0) -> dict:
+            live_heap_every: float = 0, output_strategy: str = "") -> dict:
     c = nifi.client
     props = consumer_properties(STREAM, unique("bench-app"), **{
         "Endpoint Override URL": source.url, "DynamoDB Endpoint Override URL": dynamodb_endpoint(),
         "Max Records Per Request": str(limit)})
     pid = c.add_processor(group, CONSUMER, bundle=BUNDLE, name=f"bench {strategy}", properties=props)["id"]
     wanted = strategy_properties(strategy, services or {})
+    if output_strategy:
+        wanted["Output Strategy"] = output_strategy
     try:
         record_services.require(c, pid, f"ConsumeKinesis strategy {strategy}", wanted)
     except SystemExit:
@@ -338,6 +341,9 @@ def main() -> None:
     ap.add_argument("--strategies", default="FLOW_FILE,LINE_DELIMITED", help=f"comma-separated, of {', '.join(STRATEGIES)}")
     ap.add_argument("--text-payload", default="ascii", choices=("ascii", "json"),
                     help="the payload FLOW_FILE, LINE_DELIMITED and DEMARCATOR read (json: the same bytes as RECORD_JSON)")
+    ap.add_argument("--output-strategy", default="", choices=("", "USE_VALUE", "USE_WRAPPER", "INJECT_METADATA"),
+                    help="ConsumeKinesis' Output Strategy (empty: its default); USE_WRAPPER and INJECT_METADATA want "
+                         "--text-payload json")
     ap.add_argument("--max-records-per-request", type=int, default=1000)
     ap.add_argument("--source-threads", type=int, default=1)
     ap.add_argument("--limits", action="store_true",
@@ -418,7 +424,7 @@ def main() -> None:
                         idle_window = args.caught_up_seconds if run > 0 and strategy == strategies[0] else 0
                         r = one_run(nifi, group, sources[payload_of(strategy, args.text_payload)], strategy, args.record_size,
                                     args.max_records_per_request, idle, args.timeout, data, services_ids, idle_window,
-                                    args.live_heap_every)
+                                    args.live_heap_every, args.output_strategy)
                         if data:
                             with open(data[:-5] + ".txt", "w", encoding="utf-8") as f:
                                 f.write(nifi_profile.report(nifi.pid, data))

@@ -17,6 +17,8 @@ use crate::contract::metadata as meta;
 use crate::kinesis::position::Position;
 use crate::kinesis::record::{KinesisRecord, ShardRecords};
 
+mod inject;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     Success = 0,
@@ -108,13 +110,34 @@ impl Layout<'_> {
                 wrapper.insert(meta::KEY.into(), self.metadata(shard_id, record));
                 Ok(serde_json::to_vec(&Value::Object(wrapper)).expect("JSON values serialize"))
             }
-            OutputStrategy::InjectMetadata => match parse_json(&record.data)? {
-                Value::Object(mut object) => {
-                    object.insert(meta::KEY.into(), self.metadata(shard_id, record));
-                    Ok(serde_json::to_vec(&Value::Object(object)).expect("JSON values serialize"))
-                }
-                _ => Err("the record is JSON but not an object, so kinesisMetadata cannot be added to it".into()),
+            OutputStrategy::InjectMetadata => match inject::splice(&record.data, |out| {
+                inject::write_metadata(
+                    out,
+                    self.stream,
+                    shard_id,
+                    &record.sequence_number,
+                    record.sub_sequence_number.unwrap_or(0),
+                    &record.sharded_sequence_number(),
+                    &record.partition_key,
+                    record.approximate_arrival_ms,
+                )
+            }) {
+                Some(spliced) => Ok(spliced),
+                None => self.inject_by_value(shard_id, record),
             },
+        }
+    }
+
+    /// INJECT_METADATA by parsing the record into a `Value` and writing it out again: for the records
+    /// [`inject::splice`] leaves to it (not an object, not JSON, a key already named, a key named
+    /// twice), and the yardstick the splice is tested against.
+    fn inject_by_value(&self, shard_id: &str, record: &KinesisRecord) -> Result<Vec<u8>, String> {
+        match parse_json(&record.data)? {
+            Value::Object(mut object) => {
+                object.insert(meta::KEY.into(), self.metadata(shard_id, record));
+                Ok(serde_json::to_vec(&Value::Object(object)).expect("JSON values serialize"))
+            }
+            _ => Err("the record is JSON but not an object, so kinesisMetadata cannot be added to it".into()),
         }
     }
 

@@ -6,8 +6,8 @@
 //!
 //! ```text
 //! batch    := magic:i32 ("KNB7") length:i32 batchId:i64 link:str16 shardCount:i32 shard*
-//!             (length: the whole batch's bytes, magic included; the array that carries it may be
-//!              longer, since Java hands a previous batch's array back to be filled again)
+//!             (length: the whole batch's bytes, magic included; the buffer that carries it may be
+//!              longer, since Java hands a previous batch's buffer back to be filled again)
 //!             (link: the stream's ARN when the consumer tracks what Snowflake has, Failover
 //!              Position SNOWFLAKE_COMMIT; empty otherwise)
 //! shard    := shardId:str16 parentShardIds:str16 (comma-separated, empty if none)
@@ -22,8 +22,8 @@
 //! str32    := length:i32 utf8   (partition keys: a KPL aggregate's key table may hold keys of any
 //!                                length, far beyond Kinesis's own 256 characters)
 //! ```
-//! The encoder writes into any [`Sink`]: a `Vec` for tests, or straight into a Java array (see
-//! `exports::hand_over`), so a batch is copied once on its way to Java.
+//! The encoder writes into any [`Sink`]: a `Vec` for tests, or straight into the memory of a
+//! direct `ByteBuffer` (see `exports::hand_over`), so a batch is copied once on its way to Java.
 //! The decoder is `io.kinesnow.nifi.nativebridge.RecordBatch`. Every other text is short by
 //! construction (shard ids, sequence numbers) or cut (errors).
 

@@ -2,8 +2,8 @@
 //! class's are in `test_support`).
 //! Each body runs inside [`guard::call`]; none of them may panic into the JVM.
 
-use jni::objects::{JByteArray, JClass, JObject, JObjectArray, JString};
-use jni::sys::{jbyteArray, jintArray, jlong, jlongArray, jobjectArray, jstring};
+use jni::objects::{JByteArray, JByteBuffer, JClass, JObject, JObjectArray, JString};
+use jni::sys::{jbyteArray, jintArray, jlong, jlongArray, jobject, jobjectArray, jstring};
 use jni::JNIEnv;
 use once_cell::sync::Lazy;
 
@@ -213,85 +213,108 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_startupSt
 
 /// The next batch of FlowFiles (see `RecordBatch`), or null when none arrived within the
 /// processor's Max Batch Duration (or the engine is still starting). The batch is written into
-/// `reusable` when it is long enough (the length is in the batch's header), else into a new array.
+/// `reusable`, a direct `ByteBuffer` Java lends, when it is long enough (the length is in the
+/// batch's header), else into a new direct buffer; either way the buffer holding it is returned.
 #[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_poll<'l>(
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_pollDirect<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     component: jlong,
-    reusable: JByteArray<'l>,
-) -> jbyteArray {
+    reusable: JByteBuffer<'l>,
+) -> jobject {
     guard::call(&mut env, |env| {
         let c = COMPONENTS.get(handle(component))?;
         let Some(batch) = c.poll_batch().map_err(|e| BridgeError::core(&e))? else { return Ok(std::ptr::null_mut()) };
         // Dropped on any error below, which nacks it.
-        let array =
+        let buffer =
             hand_over(env, batch::outgoing_len(&batch), reusable, |out| batch::encode_outgoing_into(&batch, out))?;
         batch.handed_over();
-        Ok(array)
+        Ok(buffer)
     })
 }
 
-/// Arrays are allocated in steps of this, so one array from the pool fits the next batches too.
-const ARRAY_STEP: usize = 64 * 1024;
+/// Direct buffers are allocated in steps of this up to [`BUFFER_STEP_LARGE`], so one buffer from
+/// the pool fits the next batches too.
+const BUFFER_STEP: usize = 64 * 1024;
+/// ... and of this beyond it: a buffer is at most this much longer than the batch that needed it.
+const BUFFER_STEP_LARGE: usize = 1024 * 1024;
 
-/// The longest batch written into the Java array inside a JNI critical section. While one is held,
-/// the JVM may not move that array, and G1 (Java 21) blocks garbage collection; Max Batch Size
-/// allows up to 1 GiB, so a longer batch is encoded on the Rust heap and copied in pieces of this
-/// size, each a short copy outside any critical section.
-const CRITICAL_MAX: usize = 1024 * 1024;
-
-/// The Java array a batch of `len` bytes is written into by `encode`: `reusable` if it is long
-/// enough, else a new one. Up to [`CRITICAL_MAX`] written in place (one copy: from the engine's
-/// records into the array); longer batches take a second copy, in pieces.
+/// Writes a batch of `len` bytes with `encode` straight into the memory of a direct `ByteBuffer`:
+/// `reusable` when it is a direct buffer at least `len` long, else a new one from
+/// `ByteBuffer.allocateDirect`; returns that buffer. One copy, from the engine's FlowFiles into the
+/// buffer, whatever the batch's length, and nothing on the Java heap but the buffer object.
+///
+/// Why this design (Java owns the memory; the engine only writes into it during this call), rather
+/// than `NewDirectByteBuffer` over memory the engine allocates and Java releases by a call:
+/// - no use after free: the memory belongs to the buffer object, which the JVM frees only once no
+///   Java reference to it remains; this call holds a local reference for as long as it writes, and a
+///   FlowFile's content read after the buffer went back to the pool would at worst read a later
+///   batch's bytes, never freed memory (with engine-owned memory, a late read or a missed release
+///   would crash the JVM or leak);
+/// - no JNI critical section, so the garbage collector is never held up, and no array of the
+///   batch's size on the heap (G1 allocated those as humongous objects and started marking cycles);
+/// - bounded: each concurrent task holds one buffer at a time (`BatchArrays` on the Java side),
+///   at most one step longer than the longest batch, which Max Batch Size bounds (or one record
+///   larger than it); a new buffer counts against the JVM's `MaxDirectMemorySize`, and when that is
+///   exhausted `allocateDirect` throws `OutOfMemoryError`, which reaches Java as it is, the batch
+///   nacked (dropped here) and read again.
 pub(super) fn hand_over<'l>(
     env: &mut JNIEnv<'l>,
     len: usize,
-    reusable: JByteArray<'l>,
+    reusable: JByteBuffer<'l>,
     encode: impl FnOnce(&mut [u8]) -> Result<usize, batch::BatchError>,
-) -> Result<jbyteArray, BridgeError> {
-    let fits =
-        !reusable.as_raw().is_null() && usize::try_from(env.get_array_length(&reusable)?).is_ok_and(|n| n >= len);
-    let array = if fits {
-        reusable
-    } else {
-        let max = i32::MAX as usize - 8;
-        if len > max {
-            return Err(BridgeError::Core {
-                class: ErrorClass::Fatal,
-                message: format!("a batch of {len} bytes is longer than a Java array can be; lower Max Batch Size"),
-            });
-        }
-        let rounded = len.div_ceil(ARRAY_STEP).saturating_mul(ARRAY_STEP).min(max);
-        env.new_byte_array(rounded as i32)?
-    };
-    let written = if len <= CRITICAL_MAX {
-        // SAFETY: no JNI call is made while the critical section is held; `encode` is plain Rust.
-        let mut elements = unsafe { env.get_array_elements_critical(&array, jni::objects::ReleaseMode::CopyBack)? };
-        let bytes: &mut [i8] = &mut elements;
-        // SAFETY: i8 and u8 have the same size and alignment; every bit pattern is valid for both.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u8>(), bytes.len()) };
-        encode(bytes)
-    } else {
-        let mut encoded = vec![0u8; len];
-        let written = encode(&mut encoded);
-        if written.is_ok() {
-            for (i, piece) in encoded.chunks(CRITICAL_MAX).enumerate() {
-                // SAFETY: i8 and u8 have the same size and alignment; every bit pattern is valid for both.
-                let piece = unsafe { std::slice::from_raw_parts(piece.as_ptr().cast::<i8>(), piece.len()) };
-                env.set_byte_array_region(&array, (i * CRITICAL_MAX) as i32, piece)?;
-            }
-        }
-        written
-    };
-    match written {
-        Ok(n) if n == len => Ok(array.into_raw()),
+) -> Result<jobject, BridgeError> {
+    // Not direct (or null): its capacity reads as an error, and a new buffer is made.
+    let lent_fits = !reusable.as_raw().is_null() && env.get_direct_buffer_capacity(&reusable).is_ok_and(|n| n >= len);
+    let buffer = if lent_fits { reusable } else { allocate_direct(env, len)? };
+    let address = env.get_direct_buffer_address(&buffer)?;
+    let capacity = env.get_direct_buffer_capacity(&buffer)?;
+    if address.is_null() || capacity < len {
+        return Err(BridgeError::Core {
+            class: ErrorClass::Fatal,
+            message: format!("a direct buffer of {capacity} bytes cannot hold a batch of {len}"),
+        });
+    }
+    // SAFETY: `address` is the start of the buffer's `capacity` bytes, which the JVM keeps allocated
+    // while the buffer is reachable: `buffer` is a local reference held until this call returns, and
+    // no slice outlives `encode`. Java lends a buffer to one call at a time and reads it only after
+    // the call returns (each concurrent task takes its own from the pool), so nothing else touches
+    // these bytes meanwhile. Every bit pattern is a valid u8.
+    let out = unsafe { std::slice::from_raw_parts_mut(address, capacity) };
+    match encode(out) {
+        Ok(n) if n == len => Ok(buffer.into_raw()),
         Ok(n) => Err(BridgeError::Core {
             class: ErrorClass::Fatal,
             message: format!("a batch of {len} bytes was encoded as {n}"),
         }),
         Err(e) => Err(BridgeError::Core { class: ErrorClass::Fatal, message: e.to_string() }),
     }
+}
+
+/// A new direct buffer (`ByteBuffer.allocateDirect`) for a batch of `len` bytes, rounded up to
+/// [`BUFFER_STEP`] or [`BUFFER_STEP_LARGE`].
+fn allocate_direct<'l>(env: &mut JNIEnv<'l>, len: usize) -> Result<JByteBuffer<'l>, BridgeError> {
+    let max = i32::MAX as usize - 8;
+    if len > max {
+        return Err(BridgeError::Core {
+            class: ErrorClass::Fatal,
+            message: format!("a batch of {len} bytes is longer than a Java buffer can be; lower Max Batch Size"),
+        });
+    }
+    let step = if len > BUFFER_STEP_LARGE { BUFFER_STEP_LARGE } else { BUFFER_STEP };
+    let rounded = len.max(1).div_ceil(step).saturating_mul(step).min(max);
+    let buffer = env
+        .call_static_method(
+            "java/nio/ByteBuffer",
+            "allocateDirect",
+            "(I)Ljava/nio/ByteBuffer;",
+            &[jni::objects::JValue::Int(rounded as i32)],
+        )?
+        .l()?;
+    if buffer.is_null() {
+        return Err(BridgeError::Jni("ByteBuffer.allocateDirect returned null".into()));
+    }
+    Ok(JByteBuffer::from(buffer))
 }
 
 /// Processing Strategy RECORD: the Kinesis records of a batch the Record Reader sent to

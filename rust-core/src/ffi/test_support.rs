@@ -6,8 +6,8 @@
 //! second build of it. No class in the NAR declares them, so no flow can reach them. Each body runs
 //! inside [`guard::call`], like every export.
 
-use jni::objects::{JByteArray, JClass};
-use jni::sys::{jbyteArray, jint, jlong, jobjectArray};
+use jni::objects::{JByteArray, JByteBuffer, JClass};
+use jni::sys::{jbyteArray, jint, jlong, jobject, jobjectArray};
 use jni::JNIEnv;
 use once_cell::sync::Lazy;
 
@@ -50,16 +50,17 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeTestSupport_synt
 }
 
 /// [`syntheticBatch`](Java_io_kinesnow_nifi_nativebridge_NativeTestSupport_syntheticBatch) the way
-/// `poll` hands a batch over: written into `reusable` when it is long enough, else a new array.
+/// `pollDirect` hands a batch over: written into the direct buffer `reusable` when it is long
+/// enough, else into a new direct buffer.
 #[no_mangle]
-pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeTestSupport_syntheticBatchInto<'l>(
+pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeTestSupport_syntheticBatchDirect<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     shards: jint,
     records_per_shard: jint,
     payload_bytes: jint,
-    reusable: JByteArray<'l>,
-) -> jbyteArray {
+    reusable: JByteBuffer<'l>,
+) -> jobject {
     guard::call(&mut env, |env| {
         with_synthetic(shards, records_per_shard, payload_bytes, |shards| {
             super::exports::hand_over(env, batch::encoded_len_linked("", shards), reusable, |out| {

@@ -1,5 +1,7 @@
 package io.kinesnow.nifi.nativebridge;
 
+import java.nio.ByteBuffer;
+
 /**
  * The native functions of the Rust core. Objects live in Rust behind opaque {@code long} handles that Java
  * must {@link #close(long)}; a closed or unknown handle raises {@link FatalNativeException}, never a crash.
@@ -67,11 +69,14 @@ public final class NativeBridge {
 
     /**
      * The next batch of FlowFiles in the {@link RecordBatch} layout, or null when nothing arrived within the
-     * processor's Max Batch Duration. ConsumeKinesis only. The batch is written into {@code reusable} (may be null)
-     * when it is long enough, and that array is returned; else into a new array. Either way the batch may fill only
-     * the start of the array: its header says how long it is.
+     * processor's Max Batch Duration. ConsumeKinesis only. The engine writes the batch straight into {@code reusable}
+     * (a direct buffer, or null) when it is long enough, and returns it; else into a new direct buffer
+     * ({@code ByteBuffer.allocateDirect}, in steps of 64 KiB, 1 MiB beyond 1 MiB), which it returns. Either way the
+     * batch may fill only the start of the buffer (its header says how long it is), and the buffer's position and
+     * limit are not changed. The caller must not read or lend the buffer to another call while this one runs. The
+     * memory is the JVM's (outside the heap): the engine keeps no pointer to it after the call.
      */
-    public static native byte[] poll(long handle, byte[] reusable);
+    public static native ByteBuffer pollDirect(long handle, ByteBuffer reusable);
 
     /**
      * ConsumeKinesis with Processing Strategy RECORD: the Kinesis records of a batch that Java sent to parse.failure

@@ -2,21 +2,24 @@ package io.kinesnow.nifi.nativebridge;
 
 import io.kinesnow.nifi.contract.Wire;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.OptionalLong;
 
 /**
  * Reads one batch in the layout the native library writes (see rust-core's {@code ffi/batch.rs}): the FlowFiles to
- * write, grouped by shard. Content stays in the received array; {@link FlowFileData#writeTo} copies it once. The
- * batch may fill only the start of the array (its header says how long it is), so one array can carry batch after
- * batch; a decoded batch refers to the array and must be done with before the array is used again.
+ * write, grouped by shard. Content stays in the received buffer (a direct buffer from {@link NativeBridge#pollDirect},
+ * outside the Java heap; or a wrapped array in tests); {@link FlowFileData#writeTo} copies it once into the FlowFile.
+ * The batch may fill only the start of the buffer (its header says how long it is), so one buffer can carry batch
+ * after batch; a decoded batch refers to the buffer and must be done with before the buffer is used again. The
+ * buffer is read with absolute gets only: its position and limit are never changed.
  */
 public final class RecordBatch {
     static final int MAGIC = Wire.BATCH_MAGIC;
@@ -70,14 +73,36 @@ public final class RecordBatch {
     public record FlowFileData(int route, int recordCount, String firstSequence, long firstSubSequence,
                                String lastSequence, long lastSubSequence, String previousSequence,
                                long previousSubSequence, String partitionKey,
-                               long approximateArrivalMillis, String error, byte[] buffer, int offset, int length) {
+                               long approximateArrivalMillis, String error, ByteBuffer buffer, int offset, int length) {
+        /** Bytes copied at a time from a direct buffer into a stream. */
+        private static final int CHUNK = 64 * 1024;
+        /** Each thread's chunk, so writing a FlowFile's content allocates nothing. */
+        private static final ThreadLocal<byte[]> CHUNKS = ThreadLocal.withInitial(() -> new byte[CHUNK]);
+        private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+
+        /** Writes the content to {@code out}: from an array as it is, from a direct buffer through a per-thread chunk. */
         public void writeTo(final OutputStream out) throws IOException {
-            out.write(buffer, offset, length);
+            if (buffer.hasArray()) {
+                out.write(buffer.array(), buffer.arrayOffset() + offset, length);
+                return;
+            }
+            final byte[] chunk = CHUNKS.get();
+            for (int done = 0; done < length; ) {
+                final int n = Math.min(chunk.length, length - done);
+                buffer.get(offset + done, chunk, 0, n);
+                out.write(chunk, 0, n);
+                done += n;
+            }
+        }
+
+        /** The content as a stream over the buffer, no copy. */
+        public InputStream open() {
+            return new ByteBufferInputStream(buffer.slice(offset, length));
         }
 
         public byte[] content() {
             final byte[] copy = new byte[length];
-            System.arraycopy(buffer, offset, copy, 0, length);
+            buffer.get(offset, copy, 0, length);
             return copy;
         }
 
@@ -95,7 +120,7 @@ public final class RecordBatch {
         public static FlowFileData spanning(final FlowFileData first, final FlowFileData last, final int recordCount) {
             return new FlowFileData(ROUTE_SUCCESS, recordCount, first.firstSequence, first.firstSubSequence, last.lastSequence,
                     last.lastSubSequence, first.previousSequence, first.previousSubSequence, first.partitionKey,
-                    first.approximateArrivalMillis, "", new byte[0], 0, 0);
+                    first.approximateArrivalMillis, "", EMPTY, 0, 0);
         }
     }
 
@@ -106,93 +131,18 @@ public final class RecordBatch {
     public record Shard(String shardId, String parentShardIds, long millisBehind, long tenure, List<FlowFileData> flowFiles) {
     }
 
+    /** A batch in an array (tests, and batches built in Java). */
     public static RecordBatch decode(final byte[] bytes) {
+        return decode(ByteBuffer.wrap(bytes));
+    }
+
+    /** The batch at the start of {@code buffer} (from its index 0, whatever its position). */
+    public static RecordBatch decode(final ByteBuffer buffer) {
         try {
-            return read(bytes);
+            return new Reader(buffer).read();
         } catch (final BufferUnderflowException | IndexOutOfBoundsException | IllegalArgumentException e) {
             throw new FatalNativeException("Record batch is cut short or malformed: " + e);
         }
-    }
-
-    private static RecordBatch read(final byte[] bytes) {
-        if (bytes.length < HEADER || ByteBuffer.wrap(bytes).getInt() != MAGIC) {
-            throw new FatalNativeException("Not a record batch (wrong magic or too short)");
-        }
-        final int length = ByteBuffer.wrap(bytes).getInt(4);
-        if (length < HEADER || length > bytes.length) {
-            throw new FatalNativeException("Record batch is cut short or malformed: its header says " + length
-                    + " bytes, the array holds " + bytes.length);
-        }
-        final ByteBuffer in = ByteBuffer.wrap(bytes, 0, length);
-        in.position(8);
-        final long batchId = in.getLong();
-        final String link = str16(in);
-        final int shardCount = in.getInt();
-        final List<Shard> shards = new ArrayList<>(shardCount);
-        for (int s = 0; s < shardCount; s++) {
-            final String shardId = str16(in);
-            final String parentShardIds = str16(in);
-            final long millisBehind = in.getLong();
-            final long tenure = in.getLong();
-            final int count = in.getInt();
-            final List<FlowFileData> flowFiles = new ArrayList<>(count);
-            // A FlowFile of one record has the same first and last sequence, and a FlowFile's previous is the one
-            // before it's last: those texts are shared, not decoded again (half the Strings of a batch).
-            String before = null;
-            int beforeAt = 0;
-            int beforeLength = 0;
-            for (int f = 0; f < count; f++) {
-                final int route = in.get();
-                final int recordCount = in.getInt();
-                final int firstLength = skip16(in);
-                final int firstAt = in.position() - firstLength;
-                final String first = text(bytes, firstAt, firstLength);
-                final long firstSub = in.getLong();
-                final int lastLength = skip16(in);
-                final int lastAt = in.position() - lastLength;
-                final String last = same(bytes, firstAt, firstLength, lastAt, lastLength) ? first : text(bytes, lastAt, lastLength);
-                final long lastSub = in.getLong();
-                final int previousLength = skip16(in);
-                final int previousAt = in.position() - previousLength;
-                final String previous = before != null && same(bytes, beforeAt, beforeLength, previousAt, previousLength)
-                        ? before : text(bytes, previousAt, previousLength);
-                final long previousSub = in.getLong();
-                final String partitionKey = str32(in);
-                final long arrival = in.getLong();
-                final String error = str16(in);
-                final int contentLength = in.getInt();
-                final int offset = in.position();
-                in.position(offset + contentLength);
-                flowFiles.add(new FlowFileData(route, recordCount, first, firstSub, last, lastSub,
-                        previous, previousSub, partitionKey, arrival, error, bytes, offset, contentLength));
-                before = last;
-                beforeAt = lastAt;
-                beforeLength = lastLength;
-            }
-            shards.add(new Shard(shardId, parentShardIds, millisBehind, tenure, Collections.unmodifiableList(flowFiles)));
-        }
-        if (in.hasRemaining()) {
-            throw new FatalNativeException("Record batch has " + in.remaining() + " trailing bytes");
-        }
-        return new RecordBatch(batchId, link, Collections.unmodifiableList(shards));
-    }
-
-    /** Steps over a text with a 16-bit length; its length. */
-    private static int skip16(final ByteBuffer in) {
-        final int length = Short.toUnsignedInt(in.getShort());
-        if (length > in.remaining()) {
-            throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
-        }
-        in.position(in.position() + length);
-        return length;
-    }
-
-    private static boolean same(final byte[] bytes, final int a, final int aLength, final int b, final int bLength) {
-        return aLength == bLength && Arrays.equals(bytes, a, a + aLength, bytes, b, b + bLength);
-    }
-
-    private static String text(final byte[] bytes, final int at, final int length) {
-        return length == 0 ? "" : new String(bytes, at, length, StandardCharsets.UTF_8);
     }
 
     /**
@@ -200,34 +150,150 @@ public final class RecordBatch {
      * a batch that fails to decode must still be settled (nacked), or its shards stay frozen.
      */
     public static OptionalLong batchIdOf(final byte[] bytes) {
-        if (bytes == null || bytes.length < HEADER) {
+        return bytes == null ? OptionalLong.empty() : batchIdOf(ByteBuffer.wrap(bytes));
+    }
+
+    /** {@link #batchIdOf(byte[])} of the batch at the start of {@code buffer}. */
+    public static OptionalLong batchIdOf(final ByteBuffer buffer) {
+        if (buffer == null || buffer.capacity() < HEADER) {
             return OptionalLong.empty();
         }
-        return OptionalLong.of(ByteBuffer.wrap(bytes).getLong(8));
+        return OptionalLong.of(buffer.duplicate().clear().order(ByteOrder.BIG_ENDIAN).getLong(8));
     }
 
-    private static String str16(final ByteBuffer in) {
-        return text(in, Short.toUnsignedInt(in.getShort()));
-    }
+    /** One decoding pass: a cursor over a view of the buffer, and a scratch array for texts of a direct buffer. */
+    private static final class Reader {
+        private final ByteBuffer in;
+        private byte[] scratch = new byte[128];
 
-    /** Partition keys: a KPL aggregate's key table can hold keys far beyond 64 KiB. */
-    private static String str32(final ByteBuffer in) {
-        final int length = in.getInt();
-        if (length < 0 || length > in.remaining()) {
-            throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+        Reader(final ByteBuffer buffer) {
+            // A view: the caller's buffer keeps its position and limit.
+            this.in = buffer.duplicate().order(ByteOrder.BIG_ENDIAN).clear();
         }
-        return text(in, length);
-    }
 
-    private static String text(final ByteBuffer in, final int length) {
-        if (length > in.remaining()) {
-            throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+        RecordBatch read() {
+            if (in.capacity() < HEADER || in.getInt(0) != MAGIC) {
+                throw new FatalNativeException("Not a record batch (wrong magic or too short)");
+            }
+            final int length = in.getInt(4);
+            if (length < HEADER || length > in.capacity()) {
+                throw new FatalNativeException("Record batch is cut short or malformed: its header says " + length
+                        + " bytes, the buffer holds " + in.capacity());
+            }
+            in.limit(length);
+            in.position(8);
+            final long batchId = in.getLong();
+            final String link = str16();
+            final int shardCount = in.getInt();
+            final List<Shard> shards = new ArrayList<>(shardCount);
+            for (int s = 0; s < shardCount; s++) {
+                final String shardId = str16();
+                final String parentShardIds = str16();
+                final long millisBehind = in.getLong();
+                final long tenure = in.getLong();
+                final int count = in.getInt();
+                final List<FlowFileData> flowFiles = new ArrayList<>(count);
+                // A FlowFile of one record has the same first and last sequence, and a FlowFile's previous is the one
+                // before it's last: those texts are shared, not decoded again (half the Strings of a batch).
+                String before = null;
+                int beforeAt = 0;
+                int beforeLength = 0;
+                for (int f = 0; f < count; f++) {
+                    final int route = in.get();
+                    final int recordCount = in.getInt();
+                    final int firstLength = skip16();
+                    final int firstAt = in.position() - firstLength;
+                    final String first = text(firstAt, firstLength);
+                    final long firstSub = in.getLong();
+                    final int lastLength = skip16();
+                    final int lastAt = in.position() - lastLength;
+                    final String last = same(firstAt, firstLength, lastAt, lastLength) ? first : text(lastAt, lastLength);
+                    final long lastSub = in.getLong();
+                    final int previousLength = skip16();
+                    final int previousAt = in.position() - previousLength;
+                    final String previous = before != null && same(beforeAt, beforeLength, previousAt, previousLength)
+                            ? before : text(previousAt, previousLength);
+                    final long previousSub = in.getLong();
+                    final String partitionKey = str32();
+                    final long arrival = in.getLong();
+                    final String error = str16();
+                    final int contentLength = in.getInt();
+                    final int offset = in.position();
+                    if (contentLength < 0) {
+                        throw new FatalNativeException("Record batch has a content of " + contentLength + " bytes");
+                    }
+                    in.position(offset + contentLength);
+                    flowFiles.add(new FlowFileData(route, recordCount, first, firstSub, last, lastSub,
+                            previous, previousSub, partitionKey, arrival, error, in, offset, contentLength));
+                    before = last;
+                    beforeAt = lastAt;
+                    beforeLength = lastLength;
+                }
+                shards.add(new Shard(shardId, parentShardIds, millisBehind, tenure, Collections.unmodifiableList(flowFiles)));
+            }
+            if (in.hasRemaining()) {
+                throw new FatalNativeException("Record batch has " + in.remaining() + " trailing bytes");
+            }
+            return new RecordBatch(batchId, link, Collections.unmodifiableList(shards));
         }
-        if (length == 0) {
-            return "";
+
+        /** Steps over a text with a 16-bit length; its length. */
+        private int skip16() {
+            final int length = Short.toUnsignedInt(in.getShort());
+            if (length > in.remaining()) {
+                throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+            }
+            in.position(in.position() + length);
+            return length;
         }
-        final String value = new String(in.array(), in.position(), length, StandardCharsets.UTF_8);
-        in.position(in.position() + length);
-        return value;
+
+        private boolean same(final int a, final int aLength, final int b, final int bLength) {
+            if (aLength != bLength) {
+                return false;
+            }
+            for (int i = 0; i < aLength; i++) {
+                if (in.get(a + i) != in.get(b + i)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** The UTF-8 text of {@code length} bytes at {@code at}. */
+        private String text(final int at, final int length) {
+            if (length == 0) {
+                return "";
+            }
+            if (in.hasArray()) {
+                return new String(in.array(), in.arrayOffset() + at, length, StandardCharsets.UTF_8);
+            }
+            if (scratch.length < length) {
+                scratch = new byte[Math.max(length, scratch.length * 2)];
+            }
+            in.get(at, scratch, 0, length);
+            return new String(scratch, 0, length, StandardCharsets.UTF_8);
+        }
+
+        private String str16() {
+            return text(Short.toUnsignedInt(in.getShort()));
+        }
+
+        /** Partition keys: a KPL aggregate's key table can hold keys far beyond 64 KiB. */
+        private String str32() {
+            final int length = in.getInt();
+            if (length < 0 || length > in.remaining()) {
+                throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+            }
+            return text(length);
+        }
+
+        private String text(final int length) {
+            if (length > in.remaining()) {
+                throw new FatalNativeException("Record batch has a text of " + length + " bytes where " + in.remaining() + " remain");
+            }
+            final String value = text(in.position(), length);
+            in.position(in.position() + length);
+            return value;
+        }
     }
 }

@@ -1,31 +1,34 @@
 package io.kinesnow.nifi.processors;
 
+import java.nio.ByteBuffer;
 import java.util.concurrent.ConcurrentLinkedQueue;
 
 /**
- * The arrays {@link ConsumeKinesis} lends the engine to write batches into, so a batch costs no new array of its size
- * (and the garbage collector no array of megabytes per batch). Each concurrent task holds at most one, so the pool
- * holds at most one array per concurrent task, each about one Max Batch Size long; arrays longer than
- * {@link #LARGEST_KEPT} are dropped instead of kept.
+ * The direct buffers {@link ConsumeKinesis} lends the engine to write batches into, so a batch costs no new buffer of
+ * its size. They are outside the Java heap (the engine writes into their memory, see {@code NativeBridge.pollDirect}):
+ * the garbage collector never copies or marks a batch, and no batch is a humongous array. Each concurrent task holds
+ * at most one, so the pool holds at most one buffer per concurrent task, each about one Max Batch Size long (the
+ * engine allocates them in steps of at most 1 MiB); buffers longer than {@link #LARGEST_KEPT} are dropped instead of
+ * kept, and freed by the JVM once unreachable (a dropped buffer's memory counts against MaxDirectMemorySize until then).
  */
 final class BatchArrays {
     static final int LARGEST_KEPT = 64 * 1024 * 1024;
 
-    private final ConcurrentLinkedQueue<byte[]> free = new ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<ByteBuffer> free = new ConcurrentLinkedQueue<>();
 
-    /** An array to lend, or null when none is free (the engine then allocates one). */
-    byte[] take() {
+    /** A buffer to lend, or null when none is free (the engine then allocates one). */
+    ByteBuffer take() {
         return free.poll();
     }
 
     /** Back into the pool once nothing refers into it any more (the batch decoded from it is written out). */
-    void give(final byte[] array) {
-        if (array != null && array.length <= LARGEST_KEPT) {
-            free.offer(array);
+    void give(final ByteBuffer buffer) {
+        if (buffer != null && buffer.isDirect() && buffer.capacity() <= LARGEST_KEPT) {
+            free.offer(buffer);
         }
     }
 
-    /** Frees every array, when the processor stops. */
+    /** Drops every buffer, when the processor stops. */
     void clear() {
         free.clear();
     }

@@ -41,6 +41,7 @@ import org.apache.nifi.logging.ComponentLog;
 import org.apache.nifi.serialization.RecordReaderFactory;
 import org.apache.nifi.serialization.RecordSetWriterFactory;
 
+import java.nio.ByteBuffer;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
@@ -62,8 +63,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "
         + "records read ahead, outside the Java heap, whatever the number of shards (a single record larger than that, up to "
         + "Kinesis' 10 MiB, is held alone), plus the GetRecords answers being read (one per fetch slot: Max Buffer Size / 10 MB, "
-        + "1 to 16 slots, each at most 10 MB); each concurrent task keeps one batch array (up to about Max Batch Size, or one "
-        + "larger record) on the heap between runs.")
+        + "1 to 16 slots, each at most 10 MB); each concurrent task keeps one batch buffer (up to about Max Batch Size, or one "
+        + "larger record) between runs, in direct memory outside the heap (counted against the JVM's MaxDirectMemorySize).")
 @SystemResourceConsideration(resource = SystemResource.NETWORK, description = "Reads each leased shard up to Kinesis' "
         + "limits (2 MiB/s per shard, 5 GetRecords calls a second, or an Enhanced Fan-Out subscription) and reads and writes "
         + "the DynamoDB lease table about once a second.")
@@ -438,8 +439,8 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
 
     @Override
     public void onTrigger(final ProcessContext context, final ProcessSession session) {
-        final byte[] lent = arrays.take();
-        byte[] bytes = null;
+        final ByteBuffer lent = arrays.take();
+        ByteBuffer bytes = null;
         try {
             final String notReady;
             try {
@@ -462,12 +463,12 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             }
             writeBatch(context, session, bytes);
         } finally {
-            // The FlowFiles' content is in the session by now (or the session is rolled back): the array is free.
+            // The FlowFiles' content is in the session by now (or the session is rolled back): the buffer is free.
             arrays.give(bytes != null ? bytes : lent);
         }
     }
 
-    private void writeBatch(final ProcessContext context, final ProcessSession session, final byte[] bytes) {
+    private void writeBatch(final ProcessContext context, final ProcessSession session, final ByteBuffer bytes) {
         final Settlement settlement = new Settlement(RecordBatch.batchIdOf(bytes));
         try {
             final RecordBatch batch = RecordBatch.decode(bytes);

@@ -4,6 +4,8 @@ import io.kinesnow.nifi.nativebridge.NativeBridge;
 import org.apache.nifi.context.PropertyContext;
 import org.apache.nifi.logging.ComponentLog;
 
+import java.nio.ByteBuffer;
+
 /** The native Kinesis consumer engine behind {@link ConsumeKinesis}. */
 final class NativeRecordSource implements RecordSource {
     private final NativeComponent component = new NativeComponent(NativeBridge.CONSUME_KINESIS);
@@ -28,8 +30,8 @@ final class NativeRecordSource implements RecordSource {
     }
 
     @Override
-    public byte[] poll(final byte[] reusable) {
-        return NativeBridge.poll(component.handle(), reusable);
+    public ByteBuffer poll(final ByteBuffer reusable) {
+        return NativeBridge.pollDirect(component.handle(), reusable);
     }
 
     @Override

@@ -17,7 +17,6 @@ import org.apache.nifi.serialization.WriteResult;
 import org.apache.nifi.serialization.record.Record;
 import org.apache.nifi.serialization.record.RecordSchema;
 
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -96,7 +95,7 @@ final class RecordFlowFiles {
 
     /** Reads one Kinesis record whole; any failure of the reader is the record's parse failure. */
     private Parsed read(final RecordBatch.FlowFileData kinesisRecord, final Map<String, String> variables) {
-        try (InputStream in = new ByteArrayInputStream(kinesisRecord.buffer(), kinesisRecord.offset(), kinesisRecord.length());
+        try (InputStream in = kinesisRecord.open();
              RecordReader reader = readerFactory.createRecordReader(variables, in, kinesisRecord.length(), log)) {
             final List<Record> records = new ArrayList<>();
             for (Record record = reader.nextRecord(); record != null; record = reader.nextRecord()) {

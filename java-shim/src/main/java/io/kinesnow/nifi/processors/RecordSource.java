@@ -3,6 +3,8 @@ package io.kinesnow.nifi.processors;
 import org.apache.nifi.context.PropertyContext;
 import org.apache.nifi.logging.ComponentLog;
 
+import java.nio.ByteBuffer;
+
 /**
  * What {@link ConsumeKinesis} asks of its engine: the native one ({@link NativeRecordSource}), or a stand-in in
  * tests of the processor's own logic (settling every batch on every path).
@@ -21,10 +23,11 @@ interface RecordSource {
     String startupStatus();
 
     /**
-     * The next batch in the {@link io.kinesnow.nifi.nativebridge.RecordBatch} layout, or null: written into {@code
-     * reusable} (may be null) when it is long enough, else into a new array.
+     * The next batch in the {@link io.kinesnow.nifi.nativebridge.RecordBatch} layout, or null: written into the direct
+     * buffer {@code reusable} (may be null) when it is long enough, else into a new direct buffer; the buffer holding
+     * it is returned.
      */
-    byte[] poll(byte[] reusable);
+    ByteBuffer poll(ByteBuffer reusable);
 
     /**
      * The Kinesis records of the batch in hand that Java sent to parse.failure ({@link

@@ -5,6 +5,7 @@ import org.junit.jupiter.api.Test;
 
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryMXBean;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
@@ -91,11 +92,15 @@ class NativeBridgeTest {
         assertEquals(0, NativeBridge.validate(NativeBridge.CONSUME_KINESIS, VALID_CONSUMER).length);
     }
 
-    /** Issue 34, item 8: a batch above 1 MiB is copied in pieces, outside a JNI critical section; it arrives whole. */
+    /** A batch of megabytes arrives whole in a new direct buffer, read through the 64 KiB chunks of writeTo. */
     @Test
-    void aBatchLongerThanTheCriticalSectionLimitArrivesWhole() throws Exception {
-        final byte[] small = NativeTestSupport.syntheticBatchInto(1, 1, 8, null);
-        final RecordBatch batch = RecordBatch.decode(NativeTestSupport.syntheticBatchInto(2, 300, 4096, small));
+    void aBatchOfMegabytesArrivesWholeInADirectBuffer() throws Exception {
+        final ByteBuffer small = NativeTestSupport.syntheticBatchDirect(1, 1, 8, null);
+        final ByteBuffer big = NativeTestSupport.syntheticBatchDirect(2, 300, 4096, small);
+        assertNotSame(small, big);
+        assertTrue(big.isDirect());
+        assertEquals(0, big.capacity() % (1024 * 1024), "beyond 1 MiB, allocated in 1 MiB steps");
+        final RecordBatch batch = RecordBatch.decode(big);
         assertEquals(600, batch.flowFileCount());
         final RecordBatch.FlowFileData f = batch.shards().get(1).flowFiles().get(299);
         final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
@@ -105,6 +110,15 @@ class NativeBridgeTest {
         for (int i = 0; i < data.length; i++) {
             assertEquals((byte) ((299 + i) % 251), data[i], "byte " + i);
         }
+        // Done with that batch: its buffer carries the next one, a FlowFile longer than writeTo's chunk.
+        final RecordBatch.FlowFileData whole = RecordBatch.decode(NativeTestSupport.syntheticBatchDirect(1, 1, 200_000, big))
+                .shards().get(0).flowFiles().get(0);
+        final java.io.ByteArrayOutputStream chunked = new java.io.ByteArrayOutputStream();
+        whole.writeTo(chunked);
+        assertEquals(200_000, chunked.size());
+        assertArrayEquals(whole.content(), chunked.toByteArray(), "more than one chunk");
+        assertArrayEquals(whole.content(), whole.open().readAllBytes());
+        assertEquals((byte) (199_999 % 251), whole.content()[199_999]);
     }
 
     @Test
@@ -163,7 +177,7 @@ class NativeBridgeTest {
     private static RecordBatch.FlowFileData kinesisRecord(final String previous, final long previousSub, final String last,
                                                           final long lastSub) {
         return new RecordBatch.FlowFileData(RecordBatch.ROUTE_SUCCESS, 1, last, lastSub, last, lastSub, previous, previousSub,
-                "key", 0, "", new byte[0], 0, 0);
+                "key", 0, "", ByteBuffer.allocate(0), 0, 0);
     }
 
     @Test
@@ -237,27 +251,40 @@ class NativeBridgeTest {
     }
 
     @Test
-    void aBatchIsWrittenIntoALentArrayThatFitsItAndReadsAsTheSameBatch() {
+    void aBatchIsWrittenIntoALentDirectBufferThatFitsItAndReadsAsTheSameBatch() {
         final byte[] fresh = NativeTestSupport.syntheticBatch(3, 50, 64);
-        final byte[] lent = new byte[fresh.length + 100_000];
-        Arrays.fill(lent, (byte) 0x55);
-        final byte[] got = NativeTestSupport.syntheticBatchInto(3, 50, 64, lent);
-        assertSame(lent, got, "the lent array is used");
-        assertArrayEquals(fresh, Arrays.copyOf(got, fresh.length));
-        assertEquals((byte) 0x55, got[fresh.length], "the rest of the array is left alone");
+        final byte[] garbage = new byte[fresh.length + 100_000];
+        Arrays.fill(garbage, (byte) 0x55);
+        final ByteBuffer lent = ByteBuffer.allocateDirect(garbage.length).put(0, garbage).position(7).limit(9);
+        final ByteBuffer got = NativeTestSupport.syntheticBatchDirect(3, 50, 64, lent);
+        assertSame(lent, got, "the lent buffer is used");
+        assertEquals(7, got.position(), "its position is left alone");
+        assertEquals(9, got.limit(), "and its limit");
+        assertArrayEquals(fresh, bytes(got, fresh.length));
+        assertEquals((byte) 0x55, got.duplicate().clear().get(fresh.length), "the rest of the buffer is left alone");
         assertEquals(describe(RecordBatch.decode(fresh)), describe(RecordBatch.decode(got)));
+        assertEquals(7, got.position(), "decoding leaves the position alone");
+        assertEquals(RecordBatch.batchIdOf(fresh), RecordBatch.batchIdOf(got));
     }
 
     @Test
-    void aLentArrayTooShortOrNoneGetsANewArrayInSteps() {
+    void aLentBufferTooShortNotDirectOrNoneGetsANewDirectBufferInSteps() {
         final byte[] fresh = NativeTestSupport.syntheticBatch(2, 10, 100);
-        for (final byte[] lent : new byte[][] {null, new byte[fresh.length - 1], new byte[0]}) {
-            final byte[] got = NativeTestSupport.syntheticBatchInto(2, 10, 100, lent);
+        for (final ByteBuffer lent : new ByteBuffer[] {null, ByteBuffer.allocateDirect(fresh.length - 1),
+                ByteBuffer.allocateDirect(0), ByteBuffer.allocate(fresh.length + 10)}) {
+            final ByteBuffer got = NativeTestSupport.syntheticBatchDirect(2, 10, 100, lent);
             assertNotSame(lent, got);
-            assertEquals(0, got.length % (64 * 1024), "allocated in 64 KiB steps, so it fits the next batches too");
-            assertArrayEquals(fresh, Arrays.copyOf(got, fresh.length));
+            assertTrue(got.isDirect());
+            assertEquals(0, got.capacity() % (64 * 1024), "allocated in 64 KiB steps, so it fits the next batches too");
+            assertArrayEquals(fresh, bytes(got, fresh.length));
             assertEquals(describe(RecordBatch.decode(fresh)), describe(RecordBatch.decode(got)));
         }
+    }
+
+    private static byte[] bytes(final ByteBuffer buffer, final int length) {
+        final byte[] out = new byte[length];
+        buffer.duplicate().clear().get(out);
+        return out;
     }
 
     @Test

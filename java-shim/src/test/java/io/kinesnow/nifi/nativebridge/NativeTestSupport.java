@@ -1,5 +1,7 @@
 package io.kinesnow.nifi.nativebridge;
 
+import java.nio.ByteBuffer;
+
 /**
  * The natives only tests and benchmarks call: synthetic batches, leak counters, a log flood and deliberate
  * failures. They live in the library the NAR ships, so the tests exercise that very library; this class is not
@@ -18,8 +20,11 @@ public final class NativeTestSupport {
     /** A deterministic batch in the {@link RecordBatch} layout, for benchmarks and codec tests. */
     public static native byte[] syntheticBatch(int shards, int recordsPerShard, int payloadBytes);
 
-    /** {@link #syntheticBatch} handed over the way {@link NativeBridge#poll} hands a batch over, into {@code reusable} if it fits. */
-    public static native byte[] syntheticBatchInto(int shards, int recordsPerShard, int payloadBytes, byte[] reusable);
+    /**
+     * {@link #syntheticBatch} handed over the way {@link NativeBridge#pollDirect} hands a batch over: into the direct
+     * buffer {@code reusable} if it fits, else into a new direct buffer.
+     */
+    public static native ByteBuffer syntheticBatchDirect(int shards, int recordsPerShard, int payloadBytes, ByteBuffer reusable);
 
     /** A batch of one shard and two FlowFiles whose first partition key is {@code keyBytes} UTF-8 bytes long; for tests. */
     public static native byte[] partitionKeyBatch(int keyBytes);

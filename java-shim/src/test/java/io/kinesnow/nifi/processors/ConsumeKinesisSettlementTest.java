@@ -97,8 +97,8 @@ class ConsumeKinesisSettlementTest {
         assertNull(engine.lent.get(0), "nothing to lend before the first batch");
         runner.run(1);
         assertEquals(List.of("poll 1", "nack 1", "poll 2", "ack 2"), engine.calls);
-        assertNotNull(engine.lent.get(1), "the first batch's array is lent to the next poll");
-        assertEquals(engine.records.length + 4096, engine.lent.get(1).length, "the array, not the batch");
+        assertNotNull(engine.lent.get(1), "the first batch's buffer is lent to the next poll");
+        assertEquals(engine.records.length + 4096, engine.lent.get(1).capacity(), "the buffer, not the batch");
         runner.assertTransferCount(ConsumeKinesis.REL_SUCCESS, 3);
         final List<MockFlowFile> written = runner.getFlowFilesForRelationship(ConsumeKinesis.REL_SUCCESS);
         final RecordBatch expected = RecordBatch.decode(engine.records);

@@ -16,8 +16,8 @@ class OneShardEngine implements RecordSource {
     final List<String> calls = new ArrayList<>();
     /** What each {@link #noteSkipped} call carried. */
     final List<byte[]> skipped = new ArrayList<>();
-    /** The array each {@link #poll} was lent (null for none). */
-    final List<byte[]> lent = new ArrayList<>();
+    /** The buffer each {@link #poll} was lent (null for none). */
+    final List<ByteBuffer> lent = new ArrayList<>();
     byte[] records;
     String startup;
     private long nextBatch = 1;
@@ -46,18 +46,18 @@ class OneShardEngine implements RecordSource {
     }
 
     @Override
-    public byte[] poll(final byte[] reusable) {
+    public ByteBuffer poll(final ByteBuffer reusable) {
         if (committed || inFlight != 0) {
             return null; // a shard whose batch is in flight hands nothing else out
         }
         inFlight = nextBatch++;
         calls.add("poll " + inFlight);
         lent.add(reusable);
-        // As the native engine does: into the lent array when it fits, else a new, longer one; the rest of the
-        // array is left as it was (garbage for the decoder to ignore).
-        final byte[] batch = reusable != null && reusable.length >= records.length ? reusable : garbage(records.length + 4096);
-        System.arraycopy(records, 0, batch, 0, records.length);
-        ByteBuffer.wrap(batch).putLong(8, inFlight);
+        // As the native engine does: into the lent direct buffer when it fits, else a new, longer one; the rest of
+        // the buffer is left as it was (garbage for the decoder to ignore), its position and limit untouched.
+        final ByteBuffer batch = reusable != null && reusable.capacity() >= records.length ? reusable : garbage(records.length + 4096);
+        batch.put(0, records);
+        batch.putLong(8, inFlight);
         return batch;
     }
 
@@ -89,9 +89,9 @@ class OneShardEngine implements RecordSource {
         inFlight = 0;
     }
 
-    private static byte[] garbage(final int length) {
+    private static ByteBuffer garbage(final int length) {
         final byte[] array = new byte[length];
         java.util.Arrays.fill(array, (byte) 0x55);
-        return array;
+        return ByteBuffer.allocateDirect(length).put(0, array);
     }
 }
