@@ -74,7 +74,8 @@ impl Sink {
     }
 
     /// Waits for the final outcomes of `flow_files` (already submitted): one given back (`Retry`) is submitted
-    /// again, as NiFi would take it from the queue again; panics naming what is missing after `timeout`.
+    /// again, as NiFi would take it from the queue again, and so is one asked for again (`Resend`), as Java hands
+    /// over a held FlowFile's content again; panics naming what is missing after `timeout`.
     fn settle(&self, flow_files: &[FlowFileIn], timeout: Duration) -> HashMap<i64, Outcome> {
         let by_id: HashMap<i64, &FlowFileIn> = flow_files.iter().map(|f| (f.id, f)).collect();
         let deadline = Instant::now() + timeout;
@@ -89,7 +90,9 @@ impl Sink {
             let mut again = vec![];
             for o in self.rt.block_on(self.engine().outcomes(Duration::from_millis(200), 10_000)) {
                 assert!(by_id.contains_key(&o.flow_file_id), "an outcome for a FlowFile never submitted: {o:?}");
-                if o.route == Route::Retry {
+                // Given back, or asked for again (its rows were dropped once appended and the channel reopened
+                // before the commit): handed over again, as Java does.
+                if matches!(o.route, Route::Retry | Route::Resend) {
                     again.push(by_id[&o.flow_file_id].clone());
                     continue;
                 }

@@ -494,9 +494,16 @@ impl ChannelWriter {
                 tokio::time::sleep(delay).await;
             }
             ApiError::PipeFailover(_) => {
-                warn!(component = self.settings.component, "channel {}: {e}; reconnecting and reopening", self.name());
+                // Backed off as a stale token is: an answer that keeps coming must not make a tight loop of reopens.
+                let delay = self.reopen_backoff.next_delay();
+                warn!(
+                    component = self.settings.component,
+                    "channel {}: {e}; reconnecting and reopening in {delay:?}",
+                    self.name()
+                );
                 self.api.reset_session().await;
                 self.book.close();
+                tokio::time::sleep(delay).await;
             }
             ApiError::Transient(_) | ApiError::Protocol(_) => {
                 let delay = self.backoff.next_delay();
