@@ -92,8 +92,10 @@ pub(super) async fn hand_over(
 }
 
 /// Appends the user records of `planned` that `committed` does not cover to `ready`, each holding
-/// its part of `reservation`, the bytes reserved for all of them; what is left goes back to the
-/// budget.
+/// its part of `reservation`, the bytes reserved for all of them ([`Reservation::split_share`]:
+/// its cost, or when the reservation was clamped to the whole budget, its share of it, so the
+/// budget is all free again only once every one of them is committed); what is left (the index
+/// the expansion counted, records the checkpoint covers) goes back to the budget.
 fn materialise(
     planned: Planned,
     mut reservation: Reservation,
@@ -101,11 +103,19 @@ fn materialise(
     ready: &mut Vec<Buffered>,
 ) {
     ready.reserve(planned.len());
+    let first = ready.len();
     planned.expand(|record| {
         if !committed.is_some_and(|p| covered(p, &record)) {
-            ready.push(Buffered { reservation: reservation.split(record.cost()), record });
+            ready.push(Buffered { reservation: Reservation::empty(), record });
         }
     });
+    let added = &mut ready[first..];
+    let mut remaining: u64 = added.iter().map(|b| b.record.cost()).sum();
+    for b in added {
+        let cost = b.record.cost();
+        b.reservation = reservation.split_share(cost, remaining);
+        remaining -= cost;
+    }
 }
 
 /// Whether the checkpoint covers a record about to be buffered. A record with the KPL magic that is
