@@ -7,7 +7,12 @@
 //! reservation is clamped to the whole budget, so it waits until every byte is free (the semaphore
 //! is fair: smaller reservations queued after it wait too) and then holds all of them: it is
 //! admitted alone, nothing else is admitted until it is given back, and the consumer always makes
-//! progress. Records held then total the larger of the budget and that one record's cost.
+//! progress. Records held then total the larger of the budget and that one record's cost. Its bytes
+//! are shared among the records of the expansion in proportion to their costs
+//! ([`Reservation::split_share`]), so they come back as those records are committed and the whole
+//! budget is free again only once the last of them is: giving the clamped bytes to the first
+//! records alone freed the budget while most of the expansion was still held, and a second one
+//! was admitted beside it (issue 50).
 
 use std::sync::Arc;
 
@@ -84,6 +89,22 @@ impl Reservation {
         Reservation { permit: part }
     }
 
+    /// Splits off the part of a record costing `cost` bytes, when `remaining` bytes of records (this
+    /// one included) are still to get their parts of this reservation. If it holds all they cost,
+    /// that is the record's cost. If it holds less (an admission clamped to the whole budget: one
+    /// record or KPL expansion larger than the budget), each record gets its cost's share of what is
+    /// left, and the last record all that remains: the budget's bytes come back as the records are
+    /// committed, all of them only with the last, so nothing larger than what is already given back
+    /// is admitted while any of them is held (see the module doc).
+    pub fn split_share(&mut self, cost: u64, remaining: u64) -> Reservation {
+        let held = self.bytes();
+        if held >= remaining {
+            return self.split(cost);
+        }
+        let share = (cost as u128 * held as u128 / remaining.max(1) as u128) as u64;
+        self.split(if cost >= remaining { held } else { share })
+    }
+
     pub fn empty() -> Reservation {
         Reservation { permit: None }
     }
@@ -143,6 +164,42 @@ mod tests {
         assert_eq!((big.bytes(), budget.available()), (1000, 0), "alone, with the whole budget");
         drop(big);
         assert_eq!(budget.available(), 1000);
+    }
+
+    /// An admission clamped to the budget gives its bytes back in proportion as its records go, and
+    /// the last of them gives back all that remains; an admission that holds all its records cost
+    /// gives each its cost, and what is left over stays with it.
+    #[tokio::test]
+    async fn shares_of_a_clamped_admission_come_back_only_with_its_last_record() {
+        let budget = MemoryBudget::new(1000);
+        let mut all = budget.reserve(4000).await; // ten records of 400 bytes
+        let mut remaining = 4000;
+        let mut parts = Vec::new();
+        for _ in 0..10 {
+            parts.push(all.split_share(400, remaining));
+            remaining -= 400;
+        }
+        assert_eq!(all.bytes(), 0);
+        assert_eq!(parts.iter().map(Reservation::bytes).collect::<Vec<_>>(), vec![100; 10]);
+        let last = parts.pop().unwrap();
+        drop(parts);
+        assert_eq!(budget.available(), 900, "while one record is held, the whole budget is not free");
+        drop(last);
+        assert_eq!(budget.available(), 1000);
+
+        let mut uneven = budget.reserve(3 * 700).await; // 700, 700, 700: clamped to 1000
+        let a = uneven.split_share(700, 2100);
+        let b = uneven.split_share(700, 1400);
+        let c = uneven.split_share(700, 700);
+        assert_eq!((a.bytes(), b.bytes(), c.bytes(), uneven.bytes()), (333, 333, 334, 0), "they add up to 1000");
+        drop((a, b, c));
+
+        let mut roomy = budget.reserve(900).await; // 600 bytes of records and 300 of an index
+        let a = roomy.split_share(200, 600);
+        let b = roomy.split_share(400, 400);
+        assert_eq!((a.bytes(), b.bytes(), roomy.bytes()), (200, 400, 300), "exact costs; the rest stays");
+        drop(roomy);
+        assert_eq!(budget.available(), 400);
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
+use super::budget::Reservation;
 use super::shared::Shared;
 use super::state::Buffered;
 use crate::kinesis::deaggregate::{self, Outcome, Planned};
@@ -67,7 +68,7 @@ pub(super) async fn hand_over(
         let planned = deaggregate::plan(record);
         whole.note(&planned);
         let cost = planned.cost();
-        let mut reservation = match shared.budget.try_reserve(cost) {
+        let reservation = match shared.budget.try_reserve(cost) {
             Some(reservation) => reservation,
             None => {
                 if !ready.is_empty() {
@@ -81,18 +82,40 @@ pub(super) async fn hand_over(
                 shared.budget.reserve(cost).await
             }
         };
-        ready.reserve(planned.len());
-        planned.expand(|record| {
-            if !committed.is_some_and(|p| covered(p, &record)) {
-                ready.push(Buffered { reservation: reservation.split(record.cost()), record });
-            }
-        });
+        materialise(planned, reservation, committed, &mut ready);
         ready_fetched_cost += fetched_cost;
     }
     whole.warn(shared, shard_id);
     let pushed = shared.push(shard_id, generation, ready, millis_behind, ended);
     admitted(ready_fetched_cost);
     pushed
+}
+
+/// Appends the user records of `planned` that `committed` does not cover to `ready`, each holding
+/// its part of `reservation`, the bytes reserved for all of them ([`Reservation::split_share`]:
+/// its cost, or when the reservation was clamped to the whole budget, its share of it, so the
+/// budget is all free again only once every one of them is committed); what is left (the index
+/// the expansion counted, records the checkpoint covers) goes back to the budget.
+fn materialise(
+    planned: Planned,
+    mut reservation: Reservation,
+    committed: Option<&Position>,
+    ready: &mut Vec<Buffered>,
+) {
+    ready.reserve(planned.len());
+    let first = ready.len();
+    planned.expand(|record| {
+        if !committed.is_some_and(|p| covered(p, &record)) {
+            ready.push(Buffered { reservation: Reservation::empty(), record });
+        }
+    });
+    let added = &mut ready[first..];
+    let mut remaining: u64 = added.iter().map(|b| b.record.cost()).sum();
+    for b in added {
+        let cost = b.record.cost();
+        b.reservation = reservation.split_share(cost, remaining);
+        remaining -= cost;
+    }
 }
 
 /// Whether the checkpoint covers a record about to be buffered. A record with the KPL magic that is
@@ -173,6 +196,79 @@ mod tests {
             approximate_arrival_ms: 0,
             data: data.to_vec(),
         }
+    }
+
+    /// Issue 50: two KPL aggregates of one shard, each expanding to more than the whole budget (a
+    /// 10 MiB aggregate of 100,000 small records is about 27 MB of records; here 2,000 records of
+    /// 80 bytes, about 540 KB, with a 64 KiB budget). The first is admitted alone with the whole
+    /// budget, clamped; NiFi then takes and commits small batches while the reader tries to admit
+    /// the second after each commit, as `hand_over` does. The second must wait until the first is
+    /// all given back: the engine holds at most the larger of the budget and one expansion. Before
+    /// the fix the budget came back whole once the first records of the expansion (those that held
+    /// its bytes) were committed, and the second was admitted while most of the first was still
+    /// buffered (the 40.4 MB `large_records` saw in a busy suite).
+    #[tokio::test]
+    async fn a_second_expansion_larger_than_the_budget_waits_until_the_first_is_all_given_back() {
+        use crate::consumer::budget::MemoryBudget;
+        use crate::consumer::ledger::Ledger;
+        use crate::lease::{Checkpoint, Lease};
+
+        const BUDGET: u64 = 64 * 1024;
+        let aggregate = |sequence_number: &str| {
+            let users: Vec<(String, Vec<u8>)> = (0..2_000).map(|i| (format!("pk-{i}"), vec![b'u'; 80])).collect();
+            let data = deaggregate::aggregate(&users);
+            deaggregate::plan(KinesisRecord {
+                sequence_number: sequence_number.into(),
+                sub_sequence_number: None,
+                partition_key: "outer".into(),
+                approximate_arrival_ms: 0,
+                data,
+            })
+        };
+        let first = aggregate("100");
+        let mut second = Some(aggregate("200"));
+        let one_expansion = first.cost();
+        assert!(one_expansion > 4 * BUDGET, "each expands to {one_expansion} bytes, far more than the budget");
+
+        let budget = MemoryBudget::new(BUDGET);
+        let mut ledger = Ledger::new();
+        let lease =
+            Lease { shard_id: "s".into(), owner: "me".into(), counter: 1, checkpoint: Checkpoint::None, loaded: None };
+        let generation = ledger.start(lease, None, vec![], None).generation;
+        let admit = |planned: Planned, reservation: Reservation, ledger: &mut Ledger| {
+            let mut ready = Vec::new();
+            materialise(planned, reservation, None, &mut ready);
+            assert!(ledger.push("s", generation, ready, 0, None));
+        };
+        let reservation = budget.try_reserve(first.cost()).expect("the budget is free");
+        assert_eq!(reservation.bytes(), BUDGET, "clamped to the whole budget");
+        admit(first, reservation, &mut ledger);
+
+        let mut delivered = Vec::new();
+        while let Some(batch) = ledger.take(4 * 1024) {
+            delivered.extend(
+                batch
+                    .shards
+                    .iter()
+                    .flat_map(|s| &s.records)
+                    .map(|r| (r.sequence_number.clone(), r.sub_sequence_number)),
+            );
+            ledger.ack(batch.id).expect("a batch acknowledged once");
+            if let Some(reservation) = second.as_ref().and_then(|planned| budget.try_reserve(planned.cost())) {
+                admit(second.take().expect("pending"), reservation, &mut ledger);
+            }
+            let held: u64 = ledger.buffered_records().map(KinesisRecord::cost).sum();
+            assert!(
+                held <= BUDGET.max(one_expansion),
+                "held {held} bytes of records after {} were delivered: more than one expansion ({one_expansion})",
+                delivered.len()
+            );
+        }
+        assert!(second.is_none(), "the second aggregate was admitted once the first was all given back");
+        let expected: Vec<_> =
+            ["100", "200"].iter().flat_map(|seq| (0..2_000u64).map(|sub| (seq.to_string(), Some(sub)))).collect();
+        assert!(delivered == expected, "every user record once, in order");
+        assert_eq!(budget.available(), BUDGET, "every byte given back");
     }
 
     #[test]
