@@ -398,7 +398,11 @@ mod tests {
         assert!(layout.content(SHARD, &mut empty).unwrap().starts_with(b"{ \"kinesisMetadata\":{"));
         let mut pretty = record(b"{\n  \"a\" : \"b c\\\"\\n\",\r\n\t\"d\": [ 1 , 2 ]\n}\n", None, "k");
         let out = layout.content(SHARD, &mut pretty).unwrap();
-        assert!(out.starts_with(br#"{"a":"b c\"\n","d":[1,2],"kinesisMetadata":{"#), "{}", String::from_utf8_lossy(&out));
+        assert!(
+            out.starts_with(br#"{"a":"b c\"\n","d":[1,2],"kinesisMetadata":{"#),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
     }
 
     #[test]
@@ -462,7 +466,8 @@ mod tests {
         }
     }
 
-    const KEYS: &[&str] = &["a", "b", "id", "kinesisMetadata", "a\\u0062", "ab", "\\/", "/", "\u{e9}", "\\u00e9", "x y"];
+    const KEYS: &[&str] =
+        &["a", "b", "id", "kinesisMetadata", "a\\u0062", "ab", "\\/", "/", "\u{e9}", "\\u00e9", "x y"];
 
     fn space(rng: &mut StdRng, out: &mut String) {
         while rng.random_bool(0.15) {
@@ -564,7 +569,9 @@ mod tests {
 
     fn random_text(rng: &mut StdRng) -> String {
         (0..rng.random_range(0..12))
-            .map(|_| ['a', '"', '\\', '\u{1}', '\u{7f}', '\u{e9}', '\u{1f600}', '/', '\n', '0'][rng.random_range(0..10)])
+            .map(|_| {
+                ['a', '"', '\\', '\u{1}', '\u{7f}', '\u{e9}', '\u{1f600}', '/', '\n', '0'][rng.random_range(0..10)]
+            })
             .collect()
     }
 
@@ -579,7 +586,10 @@ mod tests {
             tenure: None,
             previous: None,
         });
-        assert_eq!(out.flow_files.iter().map(|f| f.route).collect::<Vec<_>>(), vec![Route::ParseFailure, Route::Success]);
+        assert_eq!(
+            out.flow_files.iter().map(|f| f.route).collect::<Vec<_>>(),
+            vec![Route::ParseFailure, Route::Success]
+        );
         assert_eq!(out.flow_files[0].content, b"[1]");
     }
 }
