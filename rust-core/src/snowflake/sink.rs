@@ -454,7 +454,7 @@ impl SinkEngine {
             Err(problem) => {
                 return error!(
                     component = self.settings.component,
-                    "FlowFile {} asked back by channel {channel}: {problem} (it resolved before); its channel sends it                      to failure if it reopens without it",
+                    "FlowFile {} asked back by channel {channel}: {problem}; the channel waits for it: stop and start PutSnowflake to hand it over again",
                     flow_file.id
                 )
             }
@@ -473,7 +473,9 @@ impl SinkEngine {
                 self.in_flight_bytes.fetch_sub(bytes, Ordering::AcqRel);
                 error!(
                     component = self.settings.component,
-                    "FlowFile {} asked back by channel {channel}: {e}", flow_file.id
+                    "FlowFile {} asked back by channel {channel}: {e}; the channel waits for it: stop and start \
+                     PutSnowflake to hand it over again",
+                    flow_file.id
                 );
             }
         }
