@@ -373,6 +373,9 @@ pub struct ChannelBook {
     /// The appends answered within the last [`APPEND_WINDOW`] and their NDJSON bytes, oldest first.
     answered_bytes: VecDeque<(Instant, usize)>,
     errors_seen: u64,
+    /// A FlowFile may be lined up without its rows and not yet asked for: [`ChannelBook::resends_due`]
+    /// walks the line only then (it runs on every turn of the writer's loop).
+    unasked: bool,
     /// FlowFiles accepted so far: the next one's serial.
     accepted: u64,
 }
@@ -411,6 +414,7 @@ impl ChannelBook {
             answered_bytes: VecDeque::with_capacity(APPENDS_PER_SECOND),
             errors_seen: 0,
             accepted: 0,
+            unasked: false,
         }
     }
 
@@ -504,6 +508,7 @@ impl ChannelBook {
             Delivery::AtLeastOnce => {
                 for p in &mut self.line {
                     p.reopened();
+                    self.unasked |= p.dropped();
                     line_up(p, &mut self.high, &mut self.assigned);
                 }
                 self.line_in_order = false;
@@ -756,21 +761,25 @@ impl ChannelBook {
     /// reserves: while `may_reserve` allows it, and at least one of the channel's at a time (so the
     /// line moves even when the budget is full of FlowFiles behind it).
     pub fn resends_due(&mut self, mut may_reserve: impl FnMut(u64) -> bool) -> Vec<(i64, u64)> {
-        let mut outstanding = self.line.iter().any(|p| p.awaiting.as_ref().is_some_and(|a| a.requested));
         let mut due = Vec::new();
+        if !self.unasked {
+            return due;
+        }
+        let mut outstanding = self.line.iter().any(|p| p.awaiting.as_ref().is_some_and(|a| a.requested));
         for p in &mut self.line {
             let Some(awaiting) = p.awaiting.as_mut() else { continue };
             if awaiting.requested {
                 continue;
             }
             if outstanding && !may_reserve(p.taken_bytes) {
-                break;
+                return due; // the rest when the budget has room
             }
             awaiting.requested = true;
             outstanding = true;
             p.reserved = p.taken_bytes;
             due.push((p.id, p.taken_bytes));
         }
+        self.unasked = false;
         due
     }
 
@@ -916,6 +925,7 @@ impl ChannelBook {
             );
             return Some(self.outcome(p, Route::Reload, message));
         }
+        self.unasked |= p.dropped();
         line_up(&mut p, &mut self.high, &mut self.assigned);
         self.push_line(p);
         None
