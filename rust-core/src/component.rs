@@ -16,6 +16,7 @@ use crate::consumer::output::Layout;
 use crate::consumer::output::ShardFlowFiles;
 use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
+use crate::feedback::parse_failures::Scope;
 use crate::feedback::{BoardHandle, LinkKey, Skip};
 use crate::snowflake::take_order::Candidate;
 use crate::snowflake::{FlowFileIn, Outcome, SinkEngine, SinkError, SinkSettings};
@@ -198,7 +199,7 @@ impl Component {
             output: config.output_strategy,
         };
         let shards: Vec<_> = shards.into_iter().map(|s| layout.shard(s)).collect();
-        note_parse_failures(engine.board(), &config.stream_name, engine.link(), &shards);
+        note_parse_failures(engine.board(), &note_scope(config), engine.link(), &shards);
         let link = engine.link().map_or(String::new(), |k| k.stream.clone());
         Ok(Some(OutgoingBatch::new(id, link, shards, move |id| engine.nack(id))))
     }
@@ -208,7 +209,7 @@ impl Component {
     /// `SNOWFLAKE_COMMIT`, the chain of their lease) passes over them.
     pub fn note_skipped(&self, skips: Vec<Skip>) -> Result<(), ComponentError> {
         let (engine, config) = self.consumer()?;
-        note_skips(engine.board(), &config.stream_name, engine.link(), skips);
+        note_skips(engine.board(), &note_scope(config), engine.link(), skips);
         Ok(())
     }
 
@@ -288,7 +289,13 @@ fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> S
 
 /// Records routed to `parse.failure` never reach PutSnowflake: the order its channels keep passes
 /// over them (`feedback::parse_failures`), and so does a tracked lease's chain (see `feedback`).
-fn note_parse_failures(board: &BoardHandle, stream: &str, key: Option<&LinkKey>, shards: &[ShardFlowFiles]) {
+/// The flow this consumer's notes belong to: what its FlowFiles' attributes name (Application Name,
+/// `aws.kinesis.region`, `aws.kinesis.stream.name`), which is how PutSnowflake finds the notes.
+fn note_scope(config: &ConsumeKinesisConfig) -> Scope {
+    Scope::new(&config.application_name, &config.region, &config.stream_name)
+}
+
+fn note_parse_failures(board: &BoardHandle, scope: &Scope, key: Option<&LinkKey>, shards: &[ShardFlowFiles]) {
     use crate::consumer::output::Route;
     use crate::kinesis::position::Position;
     let failures = shards.iter().flat_map(|s| {
@@ -299,16 +306,16 @@ fn note_parse_failures(board: &BoardHandle, stream: &str, key: Option<&LinkKey>,
             last: Position::new(f.last_sequence.clone(), f.last_sub),
         })
     });
-    note_skips(board, stream, key, failures);
+    note_skips(board, scope, key, failures);
 }
 
 /// Tells PutSnowflake's order and, for tracked leases, the board of skipped records, locking each
 /// only when there is one.
-fn note_skips(handle: &BoardHandle, stream: &str, key: Option<&LinkKey>, skips: impl IntoIterator<Item = Skip>) {
+fn note_skips(handle: &BoardHandle, scope: &Scope, key: Option<&LinkKey>, skips: impl IntoIterator<Item = Skip>) {
     let mut board = None;
     let mut noted = None;
     for Skip { shard, tenure, previous, last } in skips {
-        noted.get_or_insert_with(|| handle.parse_failures()).note(stream, &shard, previous.clone(), &last);
+        noted.get_or_insert_with(|| handle.parse_failures()).note(scope, &shard, previous.clone(), &last);
         if let (Some(key), Some(tenure)) = (key, tenure) {
             board.get_or_insert_with(|| handle.lock()).skipped(key, &shard, tenure, previous, last);
         }
@@ -335,13 +342,13 @@ mod tests {
             ("shard-1", -1, Some(at("13")), at("14")),
         ]);
         let skips = crate::ffi::skips::decode(&skips).unwrap();
-        note_skips(&BoardHandle::process(), "record-gap", None, skips.clone());
+        let scope = Scope::new("app", "us-east-1", "record-gap");
+        note_skips(&BoardHandle::process(), &scope, None, skips.clone());
         assert_eq!(chain("12"), Chain::Broken, "no link: nothing to note on the board");
-        let noted = |previous: &str| {
-            crate::feedback::parse_failures::noted().before_failures("record-gap", "shard-1", at(previous))
-        };
+        let noted =
+            |previous: &str| crate::feedback::parse_failures::noted().before_failures(&scope, "shard-1", at(previous));
         assert_eq!(noted("14"), Some(at("11")), "PutSnowflake's order passes over all three, link or not");
-        note_skips(&BoardHandle::process(), "record-gap", Some(&key), skips);
+        note_skips(&BoardHandle::process(), &scope, Some(&key), skips);
         assert_eq!(chain("13"), Chain::Linked, "12 and 13 went to parse.failure: the next FlowFile follows on");
         assert_eq!(chain("14"), Chain::Broken, "14's skip names no lease");
     }

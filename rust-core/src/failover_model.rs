@@ -593,6 +593,7 @@ impl Model {
                             follows: Follows::Unknown,
                             shared: true,
                             resent: false,
+                            passes: None,
                         },
                         self.now,
                     );
@@ -627,7 +628,15 @@ impl Model {
             let Some(f) = self.nodes[n].taken.get(&id) else { continue };
             let rows =
                 f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
-            let work = Work { flow_file_id: id, rows, bytes: 1, follows: Follows::Unknown, shared: true, resent: true };
+            let work = Work {
+                flow_file_id: id,
+                rows,
+                bytes: 1,
+                follows: Follows::Unknown,
+                shared: true,
+                resent: true,
+                passes: None,
+            };
             match self.nodes[n].book.refill(work) {
                 Refilled::Taken { done, .. } => self.settle(n, done),
                 Refilled::Unknown { .. } => panic!("FlowFile {id} asked back and held, but the book does not know it"),
@@ -729,9 +738,10 @@ impl Model {
             let rows =
                 f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
             self.nodes[n].taken.insert(f.id, f.clone());
-            let done = self.nodes[n]
-                .book
-                .accept(Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true, resent: false }, self.now);
+            let done = self.nodes[n].book.accept(
+                Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true, resent: false, passes: None },
+                self.now,
+            );
             self.settle(n, done);
         }
         let (done, passed) = self.nodes[n].book.pass_stuck(self.now, std::time::Duration::ZERO);

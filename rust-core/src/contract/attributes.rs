@@ -51,7 +51,7 @@ attributes! {
     PREVIOUS_SUB = "kinesnow.previous.subsequence.number";
     /// With Failover Position SNOWFLAKE_COMMIT: the stream's ARN, which links PutSnowflake's reports to this consumer.
     STREAM_ARN = "kinesnow.stream.arn";
-    /// With Failover Position SNOWFLAKE_COMMIT: the Application Name.
+    /// The Application Name: the flow the records belong to (PutSnowflake passes over the records this flow never loads, see parse.failure).
     APPLICATION = "kinesnow.application.name";
     /// With Failover Position SNOWFLAKE_COMMIT: the NiFi node that read the records.
     NODE = "kinesnow.node";

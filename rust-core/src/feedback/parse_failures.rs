@@ -1,7 +1,15 @@
-//! Records ConsumeKinesis routed to `parse.failure`, for PutSnowflake in the same JVM: they never
-//! reach it, so a FlowFile that names one of them as the record before it (see `snowflake::book`,
-//! `Follows`) follows on from the record before *that* one. Noted before NiFi commits the batch, so
-//! PutSnowflake never sees the later FlowFile first.
+//! Records that never load, for PutSnowflake in the same JVM: those ConsumeKinesis routed to
+//! `parse.failure` (they never reach PutSnowflake; noted before NiFi commits the batch, so
+//! PutSnowflake never sees the later FlowFile first) and those of FlowFiles PutSnowflake itself sent
+//! to `invalid`, `empty` or `failure` as rows no append can carry. A FlowFile that names one of them
+//! as the record before it (see `snowflake::book`, `Follows`) follows on from the record before
+//! *that* one, at once, instead of waiting Order Wait for a record that never comes.
+//!
+//! Notes belong to the flow that made them ([`Scope`]: Application Name, region and stream), so a
+//! same-named stream of another region, or another Application Name reading the same stream, never
+//! passes over a record on the strength of this flow's note. A record noted here and repaired
+//! downstream (ReplaceText, Jolt) is not skipped when it comes after all: the channel remembers what
+//! it passed over (`snowflake::book`, gaps) and sends it back for the at-least-once channels.
 //!
 //! Memory: at most [`MAX_NOTED`] records across every stream and shard of the JVM; the oldest is
 //! forgotten first, which can only make a FlowFile wait for a record that never comes (the channel
@@ -15,8 +23,23 @@ use crate::kinesis::position::Position;
 
 pub const MAX_NOTED: usize = 65_536;
 
-/// A record: stream name, shard id, sequence number, sub-sequence number.
-type RecordKey = (String, String, String, Option<u64>);
+/// The flow a note belongs to: the consumer's Application Name (empty when the FlowFile does not
+/// name one), region (empty when unknown) and stream name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Scope {
+    pub application: String,
+    pub region: String,
+    pub stream: String,
+}
+
+impl Scope {
+    pub fn new(application: &str, region: &str, stream: &str) -> Self {
+        Self { application: application.to_owned(), region: region.to_owned(), stream: stream.to_owned() }
+    }
+}
+
+/// A record: its flow, shard id, sequence number, sub-sequence number.
+type RecordKey = (Scope, String, String, Option<u64>);
 
 #[derive(Default)]
 pub struct ParseFailures {
@@ -25,14 +48,15 @@ pub struct ParseFailures {
     order: VecDeque<RecordKey>,
 }
 
-fn key(stream: &str, shard: &str, p: &Position) -> RecordKey {
-    (stream.to_owned(), shard.to_owned(), p.sequence_number.clone(), p.sub_sequence_number)
+fn key(scope: &Scope, shard: &str, p: &Position) -> RecordKey {
+    (scope.clone(), shard.to_owned(), p.sequence_number.clone(), p.sub_sequence_number)
 }
 
 impl ParseFailures {
-    /// Record `last` of `shard` went to `parse.failure`; `previous` was read just before it.
-    pub fn note(&mut self, stream: &str, shard: &str, previous: Option<Position>, last: &Position) {
-        let k = key(stream, shard, last);
+    /// The records of `shard` after `previous` up to `last` never load (`previous` was read just
+    /// before them; `None`: none, from the shard's start).
+    pub fn note(&mut self, scope: &Scope, shard: &str, previous: Option<Position>, last: &Position) {
+        let k = key(scope, shard, last);
         if self.before.insert(k.clone(), previous).is_none() {
             self.order.push_back(k);
         }
@@ -45,13 +69,13 @@ impl ParseFailures {
 
     /// The record a FlowFile whose record before is `previous` really follows on from: back over
     /// every record routed to `parse.failure` (`None`: none before it).
-    pub fn before_failures(&self, stream: &str, shard: &str, previous: Position) -> Option<Position> {
+    pub fn before_failures(&self, scope: &Scope, shard: &str, previous: Position) -> Option<Position> {
         if self.is_empty() {
             return Some(previous);
         }
         let mut current = previous;
         for _ in 0..=MAX_NOTED {
-            match self.before.get(&key(stream, shard, &current)) {
+            match self.before.get(&key(scope, shard, &current)) {
                 Some(Some(earlier)) => current = earlier.clone(),
                 Some(None) => return None,
                 None => return Some(current),
@@ -85,28 +109,44 @@ mod tests {
         Position::new(seq, None)
     }
 
+    fn scope(stream: &str) -> Scope {
+        Scope::new("app", "us-east-1", stream)
+    }
+
     #[test]
     fn a_flow_file_after_failed_records_follows_the_record_before_them() {
         let mut f = ParseFailures::default();
-        f.note("s", "shard-1", Some(at("10")), &at("11"));
-        f.note("s", "shard-1", Some(at("11")), &at("12"));
-        assert_eq!(f.before_failures("s", "shard-1", at("12")), Some(at("10")));
-        assert_eq!(f.before_failures("s", "shard-1", at("13")), Some(at("13")), "13 reached PutSnowflake");
-        assert_eq!(f.before_failures("s", "shard-2", at("12")), Some(at("12")), "another shard");
-        assert_eq!(f.before_failures("t", "shard-1", at("12")), Some(at("12")), "another stream");
-        f.note("s", "shard-1", None, &at("1"));
-        assert_eq!(f.before_failures("s", "shard-1", at("1")), None, "the lease's first record failed: nothing before");
+        f.note(&scope("s"), "shard-1", Some(at("10")), &at("11"));
+        f.note(&scope("s"), "shard-1", Some(at("11")), &at("12"));
+        assert_eq!(f.before_failures(&scope("s"), "shard-1", at("12")), Some(at("10")));
+        assert_eq!(f.before_failures(&scope("s"), "shard-1", at("13")), Some(at("13")), "13 reached PutSnowflake");
+        assert_eq!(f.before_failures(&scope("s"), "shard-2", at("12")), Some(at("12")), "another shard");
+        assert_eq!(f.before_failures(&scope("t"), "shard-1", at("12")), Some(at("12")), "another stream");
+        let other_app = Scope::new("other-app", "us-east-1", "s");
+        assert_eq!(f.before_failures(&other_app, "shard-1", at("12")), Some(at("12")), "another Application Name");
+        let other_region = Scope::new("app", "eu-west-1", "s");
+        assert_eq!(f.before_failures(&other_region, "shard-1", at("12")), Some(at("12")), "another region");
+        f.note(&scope("s"), "shard-1", None, &at("1"));
+        assert_eq!(
+            f.before_failures(&scope("s"), "shard-1", at("1")),
+            None,
+            "the lease's first record failed: nothing before"
+        );
     }
 
     #[test]
     fn memory_is_bounded_and_the_oldest_is_forgotten() {
         let mut f = ParseFailures::default();
         for n in 0..(MAX_NOTED as u64 + 10) {
-            f.note("s", "shard-1", Some(at(&n.to_string())), &at(&(n + 1).to_string()));
+            f.note(&scope("s"), "shard-1", Some(at(&n.to_string())), &at(&(n + 1).to_string()));
         }
         assert_eq!(f.len(), MAX_NOTED);
-        assert_eq!(f.before_failures("s", "shard-1", at("5")), Some(at("5")), "forgotten: it waits, never skips");
+        assert_eq!(
+            f.before_failures(&scope("s"), "shard-1", at("5")),
+            Some(at("5")),
+            "forgotten: it waits, never skips"
+        );
         let last = (MAX_NOTED as u64 + 10).to_string();
-        assert_eq!(f.before_failures("s", "shard-1", at(&last)), Some(at("10")));
+        assert_eq!(f.before_failures(&scope("s"), "shard-1", at(&last)), Some(at("10")));
     }
 }

@@ -149,6 +149,35 @@ pub struct Work {
     pub shared: bool,
     /// The rows of a FlowFile the channel asked back ([`Route::Resend`]), not a new FlowFile.
     pub resent: bool,
+    /// The record the FlowFile names as read just before its first row, when `follows` is an
+    /// earlier one because the records between never load (`feedback::parse_failures`): lining it up
+    /// passes over them, and the channel remembers them as a gap, so a record among them that comes
+    /// after all (repaired downstream) is loaded at least once, never skipped.
+    pub passes: Option<OffsetToken>,
+}
+
+/// The id of a [`Work::pass`]: no FlowFile's (NiFi's ids are never negative).
+pub const PASS_ID: i64 = i64::MIN;
+
+impl Work {
+    /// Not a FlowFile: the records after `follows` up to `upto` never load (PutSnowflake sent their
+    /// FlowFile to `invalid`, `empty` or `failure`). FlowFiles of the channel already waiting for
+    /// `upto` follow `follows` instead ([`ChannelBook::accept`]).
+    pub fn pass(follows: Follows, upto: OffsetToken) -> Self {
+        Self {
+            flow_file_id: PASS_ID,
+            rows: Vec::new(),
+            bytes: 0,
+            follows,
+            shared: false,
+            resent: false,
+            passes: Some(upto),
+        }
+    }
+
+    pub fn is_pass(&self) -> bool {
+        self.flow_file_id == PASS_ID
+    }
 }
 
 /// A FlowFile's outcome and the in-flight bytes it gives back.
@@ -176,6 +205,8 @@ struct Pending {
     /// Lined up without its rows (dropped, then the channel reopened): the line waits for them.
     awaiting: Option<Awaiting>,
     follows: Follows,
+    /// See [`Work::passes`]; taken when the FlowFile is first lined up.
+    passes: Option<OffsetToken>,
     shared: bool,
     /// Rows before this index were sent since the last open, or need not be sent.
     next_row: usize,
@@ -200,6 +231,7 @@ impl Pending {
             reserved: 0,
             awaiting: None,
             follows: work.follows,
+            passes: work.passes,
             shared: work.shared,
             next_row: 0,
             skipped: 0,
@@ -458,6 +490,9 @@ impl ChannelBook {
     /// Queues a FlowFile's rows; returns what is done already (an empty FlowFile, rows that were
     /// all committed before, or a FlowFile of a gap passed over).
     pub fn accept(&mut self, work: Work, now: Instant) -> Vec<Done> {
+        if work.is_pass() {
+            return self.pass(work);
+        }
         if work.rows.is_empty() {
             return vec![self.done_without_rows(work)];
         }
@@ -481,6 +516,29 @@ impl ChannelBook {
         if self.open {
             done.extend(self.complete());
         }
+        done
+    }
+
+    /// A [`Work::pass`]: FlowFiles waiting for its last record follow the record before it, and pass
+    /// over it when they are lined up.
+    fn pass(&mut self, work: Work) -> Vec<Done> {
+        let Some(upto) = work.passes else { return Vec::new() };
+        if self.delivery != Delivery::ExactlyOnce {
+            return Vec::new();
+        }
+        let keys: Vec<_> = self.waiting.keys().filter(|(key, _, _)| key.as_ref() == Some(&upto)).cloned().collect();
+        for key in keys {
+            if let Some(mut p) = self.waiting.remove(&key) {
+                p.follows = work.follows.clone();
+                p.passes.get_or_insert_with(|| upto.clone());
+                self.wait(p);
+            }
+        }
+        if !self.open {
+            return Vec::new();
+        }
+        let mut done = self.line_up_waiting();
+        done.extend(self.complete());
         done
     }
 
@@ -925,10 +983,27 @@ impl ChannelBook {
             );
             return Some(self.outcome(p, Route::Reload, message));
         }
+        if let Some(named) = p.passes.take() {
+            let at = p.received;
+            self.remember_passed(&named, &p, at);
+        }
         self.unasked |= p.dropped();
         line_up(&mut p, &mut self.high, &mut self.assigned);
         self.push_line(p);
         None
+    }
+
+    /// `p` follows on from the line's end over records that never load, up to `named` (see
+    /// [`Work::passes`]): unless the line holds `named` already (the records came after all), the
+    /// records between are remembered as a gap.
+    fn remember_passed(&mut self, named: &OffsetToken, p: &Pending, now: Instant) {
+        if self.high.as_ref().is_some_and(|h| h >= named) || *p.lowest() <= *named {
+            return;
+        }
+        if self.gaps.len() >= MAX_GAPS {
+            self.gaps.pop_front();
+        }
+        self.gaps.push_back(Gap { after: self.high.clone(), before: p.lowest().clone(), at: now });
     }
 
     fn push_line(&mut self, p: Pending) {

@@ -28,18 +28,20 @@ use super::destinations::{
 };
 use super::freshness::{self, Freshness, ShardKey};
 use super::lineage::LineageGate;
+use super::link::ATTR_APPLICATION;
 use super::link::{self, Decision};
 use super::naming::ChannelNames;
 use super::offset::OffsetToken;
 use super::request_size;
 use super::rows::{
     Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB,
-    ATTR_PARENT_SHARDS,
+    ATTR_PARENT_SHARDS, FRAGMENT_PREFIX,
 };
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
+use crate::feedback::parse_failures::Scope;
 use crate::feedback::{BoardHandle, LinkKey, Reported};
 use crate::kinesis::position::Position;
 
@@ -390,21 +392,25 @@ impl SinkEngine {
         };
         match self.settings.mapping.prepare(&flow_file) {
             Prepared::Invalid(reason) => {
+                self.pass_never_loading(&flow_file, &destination);
                 self.immediate(flow_file.id, Route::Invalid, String::new(), format!("not sent: {reason}"))
             }
-            Prepared::Empty => self.immediate(
-                flow_file.id,
-                Route::Empty,
-                String::new(),
-                "the FlowFile holds no rows; nothing was sent".into(),
-            ),
+            Prepared::Empty => {
+                self.pass_never_loading(&flow_file, &destination);
+                self.immediate(
+                    flow_file.id,
+                    Route::Empty,
+                    String::new(),
+                    "the FlowFile holds no rows; nothing was sent".into(),
+                )
+            }
             Prepared::Rows { source, delivery, rows } => {
                 let oversized = rows
                     .iter()
                     .enumerate()
                     .find_map(|(i, row)| request_size::check_row(&row.json).err().map(|t| (i, t)));
                 if let Some((index, too_large)) = oversized {
-                    return self.refuse_too_large(&flow_file, &source, delivery, rows.len(), index, too_large);
+                    return self.refuse_too_large(&flow_file, &destination, rows.len(), index, too_large);
                 }
                 self.note_taken(&flow_file, &source);
                 let shared = match self.link_decision(&flow_file, &source, delivery, &destination, rows.len()) {
@@ -429,12 +435,12 @@ impl SinkEngine {
                 };
                 // A shard's shared channel gets its FlowFiles in order from `link`'s chains, unless the
                 // book is to order them (see `Order`).
-                let follows = match &shared {
-                    Some((_, Order::Chain)) => Follows::Unknown,
+                let (follows, passes) = match &shared {
+                    Some((_, Order::Chain)) => (Follows::Unknown, None),
                     Some((_, Order::Book)) | None => follows(&self.settings.board, &flow_file, &source, delivery),
                 };
-                let work =
-                    Work { flow_file_id: flow_file.id, rows, bytes, follows, shared: shared.is_some(), resent: false };
+                let shared = shared.is_some();
+                let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared, resent: false, passes };
                 self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
                 let admitted =
                     self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
@@ -464,8 +470,8 @@ impl SinkEngine {
             Prepared::Invalid(_) | Prepared::Empty => (Vec::new(), Delivery::ExactlyOnce),
         };
         let bytes = super::rows::held_bytes(&flow_file, &rows);
-        let work =
-            Work { flow_file_id: flow_file.id, rows, bytes, follows: Follows::Unknown, shared: false, resent: true };
+        let (id, follows) = (flow_file.id, Follows::Unknown);
+        let work = Work { flow_file_id: id, rows, bytes, follows, shared: false, resent: true, passes: None };
         self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
         match self.destinations.get(&destination) {
             Ok(open) => open.writers.dispatch(channel, delivery, work),
@@ -487,16 +493,13 @@ impl SinkEngine {
 
     /// A FlowFile with a row no append request can carry (see `request_size`) goes to failure before
     /// any of its rows is sent: Snowflake would refuse the request, and a refused append fails every
-    /// unsent row of its channel. When the FlowFile is one record of a shard read exactly once, the
-    /// FlowFiles after it follow on from the record before it, as after a record ConsumeKinesis routed
-    /// to `parse.failure`: it never loads, whoever sends it (its row is refused the same way on every
-    /// node and every time it is sent back), so nothing waits for it. A FlowFile of several rows is a
-    /// FlowFile gone to failure as any other: the ones after it wait for it (Order Wait).
+    /// unsent row of its channel. Its records never load, whoever sends it (its row is refused the same
+    /// way on every node and every time it is sent back), so the FlowFiles after it do not wait for it
+    /// ([`Self::pass_never_loading`]); split upstream and sent again, its records load at least once.
     fn refuse_too_large(
         &self,
         flow_file: &FlowFileIn,
-        source: &Source,
-        delivery: Delivery,
+        destination: &DestinationKey,
         rows: usize,
         index: usize,
         too_large: request_size::TooLarge,
@@ -509,19 +512,48 @@ impl SinkEngine {
             index + 1
         );
         error!(component = self.settings.component, "FlowFile {id} goes to failure without being sent: {message}");
-        if let (1, Delivery::ExactlyOnce, Source::Shard { stream, shard_id, .. }) = (rows, delivery, source) {
-            let attributes = &flow_file.attributes;
-            let last = attributes.get(ATTR_LAST_SEQUENCE).map(|s| s.trim()).filter(|s| !s.is_empty()).map(|s| {
-                Position::new(s, attributes.get(ATTR_LAST_SUB).and_then(|sub| sub.trim().parse::<u64>().ok()))
-            });
-            if let (Some(previous), Some(last)) = (super::rows::previous_record(attributes), last) {
-                self.settings.board.parse_failures().note(stream, shard_id, previous, &last);
-                if let Some(t) = link::tracked(attributes) {
-                    self.settings.board.lock().skipped(&t.key, &t.shard_id, t.tenure, t.previous, t.last);
-                }
-            }
-        }
+        self.pass_never_loading(flow_file, destination);
         self.immediate(id, Route::Failure, String::new(), message);
+    }
+
+    /// A FlowFile of a shard's records, read exactly once, that can never load (`invalid`, `empty`, a
+    /// row too large for any request): the FlowFiles of its shard after it follow on from the record
+    /// before it at once, instead of waiting Order Wait for records that never come. Noted for the
+    /// FlowFiles still to come (`feedback::parse_failures`, this flow's), told to the channels where
+    /// later ones may wait already, and, for a tracking consumer's lease, to its chain. Not for a
+    /// fragment of a FlowFile (a split holds only some of the records its attributes span) nor for
+    /// one sent back for the at-least-once channels.
+    fn pass_never_loading(&self, flow_file: &FlowFileIn, destination: &DestinationKey) {
+        let attributes = &flow_file.attributes;
+        let source = super::rows::source_of(attributes);
+        let Source::Shard { shard_id, .. } = &source else { return };
+        if super::rows::marked_at_least_once_by(attributes) || attributes.keys().any(|k| k.starts_with(FRAGMENT_PREFIX))
+        {
+            return;
+        }
+        let (Some(previous), Some(last)) = (super::rows::previous_record(attributes), last_record(attributes)) else {
+            return;
+        };
+        let Some(upto) = token_of(&last) else { return };
+        let scope = note_scope(attributes, &source);
+        let follows = {
+            let mut noted = self.settings.board.parse_failures();
+            noted.note(&scope, shard_id, previous.clone(), &last);
+            match previous {
+                None => Follows::Nothing,
+                Some(p) => noted.before_failures(&scope, shard_id, p).map_or(Follows::Nothing, follows_record),
+            }
+        };
+        let tracked = link::tracked(attributes);
+        if let Some(t) = &tracked {
+            self.settings.board.lock().skipped(&t.key, &t.shard_id, t.tenure, t.previous.clone(), t.last.clone());
+        }
+        let Ok(open) = self.destinations.get(destination) else { return };
+        let mut channels = vec![self.names.channel(&source, Delivery::ExactlyOnce)];
+        channels.extend(tracked.map(|t| link::shared_channel(&self.settings.channel_prefix, &t.key, &t.shard_id)));
+        for channel in channels {
+            open.writers.pass(&channel, Work::pass(follows.clone(), upto.clone()));
+        }
     }
 
     /// Hands the FlowFile to its channel's writer in its destination, opening the destination if
@@ -998,21 +1030,56 @@ fn arrival_ms(flow_file: &FlowFileIn) -> Option<i64> {
 }
 
 /// What a per-node channel's book waits for before it lines the FlowFile up: the record
-/// ConsumeKinesis read before its first one, or before the records it routed to `parse.failure`
-/// right before it (see `book`).
-fn follows(board: &BoardHandle, flow_file: &FlowFileIn, source: &Source, delivery: Delivery) -> Follows {
-    let (Delivery::ExactlyOnce, Source::Shard { stream, shard_id, .. }) = (delivery, source) else {
-        return Follows::Unknown;
+/// ConsumeKinesis read before its first one, or before the records that never load right before it
+/// (`feedback::parse_failures`, see `book`); and, in that second case, the record it names itself
+/// (`Work::passes`).
+fn follows(
+    board: &BoardHandle,
+    flow_file: &FlowFileIn,
+    source: &Source,
+    delivery: Delivery,
+) -> (Follows, Option<OffsetToken>) {
+    let (Delivery::ExactlyOnce, Source::Shard { shard_id, .. }) = (delivery, source) else {
+        return (Follows::Unknown, None);
     };
     match super::rows::previous_record(&flow_file.attributes) {
-        None => Follows::Unknown,
-        Some(None) => Follows::Nothing,
-        Some(Some(previous)) => match board.parse_failures().before_failures(stream, shard_id, previous) {
-            None => Follows::Nothing,
-            Some(p) => OffsetToken::sharded(&p.sequence_number, p.sub_sequence_number.unwrap_or(0))
-                .map_or(Follows::Unknown, Follows::After),
-        },
+        None => (Follows::Unknown, None),
+        Some(None) => (Follows::Nothing, None),
+        Some(Some(previous)) => {
+            let named = token_of(&previous);
+            let scope = note_scope(&flow_file.attributes, source);
+            let follows = board
+                .parse_failures()
+                .before_failures(&scope, shard_id, previous)
+                .map_or(Follows::Nothing, follows_record);
+            let passes = named.filter(|n| follows != Follows::After(n.clone()));
+            (follows, passes)
+        }
     }
+}
+
+/// A FlowFile follows on from `record`.
+fn follows_record(record: Position) -> Follows {
+    token_of(&record).map_or(Follows::Unknown, Follows::After)
+}
+
+fn token_of(record: &Position) -> Option<OffsetToken> {
+    OffsetToken::sharded(&record.sequence_number, record.sub_sequence_number.unwrap_or(0))
+}
+
+/// The FlowFile's last record, from `aws.kinesis.last.sequence.number` (and its sub-sequence).
+fn last_record(attributes: &HashMap<String, String>) -> Option<Position> {
+    let sequence = attributes.get(ATTR_LAST_SEQUENCE).map(|s| s.trim()).filter(|s| !s.is_empty())?;
+    let sub = attributes.get(ATTR_LAST_SUB).and_then(|sub| sub.trim().parse::<u64>().ok());
+    Some(Position::new(sequence, sub))
+}
+
+/// The flow whose never-loading records a FlowFile's follow on from (see `feedback::parse_failures`):
+/// its Application Name, region and stream, as ConsumeKinesis wrote them.
+fn note_scope(attributes: &HashMap<String, String>, source: &Source) -> Scope {
+    let Source::Shard { region, stream, .. } = source else { return Scope::default() };
+    let application = attributes.get(ATTR_APPLICATION).map(|a| a.trim()).unwrap_or_default();
+    Scope::new(application, region.as_deref().unwrap_or_default(), stream)
 }
 
 /// The parents named in `aws.kinesis.parent.shard.ids`.

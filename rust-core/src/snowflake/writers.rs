@@ -226,6 +226,16 @@ impl Writers {
         }
     }
 
+    /// Hands a [`Work::pass`] to the channel's writer, if one runs: only FlowFiles already queued
+    /// there can wait for the records it passes over (a writer started later never had them).
+    pub fn pass(&self, channel: &str, work: Work) {
+        debug_assert!(work.is_pass());
+        let slot = lock(&self.slots).get(channel).cloned();
+        if let Some(slot) = slot {
+            let _ = slot.sender.send(work);
+        }
+    }
+
     /// Channels with a running writer.
     pub fn running(&self) -> usize {
         lock(&self.slots).len()
@@ -330,6 +340,7 @@ mod tests {
             follows: crate::snowflake::book::Follows::Unknown,
             shared: false,
             resent: false,
+            passes: None,
         }
     }
 

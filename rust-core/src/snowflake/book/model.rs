@@ -228,7 +228,15 @@ impl Model {
             .iter()
             .map(|(row, token)| Row { json: row.clone().into_bytes().into(), token: token.clone() })
             .collect();
-        let work = Work { flow_file_id: id, rows, bytes: 1, follows: Follows::Unknown, shared: false, resent: true };
+        let work = Work {
+            flow_file_id: id,
+            rows,
+            bytes: 1,
+            follows: Follows::Unknown,
+            shared: false,
+            resent: true,
+            passes: None,
+        };
         match self.book.refill(work) {
             Refilled::Taken { done, .. } => self.record(done),
             Refilled::Unknown { .. } => panic!("FlowFile {id} asked back and held, but the book does not know it"),
@@ -325,9 +333,10 @@ impl Model {
             .collect();
         let follows = flow_file.follows.clone();
         self.submitted.insert(id, flow_file);
-        let done = self
-            .book
-            .accept(Work { flow_file_id: id, rows, bytes: 1, follows, shared: false, resent: false }, self.now);
+        let done = self.book.accept(
+            Work { flow_file_id: id, rows, bytes: 1, follows, shared: false, resent: false, passes: None },
+            self.now,
+        );
         self.record(done);
     }
 

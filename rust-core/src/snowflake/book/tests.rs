@@ -18,6 +18,7 @@ fn work(id: i64, tokens: &[u64]) -> Work {
         follows: Follows::Unknown,
         shared: false,
         resent: false,
+        passes: None,
     }
 }
 
@@ -526,4 +527,57 @@ fn an_at_least_once_flow_file_read_again_keeps_its_tokens() {
     book.refill(resent(1, &[0, 0, 0]));
     let (end, body) = send_all(&mut book, now).unwrap();
     assert_eq!((end, body.lines().count()), (t(3), 2), "rows 2 and 3 again, with their tokens");
+}
+
+fn following(id: i64, tokens: &[u64], after: Option<u64>) -> Work {
+    Work { follows: after.map_or(Follows::Nothing, |a| Follows::After(t(a))), ..work(id, tokens) }
+}
+
+/// Issue 51, the stall (reordered): a FlowFile waiting for records its channel is then told never
+/// load (`Work::pass`) follows the record before them at once; the records passed over, should they
+/// come after all (repaired downstream), go back for the at-least-once channel, never skipped.
+#[test]
+fn a_pass_lets_a_waiting_flow_file_follow_the_record_before_the_records_that_never_load() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(following(1, &[1], None), now);
+    book.accept(following(4, &[4], Some(3)), now);
+    assert_eq!(book.waiting().0, 1, "4 waits for 3");
+    book.accept(Work::pass(Follows::After(t(2)), t(3)), now);
+    assert_eq!(book.waiting().0, 1, "3 passed over, but 2 has not come: 4 still waits");
+    book.accept(Work::pass(Follows::After(t(1)), t(2)), now);
+    assert_eq!(book.waiting().0, 0, "2 and 3 never load: 4 follows 1");
+    assert_eq!(send_all(&mut book, now).unwrap().0, t(4));
+    assert_eq!(ids(&book.commit_reported(Some(t(4)))), vec![1, 4]);
+    let repaired = book.accept(following(2, &[2], Some(1)), now);
+    assert_eq!(ids(&repaired), vec![2]);
+    assert_eq!(repaired[0].outcome.route, Route::Reload, "never skipped as a replay");
+    assert!(book.accept(Work::pass(Follows::After(t(1)), t(9)), now).is_empty(), "a pass is no FlowFile");
+}
+
+/// Issue 51, hole 3: a FlowFile that follows an earlier record than the one it names, because the
+/// records between never load (`Work::passes`), remembers them as a gap when it is lined up; unless
+/// the line holds them already (they came after all), then nothing is remembered.
+#[test]
+fn a_flow_file_passing_over_records_that_never_load_remembers_them_unless_they_came() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(following(1, &[1], None), now);
+    book.accept(Work { passes: Some(t(3)), ..following(4, &[4], Some(1)) }, now);
+    send_all(&mut book, now);
+    book.commit_reported(Some(t(4)));
+    let late = book.accept(following(3, &[3], Some(2)), now);
+    assert_eq!(late[0].outcome.route, Route::Reload, "3 was passed over: at least once, never skipped");
+
+    let mut book = ChannelBook::new("d".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    book.accept(following(1, &[1], None), now);
+    book.accept(following(2, &[2, 3], Some(1)), now);
+    book.accept(Work { passes: Some(t(3)), ..following(4, &[4], Some(1)) }, now);
+    send_all(&mut book, now);
+    assert_eq!(ids(&book.commit_reported(Some(t(4)))), vec![1, 2, 4]);
+    let replay = book.accept(following(5, &[2, 3], Some(1)), now);
+    assert_eq!((replay[0].outcome.route, replay[0].outcome.rows_skipped), (Route::Success, 2), "a replay, skipped");
 }

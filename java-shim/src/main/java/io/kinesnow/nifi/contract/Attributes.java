@@ -55,7 +55,7 @@ public final class Attributes {
     /** With Failover Position SNOWFLAKE_COMMIT: the stream's ARN, which links PutSnowflake's reports to this consumer. */
     public static final String STREAM_ARN = "kinesnow.stream.arn";
 
-    /** With Failover Position SNOWFLAKE_COMMIT: the Application Name. */
+    /** The Application Name: the flow the records belong to (PutSnowflake passes over the records this flow never loads, see parse.failure). */
     public static final String APPLICATION = "kinesnow.application.name";
 
     /** With Failover Position SNOWFLAKE_COMMIT: the NiFi node that read the records. */

@@ -95,7 +95,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
             + "before the FlowFile's first one (empty when none): PutSnowflake restores each shard's order by it, whatever "
             + "order NiFi's queue hands FlowFiles over in"),
     @WritesAttribute(attribute = Attributes.PREVIOUS_SUB, description = "The sub-sequence number of that "
-            + "record, when it is a KPL sub-record")
+            + "record, when it is a KPL sub-record"),
+    @WritesAttribute(attribute = Attributes.APPLICATION, description = "The Application Name: PutSnowflake passes over "
+            + "this consumer's records that never load (parse.failure, invalid, empty) by it")
 })
 public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
 
@@ -498,16 +500,16 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         final String stream = context.getProperty(STREAM_NAME).getValue();
         final String region = context.getProperty(REGION).getValue();
         final boolean json = records == null && !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
+        final String application = context.getProperty(APPLICATION_NAME).getValue();
         final Map<String, String> link = batch.link().isEmpty() ? Map.of() : Map.of(
                 Attributes.STREAM_ARN, batch.link(),
-                Attributes.APPLICATION, context.getProperty(APPLICATION_NAME).getValue(),
                 Attributes.NODE, node);
         final Tally tally = new Tally();
         final SkippedRecords skipped = new SkippedRecords();
         for (final RecordBatch.Shard shard : batch.shards()) {
             final RecordFlowFiles.Emitter emitter = (flowFile, data, extra) -> {
                 final Map<String, String> attributes = attributes(stream, region, shard, data, json);
-                attributes.putAll(linkAttributes(link, shard, data));
+                attributes.putAll(linkAttributes(link, application, shard, data));
                 attributes.putAll(extra);
                 emit(session, session.putAllAttributes(flowFile, attributes), stream, shard, data, tally);
             };
@@ -534,9 +536,10 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
      * The record read before the FlowFile's first one (empty: none), by which PutSnowflake restores the shard's order;
      * and the attributes that tie a FlowFile to the lease that read it (Failover Position SNOWFLAKE_COMMIT).
      */
-    private static Map<String, String> linkAttributes(final Map<String, String> link, final RecordBatch.Shard shard,
-                                                      final RecordBatch.FlowFileData data) {
+    private static Map<String, String> linkAttributes(final Map<String, String> link, final String application,
+                                                      final RecordBatch.Shard shard, final RecordBatch.FlowFileData data) {
         final Map<String, String> attributes = new HashMap<>();
+        attributes.put(Attributes.APPLICATION, application);
         attributes.put(Attributes.PREVIOUS_SEQUENCE, data.previousSequence());
         if (!data.previousSequence().isEmpty() && data.previousSubSequence() >= 0) {
             attributes.put(Attributes.PREVIOUS_SUB, Long.toString(data.previousSubSequence()));

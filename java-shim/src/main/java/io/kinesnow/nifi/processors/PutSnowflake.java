@@ -99,8 +99,9 @@ import java.util.UUID;
     @ReadsAttribute(attribute = Attributes.PREVIOUS_SUB, description = "That record's sub-sequence number"),
     @ReadsAttribute(attribute = Attributes.DELIVERY, description = "at-least-once: load through the shard's at-least-once "
             + "channel (set by this processor on FlowFiles it sends back)"),
-    @ReadsAttribute(attribute = Attributes.APPLICATION, description = "With Failover Position SNOWFLAKE_COMMIT: the consumer "
-            + "whose lease the records were read under"),
+    @ReadsAttribute(attribute = Attributes.APPLICATION, description = "The consumer whose records these are: a FlowFile "
+            + "after records of this consumer that never load (parse.failure, invalid, empty) does not wait for them; with "
+            + "Failover Position SNOWFLAKE_COMMIT, the consumer whose lease the records were read under"),
     @ReadsAttribute(attribute = Attributes.STREAM_ARN, description = "With SNOWFLAKE_COMMIT: the stream, as the lease table names it"),
     @ReadsAttribute(attribute = Attributes.NODE, description = "With SNOWFLAKE_COMMIT: the node that read the records"),
     @ReadsAttribute(attribute = Attributes.LEASE_COUNTER, description = "With SNOWFLAKE_COMMIT: the lease's counter when read"),
