@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The newest figure of each measured claim the user pages quote: `bench/results/summary.json`.
 
 Benchmarks write it (`--record-summary PREFIX` on bench/sink.sh, bench/consume-source.sh, bench/pipeline.sh and

@@ -204,7 +204,9 @@ def user_page(md: str) -> bool:
 
 def check_figures(md: str, text: str, problems: list, summary: dict) -> None:
     """Marked figures against the summary; lines citing BENCHMARKS with a figure but no marker."""
-    for number, line in enumerate(text.splitlines(), 1):
+    prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)  # line numbers kept
+    for number, line in enumerate(prose.splitlines(), 1):
+        line = re.sub(r"`[^`]*<!--[^`]*`", "", line)  # a marker shown as code is an example, not a figure
         for m in MARKER.finditer(line):
             problem = figure_problem(MARKER.sub("", line[:m.start()]), m.group(1).split(), summary)
             if problem:
