@@ -14,7 +14,8 @@ additionalDetails.md) against the repository:
   measurement: the page marks it with `<!-- figure: KEY -->` right after it (a range `a-b` with several keys: the
   lowest and highest of them), and the figure must be the value of KEY in bench/results/summary.json (which the
   benchmarks write, see bench/summary.py), rounded as the page writes it; a line that cites BENCHMARKS with a
-  decimal figure or a ratio and carries no marker is a problem too.
+  decimal figure or a ratio and carries no marker is a problem too;
+- no user page (all but CHANGELOG.md and BENCHMARKS.md) cites an internal issue number.
 
 Prints each problem and exits 1 if there is any. Run from anywhere: python3 tests/docs/check_docs.py
 """
@@ -216,6 +217,15 @@ def check_figures(md: str, text: str, problems: list, summary: dict) -> None:
             problems.append(f"{md}:{number}: cites BENCHMARKS with a figure but marks none (<!-- figure: KEY -->)")
 
 
+def check_issue_numbers(md: str, text: str, problems: list) -> None:
+    """User pages speak of versions and behaviour: no internal issue numbers (CHANGELOG.md and BENCHMARKS.md may)."""
+    if md in ("BENCHMARKS.md", "CHANGELOG.md"):
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.search(r"\bissues? #?\d+|(?<![\w&])#\d+\b", line, flags=re.I):
+            problems.append(f"{md}:{number}: cites an internal issue number; say the version or the behaviour")
+
+
 def main() -> int:
     problems: list = []
     check_troubleshooting(problems)
@@ -227,6 +237,7 @@ def main() -> int:
         check_paths(md, text, problems)
         check_commands(md, text, problems)
         check_figures(md, text, problems, summary)
+        check_issue_numbers(md, text, problems)
     for p in problems:
         print(p)
     print(f"{len(markdown_files())} Markdown files checked: {len(problems)} problem(s)")

@@ -86,3 +86,11 @@ def test_the_repository_pages_carry_the_newest_figures():
         with open(os.path.join(check_docs.REPO, md), encoding="utf-8") as f:
             check_docs.check_figures(md, f.read(), problems, summary)
     assert problems == []
+
+
+def test_an_issue_number_on_a_user_page_fails():
+    problems: list = []
+    check_docs.check_issue_numbers("docs/guarantees.md", "| Upgrading from a version before issue 15 |\n", problems)
+    check_docs.check_issue_numbers("docs/overview.md", "fixed in #52, PKCS#8 keys\n", problems)
+    check_docs.check_issue_numbers("CHANGELOG.md", "| Documentation (issue 37) |\n", problems)
+    assert [p.split(":")[0] for p in problems] == ["docs/guarantees.md", "docs/overview.md"], problems
