@@ -585,7 +585,35 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, default=str)
     print(f"\n(raw figures: {path})")
+    if args.record_summary:
+        import summary
+        head = summary.head_commit()
+        summary.record(args.record_summary, {
+            "records": (len(confirmed), "records put, each in the table once"),
+            "lost": (len(lost), "records lost"),
+            "twice": (duplicates, "records loaded twice"),
+            "faults": (len(chaos.events), "faults fired"),
+            "minutes": (args.minutes, "minutes of faults and production"),
+            "nar_commit": (head, "the commit the NAR under test was built from (this tree's HEAD)"),
+            "nodes": (len(chaos.cluster.nodes), "NiFi nodes in the cluster"),
+        }, "bench/chaos.sh " + " ".join(sys.argv[1:]), section="An hour of faults: `bench/chaos.sh`", commit=head)
     return 0 if not lost and duplicates == 0 else 1
+
+
+def nar_of_this_tree() -> None:
+    """The summary names the NAR by this tree's HEAD: exits unless the NAR was built after HEAD's commit from a tree
+    without uncommitted changes to tracked files."""
+    import subprocess
+    from consumer_flow import built_nar, nar_root
+
+    def git(*a):
+        return subprocess.run(["git", "-C", REPO, *a], capture_output=True, text=True).stdout.strip()
+    committed = int(git("log", "-1", "--format=%ct") or 0)
+    problem = ("the NAR is not this tree's (KINESNOW_BENCH_NAR_ROOT)" if os.path.abspath(nar_root()) != REPO
+               else "the tree has uncommitted changes" if git("status", "--porcelain", "--untracked-files=no")
+               else "the NAR was built before HEAD's commit" if os.path.getmtime(built_nar()) < committed else "")
+    if problem:
+        sys.exit(f"--record-summary names the NAR by HEAD, but {problem}: ./mvnw package first")
 
 
 def main() -> int:
@@ -597,11 +625,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault choice (default: the time)")
     parser.add_argument("--warmup", type=float, default=None, help="minutes of warm-up per JVM (default: min(10, minutes/3))")
     parser.add_argument("--drain", type=float, default=600, help="seconds at most for the last records to load")
+    parser.add_argument("--record-summary", metavar="PREFIX",
+                        help="also write the run's counts into bench/results/summary.json under PREFIX. (chaos.hour is "
+                             "what the README quotes; bench/summary.py)")
     parser.add_argument("--commit-lag-ms", default=SNOWFLAKE_LIKE_COMMIT_LAG,
                         help="the stand-in's commit lag: fixed (300) or a range drawn from per append (default: "
                              f"{SNOWFLAKE_LIKE_COMMIT_LAG}, as Snowflake commits)")
     args = parser.parse_args()
     COMMIT_LAG_MS = args.commit_lag_ms
+    if args.record_summary:
+        nar_of_this_tree()  # before an hour is spent
     args.run = str(int(time.time()))
     args.seed = int(args.run) if args.seed is None else args.seed
     warmup_s = 60 * (args.warmup if args.warmup is not None else min(10.0, args.minutes / 3))

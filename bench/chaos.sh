@@ -7,7 +7,7 @@
 # test run's emulators are never touched.
 # The stand-in commits as Snowflake does by default (each append's commit lag drawn from 4-10 s, in append order).
 #   bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 50] [--seed S] [--warmup MIN] [--drain SEC]
-#                  [--commit-lag-ms 4000-10000]
+#                  [--commit-lag-ms 4000-10000] [--record-summary PREFIX]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

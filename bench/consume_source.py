@@ -331,6 +331,34 @@ def kcl_run(source: Source, size: int) -> dict:
             "source_cpu_per_million": (source.cpu() - src0) / n * 1e6}
 
 
+def record_summary(args, strategies: list, medians: dict) -> None:
+    """The run's medians into bench/results/summary.json: PREFIX.<shards>.<strategy or KCL>.<figure>, the floor's
+    as PREFIX.floor.<bytes>B_<attributes>attrs.<figure>, and each strategy's CPU over the first one's."""
+    import summary
+    cpu = "NiFi CPU-s per million records" if args.record_size != 1024 else "NiFi CPU-s per million 1 KiB records"
+    figures = {}
+    for key, med in medians.items():
+        where, what = key.split("/", 1)
+        if where == "floor":
+            content, attributes = what.split("/")
+            figures[f"floor.{content}B_{attributes}attrs.cpu_per_million"] = (med["cpu_per_million"], cpu.replace("records", "FlowFiles"))
+        elif what == "KCL":
+            figures[f"{where}.KCL.cpu_per_million"] = (med["cpu_per_million"], "CPU-s per million records of the KCL process")
+            figures[f"{where}.KCL.records_per_s"] = (med["rps"], "records/s")
+        elif what in strategies:
+            figures[f"{where}.{what}.cpu_per_million"] = (med["cpu_per_million"], cpu)
+            figures[f"{where}.{what}.cpu_per_million_net"] = (med["cpu_per_million_net"], cpu + ", net of an idle NiFi")
+            figures[f"{where}.{what}.records_per_s"] = (med["rps"], "records/s")
+            figures[f"{where}.{what}.mib_s_per_shard"] = (med["mib_s_per_shard"], "MiB/s per shard")
+            figures[f"{where}.{what}.heap_peak_mb"] = (med["heap_peak_mb"], f"MB peak used heap ({args.heap} heap)")
+            base = medians.get(f"{where}/{strategies[0]}")
+            if what != strategies[0] and base:
+                figures[f"{where}.{what}.cpu_over_{strategies[0]}"] = (
+                    med["cpu_per_million"] / base["cpu_per_million"], f"NiFi CPU per record, ÷ {strategies[0]}'s")
+    command = "bench/consume-source.sh " + " ".join(sys.argv[1:])
+    summary.record(args.record_summary, figures, command)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default="1,16,64,256")
@@ -363,6 +391,8 @@ def main() -> None:
                          "right after it: the peak heap the drain holds, garbage left out. The forced GCs cost NiFi "
                          "CPU, so take CPU figures from runs without it")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--record-summary", metavar="PREFIX",
+                    help="also write the medians into bench/results/summary.json under PREFIX. (bench/summary.py)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.profile:
@@ -529,6 +559,8 @@ def main() -> None:
                 summary[f"floor/{content}/{attributes}"] = med
                 print(f"| | NiFi's floor: FlowFiles of {content} bytes with {attributes} attributes, RECEIVE each, 1000 per "
                       f"session | {med['rps']:.0f} | | | {med['cpu_per_million']:.1f} ({med['cpu_per_million_net']:.1f}) | | | | |")
+        if args.record_summary:
+            record_summary(args, strategies, summary)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump({"args": vars(args), "idle_nifi_cores": idle, "ceilings": ceilings, "runs": results,

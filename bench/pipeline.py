@@ -225,6 +225,35 @@ def fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.2f}"
 
 
+def throughput_medians(results: list, idle: float) -> dict:
+    """(shards, strategy) -> the medians of its throughput runs."""
+    medians = {}
+    for shards, strategy in dict.fromkeys((r["shards"], r["strategy"]) for r in results):
+        rs = [r for r in results if (r["shards"], r["strategy"]) == (shards, strategy)]
+        m = {k: statistics.median(r[k] for r in rs) for k in
+             ("rps", "mib_s", "cpu_per_million", "nifi_cores", "heap_peak_mb", "rss_peak_mb", "throttled", "load_after")}
+        m["cpu_per_million_net"] = statistics.median(r["cpu_per_million"] - idle * r["seconds"] / r["records"] * 1e6 for r in rs)
+        m["mib_s_per_core"] = m["mib_s"] / m["nifi_cores"]
+        medians[(shards, strategy)] = m
+    return medians
+
+
+def record_summary(args, results: list, idle: float) -> None:
+    """The throughput medians into bench/results/summary.json: PREFIX.<shards>.<strategy>.<figure>."""
+    import summary
+    figures = {}
+    for (shards, strategy), m in throughput_medians(results, idle).items():
+        cell = f"{shards}.{strategy}"
+        figures.update({
+            f"{cell}.cpu_per_million": (m["cpu_per_million"], "NiFi CPU-s per million records, whole flow (both processors and NiFi)"),
+            f"{cell}.mib_s": (m["mib_s"], "MiB/s, whole flow"),
+            f"{cell}.nifi_cores": (m["nifi_cores"], "NiFi cores busy"),
+            f"{cell}.mib_s_per_core": (m["mib_s_per_core"], "MiB/s per NiFi core, whole flow"),
+            f"{cell}.heap_peak_mb": (m["heap_peak_mb"], f"MB peak used heap ({args.heap} heap)"),
+        })
+    summary.record(args.record_summary, figures, args.command)
+
+
 def report(args, results: list, lat: list, idle: float, started: float, load_samples: list) -> str:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
@@ -255,15 +284,8 @@ def report(args, results: list, lat: list, idle: float, started: float, load_sam
         "MiB/s per NiFi core | peak used heap (MB) | peak RSS (MB) | throttles | load avg (1 min) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    cells = list(dict.fromkeys((r["shards"], r["strategy"]) for r in results))
-    medians = {}
-    for shards, strategy in cells:
-        rs = [r for r in results if (r["shards"], r["strategy"]) == (shards, strategy)]
-        m = {k: statistics.median(r[k] for r in rs) for k in
-             ("rps", "mib_s", "cpu_per_million", "nifi_cores", "heap_peak_mb", "rss_peak_mb", "throttled", "load_after")}
-        m["cpu_per_million_net"] = statistics.median(r["cpu_per_million"] - idle * r["seconds"] / r["records"] * 1e6 for r in rs)
-        m["mib_s_per_core"] = m["mib_s"] / m["nifi_cores"]
-        medians[(shards, strategy)] = m
+    medians = throughput_medians(results, idle)
+    for (shards, strategy), m in medians.items():
         lines.append(f"| {shards} | {strategy} | {m['rps']:.0f} | {m['mib_s']:.1f} | {m['cpu_per_million']:.1f} "
                      f"({m['cpu_per_million_net']:.1f}) | {m['nifi_cores']:.2f} | **{m['mib_s_per_core']:.1f}** | "
                      f"{m['heap_peak_mb']:.0f} | {m['rss_peak_mb']:.0f} | {m['throttled']:.0f} | {m['load_after']:.1f} |")
@@ -345,6 +367,8 @@ def main() -> None:
                     "commit's, to measure before and after side by side")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="also write every run's figures to this file")
+    ap.add_argument("--record-summary", metavar="PREFIX",
+                    help="also write the throughput medians into bench/results/summary.json under PREFIX. (bench/summary.py)")
     ap.add_argument("--profile", help="record the first measured throughput run of each cell with perf (cpu-clock "
                                       "samples of the NiFi JVM) and write the reports into this directory")
     ap.add_argument("--no-write", action="store_true", help="print the results block, do not write it into BENCHMARKS.md")
@@ -442,6 +466,8 @@ def main() -> None:
         if not args.no_write:
             write_between_markers(os.path.join(REPO, "BENCHMARKS.md"), MARK_BEGIN, MARK_END, HEADING, block)
             print("written into BENCHMARKS.md", flush=True)
+        if args.record_summary:
+            record_summary(args, results, idle)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump({"args": vars(args), "idle_nifi_cores": idle, "throughput": results, "latency": lat}, f, indent=1)

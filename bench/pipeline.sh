@@ -7,7 +7,7 @@
 # KINESIS_SOURCE_BIN names a kinesis-source binary to use instead of building one.
 #   bench/pipeline.sh [--shards 16,64,256] [--strategies LINE_DELIMITED,FLOW_FILE] [--records 400000] [--runs 1]
 #                     [--loads 50,90] [--latency-seconds 60] [--commit-lag-ms 1000 | 4000-10000] [--heap 1g] [--no-write]
-#                     [--sink-property NAME=VALUE]... [--nar PATH]
+#                     [--sink-property NAME=VALUE]... [--nar PATH] [--record-summary PREFIX]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench-env.sh"
 exec python3 "$repo/bench/pipeline.py" "$@"

@@ -4,7 +4,7 @@
 #
 #   bench/sink.sh [--rows 100000] [--runs 3] [--records-per-flow-file 500] [--commit-lag-ms 200]
 #                 [--tables full,narrow] [--no-write] [--standin-bench-mode]
-#                 [--baseline-driver PATH [--baseline-label TEXT]]
+#                 [--baseline-driver PATH [--baseline-label TEXT]] [--record-summary PREFIX]
 #
 # Builds the stand-in (tests/snowflake-standin/build.sh) and the engine's driver
 # (rust-core/examples/sink_bench.rs), installs the SDK's cached venv
@@ -26,13 +26,15 @@
 # (--baseline-label names it in the table, e.g. "main b4847fa").
 # Medians and ratios go into BENCHMARKS.md (section "PutSnowflake vs the official SDK", between
 # its markers) unless --no-write; every run's figures stay in the work directory it prints.
+# --record-summary PREFIX also writes the medians and ratios into bench/results/summary.json under PREFIX.
+# (sink.standard and sink.bench_mode are what the user pages quote; bench/summary.py).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 export PYTHONDONTWRITEBYTECODE=1
 
 command_line="bench/sink.sh${*:+ $*}"  # before the arguments are shifted away
-rows=100000 runs=3 per_ff=500 lag=200 tables="full,narrow" write=1 bench_mode=() baseline="" baseline_label="baseline"
+rows=100000 runs=3 per_ff=500 lag=200 tables="full,narrow" write=1 bench_mode=() baseline="" baseline_label="baseline" summary_prefix=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rows) rows="$2"; shift 2 ;;
@@ -44,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --standin-bench-mode) bench_mode=(--bench-mode); shift ;;
     --baseline-driver) baseline="$(realpath "$2")"; shift 2 ;;
     --baseline-label) baseline_label="$2"; shift 2 ;;
+    --record-summary) summary_prefix="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -139,5 +142,6 @@ report=(bench/sink_bench.py report --results "$work/results.jsonl" --command "$c
 if (( ${#bench_mode[@]} )); then report+=(--standin-bench-mode); fi
 if [[ -n "$baseline" ]]; then report+=(--baseline-label "$baseline_label"); fi
 if (( write )); then report+=(--write "$repo/BENCHMARKS.md"); fi
+if [[ -n "$summary_prefix" ]]; then report+=(--record-summary "$summary_prefix"); fi
 "$python" "${report[@]}"
 echo "all runs: $work/results.jsonl (${elapsed} s)" >&2

@@ -401,6 +401,7 @@ def report(args):
     ]
     ratios = []
     against_baseline = []
+    figures = {}  # for --record-summary
     for kind in kinds:
         for c in (1, 8):
             got = {}
@@ -419,6 +420,17 @@ def report(args):
                 )
             if "kinesnow" in got and "sdk" in got:
                 k, d = got["kinesnow"], got["sdk"]
+                cell = f"{kind}.{c}ch"
+                figures.update({
+                    f"{cell}.engine.cpu_per_million_rows": (k["cpu"], "client CPU-s per million ~1 KiB rows"),
+                    f"{cell}.sdk.cpu_per_million_rows": (d["cpu"], "client CPU-s per million ~1 KiB rows"),
+                    f"{cell}.engine.rows_per_s": (k["rows_per_s"], "rows/s"),
+                    f"{cell}.sdk.rows_per_s": (d["rows_per_s"], "rows/s"),
+                    f"{cell}.throughput_engine_over_sdk": (k["rows_per_s"] / d["rows_per_s"], "rows/s, engine ÷ SDK"),
+                    f"{cell}.cpu_sdk_over_engine": (d["cpu"] / k["cpu"], "client CPU per row, SDK ÷ engine"),
+                    f"{cell}.cpu_sdk_core_over_engine": ((d["cpu"] - d["decode"]) / k["cpu"],
+                                                         "client CPU per row, SDK without its Python JSON decode ÷ engine"),
+                })
                 ratios.append(
                     f"| {kind} | {c} | {k['rows_per_s'] / d['rows_per_s']:.2f} | {d['cpu'] / k['cpu']:.2f} | "
                     f"{(d['cpu'] - d['decode']) / k['cpu']:.2f} | {d['standin'] / k['standin']:.2f} |"
@@ -454,6 +466,9 @@ def report(args):
     print(block)
     if args.write:
         write_between_markers(args.write, begin, end, heading, block)
+    if args.record_summary:
+        import summary
+        summary.record(args.record_summary, figures, args.command, section=heading.lstrip("# "), commit=head)
 
 
 def write_between_markers(path, begin: str, end: str, heading: str, block: str) -> None:
@@ -510,6 +525,8 @@ def main():
     r.add_argument("--write")
     r.add_argument("--standin-bench-mode", action="store_true")
     r.add_argument("--baseline-label", help="the engine built from another commit (bench/sink.sh --baseline-driver)")
+    r.add_argument("--record-summary", metavar="PREFIX",
+                   help="also write the medians and ratios into bench/results/summary.json under PREFIX.")
     args = p.parse_args()
     {"gen": gen, "sdk": sdk, "record": record_result, "report": report}[args.cmd](args)
 

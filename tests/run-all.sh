@@ -82,12 +82,14 @@ clippy_gate() {
     cargo clippy -p snowflake-standin --no-default-features --all-targets -- -D warnings &&
     CARGO_TARGET_DIR="$repo/target" cargo clippy --all-targets --manifest-path bench/kinesis-source/Cargo.toml -- -D warnings
 }
+# The docs' checks, and the figure check's own tests (a stale figure must fail it).
+docs_gate() { python3 tests/docs/check_docs.py && python3 -m pytest -q -p no:cacheprovider tests/docs/test_check_docs.py; }
 javac_gate() { ./mvnw -B -q -DskipCargo=true -pl java-shim test-compile; }
 gates() {
   step "Gate: cargo fmt --check (workspace, bench/kinesis-source, fuzz)" fmt_gate
   step "Gate: cargo clippy -D warnings (workspace, stand-in, bench/kinesis-source)" clippy_gate
   step "Gate: javac -Xlint:all -Werror (java-shim, main and tests)" javac_gate
-  step "Gate: docs (links, repository paths, script commands and their options)" python3 tests/docs/check_docs.py
+  step "Gate: docs (links, repository paths, script commands and their options, figures against the benchmarks' summary)" docs_gate
   if [ ${#failed[@]} -gt 0 ]; then
     echo "A gate failed: nothing else runs (fix it, then run again)."
     finish

@@ -30,14 +30,14 @@ use support::{aws, create_stream, settings, Emulators};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
-const TABLE: &str = "DB.PUBLIC.EVENTS";
+pub(crate) const TABLE: &str = "DB.PUBLIC.EVENTS";
 
 /// A NiFi connection: FlowFiles ConsumeKinesis committed, waiting for PutSnowflake.
-type Queue = Arc<Mutex<VecDeque<FlowFileIn>>>;
+pub(crate) type Queue = Arc<Mutex<VecDeque<FlowFileIn>>>;
 
 static NEXT_ID: AtomicI64 = AtomicI64::new(1);
 
-fn tracked_settings(stream: &str, app: &str) -> EngineSettings {
+pub(crate) fn tracked_settings(stream: &str, app: &str) -> EngineSettings {
     EngineSettings {
         failover_position: FailoverPosition::SnowflakeCommit,
         failover_timeout: Duration::from_secs(3),
@@ -49,14 +49,14 @@ fn tracked_settings(stream: &str, app: &str) -> EngineSettings {
 
 /// ConsumeKinesis on one node: polls, writes FlowFiles into the node's queue (as the Java shim
 /// does, attributes included), then acks (NiFi committed the session).
-struct Consumer {
+pub(crate) struct Consumer {
     engine: Arc<ConsumerEngine>,
     running: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
 
 impl Consumer {
-    async fn start(node: &str, s: EngineSettings, e: &Emulators, queue: Queue) -> Consumer {
+    pub(crate) async fn start(node: &str, s: EngineSettings, e: &Emulators, queue: Queue) -> Consumer {
         let engine = Arc::new(ConsumerEngine::start(s.clone(), clients(&aws(e)).await).await.unwrap());
         let running = Arc::new(AtomicBool::new(true));
         let task = tokio::spawn(poll_into(
@@ -72,7 +72,7 @@ impl Consumer {
 
     /// Stopped on the canvas (a disconnected node before NiFi offloads it): the last batch is
     /// acked, the leases released.
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.running.store(false, Ordering::SeqCst);
         let _ = self.task.await;
         self.engine.stop().await;
@@ -147,14 +147,14 @@ async fn poll_into(
 
 /// PutSnowflake on one node, pumped by the test: takes what waits in a queue, routes outcomes as
 /// the Java shim does (success leaves, retry and failure go back to the queue).
-struct Loader {
+pub(crate) struct Loader {
     engine: SinkEngine,
     taken: HashMap<i64, FlowFileIn>,
     superseded: usize,
 }
 
 impl Loader {
-    fn start(rt: &Runtime, standin: &Standin, node: &str, instance: &str) -> Loader {
+    pub(crate) fn start(rt: &Runtime, standin: &Standin, node: &str, instance: &str) -> Loader {
         let config = standin_support::sink_config(standin, instance, &[("Node Identity", node)]);
         let mut settings = SinkSettings::from_config(&config, 0);
         settings.status_interval = Duration::from_millis(100);
@@ -203,7 +203,7 @@ impl Loader {
     }
 
     /// Pumps until the queue and the FlowFiles in flight are empty.
-    fn drain(&mut self, rt: &Runtime, queue: &Queue, limit: Duration) {
+    pub(crate) fn drain(&mut self, rt: &Runtime, queue: &Queue, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
         while !(queue.lock().unwrap().is_empty() && self.taken.is_empty()) {
             assert!(
@@ -217,7 +217,7 @@ impl Loader {
     }
 
     /// Stopped (or its NiFi killed): FlowFiles in flight go back to the queue (rolled back).
-    fn stop(self, queue: &Queue) {
+    pub(crate) fn stop(self, queue: &Queue) {
         self.engine.stop();
         let mut q = queue.lock().unwrap();
         let mut back: Vec<FlowFileIn> = self.taken.into_values().collect();
@@ -228,12 +228,12 @@ impl Loader {
     }
 }
 
-fn runtime() -> Runtime {
+pub(crate) fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
 /// Every `n` in the table with how often it is there.
-fn loaded(standin: &Standin) -> BTreeMap<i64, usize> {
+pub(crate) fn loaded(standin: &Standin) -> BTreeMap<i64, usize> {
     let mut counts = BTreeMap::new();
     for row in standin.query(&format!("SELECT N FROM {TABLE}")) {
         *counts.entry(row["N"].as_i64().expect("N")).or_insert(0) += 1;
@@ -242,7 +242,7 @@ fn loaded(standin: &Standin) -> BTreeMap<i64, usize> {
 }
 
 /// Duplicates and losses of records `0..n`, printed.
-fn check_once(standin: &Standin, n: usize, what: &str) {
+pub(crate) fn check_once(standin: &Standin, n: usize, what: &str) {
     let counts = loaded(standin);
     let duplicates: usize = counts.values().map(|c| c - 1).sum();
     let lost = (0..n as i64).filter(|i| !counts.contains_key(i)).count();
@@ -269,12 +269,12 @@ async fn checkpoints_cover(c: &AwsClients, app: &str, stream: &str, put: &[(Stri
         .all(|s| rows.iter().any(|(id, cp, _)| &id == s && matches!(cp, kinesnow_core::lease::Checkpoint::At(_))))
 }
 
-fn create_table(standin: &Standin) {
+pub(crate) fn create_table(standin: &Standin) {
     standin.sql(&format!("CREATE OR REPLACE TABLE {TABLE} (N NUMBER, KINESISMETADATA VARIANT)"));
 }
 
 /// Waits on the test thread (never inside the runtime: the stand-in's admin client blocks).
-fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + limit;
     while !check() {
         assert!(std::time::Instant::now() < deadline, "{what} not within {limit:?}");

@@ -9,7 +9,13 @@ additionalDetails.md) against the repository:
 - every warning and error the engine logs (`warn!`/`error!` in rust-core/src) and the processors log
   (`getLogger().warn/error`) is in docs/troubleshooting.md: the longest literal part of its message (between
   placeholders; its first 60 characters) must appear there. Messages with no literal part of 12 characters or more are passed through from
-  elsewhere and are covered by that page's last section.
+  elsewhere and are covered by that page's last section;
+- every measured figure a user page (README.md, docs/, the processors' additionalDetails.md) quotes is the newest
+  measurement: the page marks it with `<!-- figure: KEY -->` right after it (a range `a-b` with several keys: the
+  lowest and highest of them), and the figure must be the value of KEY in bench/results/summary.json (which the
+  benchmarks write, see bench/summary.py), rounded as the page writes it; a line that cites BENCHMARKS with a
+  decimal figure or a ratio and carries no marker is a problem too;
+- no user page (all but CHANGELOG.md and BENCHMARKS.md) cites an internal issue number.
 
 Prints each problem and exits 1 if there is any. Run from anywhere: python3 tests/docs/check_docs.py
 """
@@ -17,6 +23,7 @@ Prints each problem and exits 1 if there is any. Run from anywhere: python3 test
 import os
 import re
 import sys
+from decimal import ROUND_HALF_EVEN, Decimal
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOP = {"bench", "build", "demo", "docs", "fuzz", "java-shim", "nar-packaging", "nar-packaging-aws", "parameter-contexts",
@@ -25,6 +32,13 @@ SCRIPT = re.compile(r"(?:^|\s)(\./)?((?:tests|bench|demo|parameter-contexts|buil
                     r"((?:[ \t]+[^\s`|;&#]+)*)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TICKED = re.compile(r"`([^`\s]+)`")
+MARKER = re.compile(r"<!--\s*figure:\s*([^>]*?)\s*-->")
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+# The figure right before a marker: a number or a range, then perhaps a unit sign and the end of bold or code.
+FIGURE_BEFORE = re.compile(rf"({NUMBER})(?:\s*(?:-|–|to)\s*({NUMBER}))?\s*(?:x|×|%)?[*`]*\s*$")
+SUMMARY = os.path.join(REPO, "bench", "results", "summary.json")
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import summary as bench_summary  # noqa: E402  (bench/summary.py: the figures and their derived values)
 
 
 def markdown_files():
@@ -155,15 +169,75 @@ def check_troubleshooting(problems: list) -> None:
             problems.append(f"docs/troubleshooting.md: no entry for the message at {where}: \"{longest}\"")
 
 
+def rounded(value: float, like: str) -> str:
+    """`value` with as many decimals as `like` has (half to even, on the value's shortest decimal form)."""
+    places = len(like.split(".")[1]) if "." in like else 0
+    return str(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN))
+
+
+def figure_problem(before: str, keys: list, summary: dict):
+    """Why the figure at the end of `before` is not the summary's for `keys`, or None."""
+    try:
+        values = [bench_summary.value(summary, k) for k in keys]
+    except bench_summary.UnknownFigure as e:
+        return f"no figure {e.args[0]} in bench/results/summary.json"
+    if not keys:
+        return "a figure marker without a key"
+    if all(isinstance(v, str) for v in values):
+        written = before.rstrip(" `*")
+        return None if len(values) == 1 and written.endswith(values[0]) else f"says {written[-20:]!r}, the summary {values}"
+    m = FIGURE_BEFORE.search(before)
+    if not m:
+        return f"no figure right before the marker (\"...{before[-30:]}\")"
+    low, high = m.group(1).replace(",", ""), (m.group(2) or "").replace(",", "")
+    if high:
+        want_low, want_high = rounded(min(values), low), rounded(max(values), high)
+        if (want_low, want_high) != (low, high):
+            return f"says {low}-{high}, the newest measurements give {want_low}-{want_high}"
+        return None
+    wrong = sorted({rounded(v, low) for v in values} - {low})
+    return f"says {low}, the newest measurement gives {', '.join(wrong)}" if wrong else None
+
+
+def user_page(md: str) -> bool:
+    return md not in ("BENCHMARKS.md", "CHANGELOG.md") and md != os.path.join("docs", "testing.md")
+
+
+def check_figures(md: str, text: str, problems: list, summary: dict) -> None:
+    """Marked figures against the summary; lines citing BENCHMARKS with a figure but no marker."""
+    prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)  # line numbers kept
+    for number, line in enumerate(prose.splitlines(), 1):
+        line = re.sub(r"`[^`]*<!--[^`]*`", "", line)  # a marker shown as code is an example, not a figure
+        for m in MARKER.finditer(line):
+            problem = figure_problem(MARKER.sub("", line[:m.start()]), m.group(1).split(), summary)
+            if problem:
+                problems.append(f"{md}:{number}: figure {m.group(1)}: {problem}")
+        if (user_page(md) and "BENCHMARKS" in line and not MARKER.search(line)
+                and re.search(rf"{NUMBER}\.\d|\b\d+(?:\.\d+)?x\b", line)):
+            problems.append(f"{md}:{number}: cites BENCHMARKS with a figure but marks none (<!-- figure: KEY -->)")
+
+
+def check_issue_numbers(md: str, text: str, problems: list) -> None:
+    """User pages speak of versions and behaviour: no internal issue numbers (CHANGELOG.md and BENCHMARKS.md may)."""
+    if md in ("BENCHMARKS.md", "CHANGELOG.md"):
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.search(r"\bissues? #?\d+|(?<![\w&])#\d+\b", line, flags=re.I):
+            problems.append(f"{md}:{number}: cites an internal issue number; say the version or the behaviour")
+
+
 def main() -> int:
     problems: list = []
     check_troubleshooting(problems)
+    summary = bench_summary.load(SUMMARY)
     for md in markdown_files():
         with open(os.path.join(REPO, md), encoding="utf-8") as f:
             text = f.read()
         check_links(md, text, problems)
         check_paths(md, text, problems)
         check_commands(md, text, problems)
+        check_figures(md, text, problems, summary)
+        check_issue_numbers(md, text, problems)
     for p in problems:
         print(p)
     print(f"{len(markdown_files())} Markdown files checked: {len(problems)} problem(s)")

@@ -36,6 +36,8 @@ mod lease_migration;
 mod nifi_table;
 #[path = "../ops_tool.rs"]
 mod ops_tool;
+#[path = "../reset_state.rs"]
+mod reset_state;
 #[path = "../sink_pressure.rs"]
 mod sink_pressure;
 #[path = "../sink_standin.rs"]
