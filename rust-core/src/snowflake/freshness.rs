@@ -175,7 +175,9 @@ fn describe(s: &ShardFreshness, now_ms: i64) -> String {
             age_text(Duration::from_millis(u64::try_from(now_ms - arrival).unwrap_or(0))),
             time(arrival)
         ),
-        None => format!("nothing committed in Snowflake since the processor started; {waiting}; committed learned {learned}"),
+        None => format!(
+            "nothing committed in Snowflake since the processor started; {waiting}; committed learned {learned}"
+        ),
     }
 }
 
@@ -324,6 +326,9 @@ mod tests {
         f.taken(4, shard("new"), T0 + 55_000);
         let lines = f.lines(at(T0 + 60_000));
         let new = &lines.iter().find(|(k, _)| k == "shard.orders/new").unwrap().1;
-        assert_eq!(new, "nothing committed in Snowflake since the processor started; FlowFiles waiting here 1; committed learned -");
+        assert_eq!(
+            new,
+            "nothing committed in Snowflake since the processor started; FlowFiles waiting here 1; committed learned -"
+        );
     }
 }

@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 
 use sqlparser::ast::helpers::key_value_options::KeyValueOptionKind;
 use sqlparser::ast::{
-    Action, GrantObjects, Grantee, GranteeName, GranteesType, Ident, ObjectName, ObjectNamePart, Privileges, SchemaName,
-    Statement as Sql, Use, Value,
+    Action, GrantObjects, Grantee, GranteeName, GranteesType, Ident, ObjectName, ObjectNamePart, Privileges,
+    SchemaName, Statement as Sql, Use, Value,
 };
 use sqlparser::dialect::SnowflakeDialect;
 use sqlparser::parser::Parser;
@@ -126,8 +126,13 @@ impl Account {
 
     /// Applies a parsed statement (but the key of `SetPublicKey`, which the caller registers);
     /// returns the SQL API's status text.
-    pub fn apply(&mut self, statement: &Statement, catalog_has: &dyn Fn(&Object) -> bool) -> Result<String, AccountError> {
-        let need = |o: &Object| if self.exists(o, catalog_has) { Ok(()) } else { Err(AccountError::Missing(o.clone())) };
+    pub fn apply(
+        &mut self,
+        statement: &Statement,
+        catalog_has: &dyn Fn(&Object) -> bool,
+    ) -> Result<String, AccountError> {
+        let need =
+            |o: &Object| if self.exists(o, catalog_has) { Ok(()) } else { Err(AccountError::Missing(o.clone())) };
         match statement {
             Statement::Use(object) => {
                 need(object)?;
@@ -205,7 +210,9 @@ fn statement(sql: Sql, text: &str, database: Option<&str>) -> Result<Option<Stat
         Sql::CreateRole(r) if r.names.len() == 1 => {
             Statement::Create { object: Object::Role(single(&r.names[0], text)?), if_not_exists: r.if_not_exists }
         }
-        Sql::CreateUser(u) => Statement::Create { object: Object::User(ident(&u.name)), if_not_exists: u.if_not_exists },
+        Sql::CreateUser(u) => {
+            Statement::Create { object: Object::User(ident(&u.name)), if_not_exists: u.if_not_exists }
+        }
         Sql::AlterUser(a) => {
             let key = a.set_props.options.iter().find(|o| o.option_name.eq_ignore_ascii_case("RSA_PUBLIC_KEY"));
             match (key, a.set_props.options.len(), &a.rename_to) {

@@ -73,12 +73,8 @@ async fn the_set_up_script_runs_as_written_on_an_empty_account() {
     }
 
     let show = run(&e, "SHOW TABLES LIKE 'EVENTS' IN SCHEMA KINESIS_DB.KINESIS_SCHEMA").await.json();
-    let names: Vec<&str> = show["resultSetMetaData"]["rowType"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> =
+        show["resultSetMetaData"]["rowType"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     let row = &show["data"][0];
     let col = |name: &str| row[names.iter().position(|n| *n == name).unwrap()].clone();
     assert_eq!((col("enable_schema_evolution"), col("error_logging")), (json!("Y"), json!("Y")), "{show}");

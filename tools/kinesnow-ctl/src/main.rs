@@ -347,17 +347,22 @@ mod tests {
         let bad_arn = aws_args(&["--assume-role-arn", "kinesis-reader"]);
         let e = aws_settings(&bad_arn, "eu-west-1".into(), None).unwrap_err();
         assert!(e.contains("Assume Role ARN") && e.contains("is not an IAM role ARN"), "{e}");
-        let short = aws_args(&[
-            "--assume-role-arn",
-            "arn:aws:iam::123456789012:role/r",
-            "--assume-role-session-time",
-            "60",
-        ]);
+        let short =
+            aws_args(&["--assume-role-arn", "arn:aws:iam::123456789012:role/r", "--assume-role-session-time", "60"]);
         let e = aws_settings(&short, "eu-west-1".into(), None).unwrap_err();
         assert!(e.contains("Assume Role Session Time"), "{e}");
         assert!(
-            Cli::try_parse_from(["kinesnow-ctl", "status", "--application", "a", "--stream", "s", "--assume-role-external-id", "x"])
-                .is_err(),
+            Cli::try_parse_from([
+                "kinesnow-ctl",
+                "status",
+                "--application",
+                "a",
+                "--stream",
+                "s",
+                "--assume-role-external-id",
+                "x"
+            ])
+            .is_err(),
             "an External ID without a role"
         );
     }

@@ -129,8 +129,10 @@ fn create_table(
     if keyword(rest, "TABLE").is_none() {
         return Ok(None);
     }
-    let compile = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "001003", format!("SQL compilation error: {e}"));
-    let crate::ddl::Statement::CreateTable { table, .. } = crate::ddl::parse(statement, defaults).map_err(compile)? else {
+    let compile =
+        |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "001003", format!("SQL compilation error: {e}"));
+    let crate::ddl::Statement::CreateTable { table, .. } = crate::ddl::parse(statement, defaults).map_err(compile)?
+    else {
         return Ok(None);
     };
     let schema = Object::Schema(table.name.database.clone(), table.name.schema.clone());
