@@ -104,7 +104,8 @@ prefetch() {
     tests/nifi/assemble.sh >/dev/null &&
     tests/snowflake-standin/conformance/setup-venv.sh >/dev/null &&
     tests/kcl-legacy/build.sh >/dev/null &&
-    tests/kpl/venv.sh >/dev/null && tests/avro/venv.sh >/dev/null && bash tests/sts/venv.sh >/dev/null
+    tests/kpl/venv.sh >/dev/null && tests/avro/venv.sh >/dev/null && bash tests/sts/venv.sh >/dev/null &&
+    nice -n 10 tests/licenses/cargo-about.sh >/dev/null
 }
 prefetch_pid=""
 start_prefetch() {
@@ -193,6 +194,10 @@ export_standin_bin() {
   STANDIN_BIN="$(tests/snowflake-standin/build.sh 2>/dev/null | tail -n 1)" && export STANDIN_BIN
 }
 
+# The NAR's LICENSE and NOTICE regenerated from Cargo.lock and the Maven tree (cargo-about, license-maven-plugin),
+# against the committed ones, the licence allow-lists, and the NAR just built. After Maven: it runs Maven too. Not in
+# `fast`: cargo-about's scan takes minutes.
+LICENSES="Licenses: the NAR's third-party notices, allow-listed licences"
 case "$mode" in
   fast)
     gates
@@ -229,6 +234,8 @@ case "$mode" in
     join_prefetch
     join_release_build
     step "Java tests and the NAR (Maven; release library)" ./mvnw -B -q verify
+    # Minutes of cargo-about's licence scan, mostly one core: beside the steps after it (its Maven goal runs first).
+    background "$LICENSES" python3 tests/licenses/check.py
     E2E="End-to-end: the NAR in a real NiFi"
     if e2e_needs_nar; then background "$E2E" python3 -m pytest -q --durations=10 tests/e2e
     else record FAIL 0 "End-to-end: the NAR is built"; fi
@@ -242,8 +249,10 @@ case "$mode" in
     step "Benchmark Kinesis source (Rust SDK, CBOR and KCL conformance)" bench/kinesis-source/run-tests.sh
     step "Local emulators (kinesis-local, dynalite)" python3 -m pytest -q tests/services
     step "Policy proxy (Snowflake's IAM policy, tests/iam)" python3 -m pytest -q tests/iam
+    step "kinesnow-ctl: Assume Role with External ID and a proxy (STS emulator, tinyproxy)" python3 -m pytest -q tests/ctl
     join_background "Rust: fan-out renewal test"
     join_background "$E2E"
+    join_background "$LICENSES"
     # tests/nifi includes test_cluster.py: a real 3-node NiFi cluster with ConsumeKinesis on every node
     step "NiFi harness (real NiFi, standalone and a 3-node cluster)" python3 -m pytest -q --durations=5 tests/nifi
     ;;

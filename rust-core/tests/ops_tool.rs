@@ -328,7 +328,7 @@ fn audit_finds_a_planted_duplicate_and_missing_row_and_calls_a_complete_table_cl
     let from_ms = held.iter().map(|h| h.2).min().unwrap();
     let to_ms = held.iter().map(|h| h.2).max().unwrap() + 1;
     let window = Window::Time { from_ms, to_ms };
-    let sql = SqlApi::new(standin.url.parse().unwrap(), signer(), None, None, None).unwrap();
+    let sql = SqlApi::new(standin.url.parse().unwrap(), signer(), None, None, None, &Default::default()).unwrap();
     let table = |name: &str| Table { database: "DB".into(), schema: "PUBLIC".into(), name: name.into() };
 
     let clean = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("CLEAN"), &window)).unwrap();

@@ -394,6 +394,16 @@ fn is_region_code(region: &str) -> bool {
         && parts.last().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// Where and as whom AWS is called, read from the processor's credential, Assume Role and proxy
+/// settings alone (property names and the proxy service's facts), with the processor's own checks:
+/// `kinesnow-ctl` takes the same settings as its flags.
+pub fn aws_access(props: &PropertyMap) -> Result<(AwsCredentials, super::proxy::Proxy), ConfigProblems> {
+    let mut r = Reader::new(props);
+    let credentials = credentials(&mut r);
+    let proxy = super::proxy::Proxy::read(&mut r);
+    r.finish((credentials, proxy))
+}
+
 fn credentials(r: &mut Reader) -> AwsCredentials {
     if let Some(service) = credentials_service(r) {
         return AwsCredentials { source: CredentialSource::Service(service), role: None };

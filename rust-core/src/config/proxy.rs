@@ -99,6 +99,22 @@ impl Proxy {
         Self::Http(HttpProxy { host, port, credentials })
     }
 
+    /// A reqwest client builder (Snowflake's calls) whose calls go as this says: the environment's
+    /// proxy variables (reqwest's default, read as the AWS SDK reads them), none, or this proxy.
+    pub fn apply_to(&self, builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, String> {
+        Ok(match self {
+            Self::FromEnvironment => builder,
+            Self::Direct => builder.no_proxy(),
+            Self::Http(http) => {
+                let mut through = reqwest::Proxy::all(http.url()).map_err(|e| format!("proxy {}: {e}", http.url()))?;
+                if let Some(c) = &http.credentials {
+                    through = through.basic_auth(&c.user, c.password.expose());
+                }
+                builder.proxy(through)
+            }
+        })
+    }
+
     /// What the calls go through, for verification and errors; never the password.
     pub fn describe(&self) -> String {
         match self {

@@ -110,18 +110,15 @@ impl ShardStatus {
         }
     }
 
-    /// The line View State shows for the shard.
+    /// The line View State shows for the shard. NiFi's dialog cuts a value at its column's width, so
+    /// what an operator opens it for comes first (the lag, what the shard waits for, the arrival
+    /// times) and the long sequence numbers last.
     pub fn describe(&self) -> String {
-        let mut parts = vec![format!("lease counter {}", self.lease_counter)];
-        parts.push(format!("checkpoint {}", self.checkpoint.as_ref().map_or("none".into(), position)));
-        match &self.loaded {
-            Some(Loaded::Through(p)) => parts.push(format!("in Snowflake through {}", position(p))),
-            Some(Loaded::FromTrimHorizon) => parts.push("in Snowflake: nothing yet".into()),
-            None => {}
-        }
+        let mut parts = vec![];
         if self.millis_behind >= 0 {
             parts.push(format!("{} ms behind the tip", self.millis_behind));
         }
+        parts.push(format!("waits for {}", self.waiting.describe()));
         parts.push(format!("last record read arrived {}", time(self.last_read_arrival_ms)));
         parts.push(format!("last record committed in NiFi arrived {}", time(self.last_committed_arrival_ms)));
         if self.loaded.is_some() {
@@ -130,7 +127,13 @@ impl ShardStatus {
                 time(self.loaded_arrival_ms)
             ));
         }
-        parts.push(format!("waits for {}", self.waiting.describe()));
+        parts.push(format!("lease counter {}", self.lease_counter));
+        match &self.loaded {
+            Some(Loaded::Through(p)) => parts.push(format!("in Snowflake through {}", position(p))),
+            Some(Loaded::FromTrimHorizon) => parts.push("in Snowflake: nothing yet".into()),
+            None => {}
+        }
+        parts.push(format!("checkpoint {}", self.checkpoint.as_ref().map_or("none".into(), position)));
         parts.join("; ")
     }
 }
@@ -186,10 +189,13 @@ mod tests {
         let status = ShardStatus::of("shardId-000000000001", &s, CALM);
         assert_eq!(status.waiting, Waiting::Nothing);
         let line = status.describe();
-        assert!(line.starts_with("lease counter 7; checkpoint 495 (sub-sequence 2); 0 ms behind the tip"), "{line}");
-        assert!(line.contains("last record read arrived 2025-12-05T19:00:00.123Z"), "{line}");
-        assert!(line.contains("last record committed in NiFi arrived -"), "{line}");
-        assert!(line.ends_with("waits for nothing: caught up with the tip"), "{line}");
+        assert_eq!(
+            line,
+            "0 ms behind the tip; waits for nothing: caught up with the tip; \
+             last record read arrived 2025-12-05T19:00:00.123Z; last record committed in NiFi arrived -; \
+             lease counter 7; checkpoint 495 (sub-sequence 2)",
+            "the lag and what the shard waits for first, the checkpoint last (View State cuts long values)"
+        );
     }
 
     #[test]
@@ -220,7 +226,7 @@ mod tests {
         let mut s = state();
         s.loaded = Some(Loaded::Through(Position::new("490".to_owned(), None)));
         let line = ShardStatus::of("s", &s, CALM).describe();
-        assert!(line.contains("in Snowflake through 490"), "{line}");
+        assert!(line.ends_with("lease counter 7; in Snowflake through 490; checkpoint 495 (sub-sequence 2)"), "{line}");
         assert!(line.contains("newest FlowFile in Snowflake began with a record that arrived -"), "{line}");
         s.loaded_arrival_ms = Some(1_764_961_200_000);
         let line = ShardStatus::of("s", &s, CALM).describe();

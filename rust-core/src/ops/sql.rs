@@ -112,6 +112,7 @@ impl SqlApi {
         role: Option<String>,
         warehouse: Option<String>,
         extra_root_ca_pem: Option<&[u8]>,
+        proxy: &crate::config::proxy::Proxy,
     ) -> Result<Self, SqlError> {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("kinesnow-ctl/", env!("CARGO_PKG_VERSION")))
@@ -122,6 +123,7 @@ impl SqlApi {
                 reqwest::Certificate::from_pem(pem).map_err(|e| SqlError::Protocol(format!("extra root CA: {e}")))?;
             builder = builder.add_root_certificate(ca);
         }
+        let builder = proxy.apply_to(builder).map_err(SqlError::Protocol)?;
         let http = builder.build().map_err(|e| SqlError::Protocol(format!("HTTP client: {e}")))?;
         Ok(Self { http, base, signer, role, warehouse })
     }

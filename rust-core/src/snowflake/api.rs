@@ -179,19 +179,7 @@ impl SnowflakeApi {
                 reqwest::Certificate::from_pem(pem).map_err(|e| ApiError::Protocol(format!("extra root CA: {e}")))?;
             builder = builder.add_root_certificate(ca);
         }
-        builder = match proxy {
-            // reqwest's default: the environment's proxy variables, read as the AWS SDK reads them.
-            Proxy::FromEnvironment => builder,
-            Proxy::Direct => builder.no_proxy(),
-            Proxy::Http(http) => {
-                let mut through = reqwest::Proxy::all(http.url())
-                    .map_err(|e| ApiError::Protocol(format!("proxy {}: {e}", http.url())))?;
-                if let Some(c) = &http.credentials {
-                    through = through.basic_auth(&c.user, c.password.expose());
-                }
-                builder.proxy(through)
-            }
-        };
+        builder = proxy.apply_to(builder).map_err(ApiError::Protocol)?;
         let http = builder.build().map_err(|e| ApiError::Protocol(format!("HTTP client: {e}")))?;
         Ok(Self {
             http,

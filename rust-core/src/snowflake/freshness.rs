@@ -163,17 +163,22 @@ fn alarm_shard(a: &Alarm) -> &ShardKey {
     }
 }
 
+/// A shard's line: how old Snowflake's newest row is and what waits first (NiFi's View State cuts a
+/// value at its column's width), the timestamps after.
 fn describe(s: &ShardFreshness, now_ms: i64) -> String {
-    let newest = match s.committed_arrival_ms {
-        Some(arrival) => format!(
-            "newest FlowFile in Snowflake began with a record that arrived {} ({} old)",
-            time(arrival),
-            age_text(Duration::from_millis(u64::try_from(now_ms - arrival).unwrap_or(0)))
-        ),
-        None => "nothing committed in Snowflake since the processor started".to_owned(),
-    };
+    let waiting = format!("FlowFiles waiting here {}", s.waiting.len());
     let learned = s.committed_at.map_or("-".to_owned(), |t| humantime::format_rfc3339_seconds(t).to_string());
-    format!("{newest}; committed learned {learned}; FlowFiles waiting here {}", s.waiting.len())
+    match s.committed_arrival_ms {
+        Some(arrival) => format!(
+            "{} old in Snowflake; {waiting}; newest FlowFile in Snowflake began with a record that arrived {}; \
+             committed learned {learned}",
+            age_text(Duration::from_millis(u64::try_from(now_ms - arrival).unwrap_or(0))),
+            time(arrival)
+        ),
+        None => format!(
+            "nothing committed in Snowflake since the processor started; {waiting}; committed learned {learned}"
+        ),
+    }
 }
 
 /// An age as an operator reads it (whole seconds above ten seconds).
@@ -314,9 +319,16 @@ mod tests {
         f.taken(3, shard("stale"), T0 + 1);
         let lines = f.lines(at(T0 + 60_000));
         assert_eq!(lines[0].0, "shard.orders/stale");
-        assert!(lines[0].1.contains("(1m old)"), "{}", lines[0].1);
-        assert!(lines[0].1.ends_with("FlowFiles waiting here 1"), "{}", lines[0].1);
+        assert!(lines[0].1.starts_with("1m old in Snowflake; FlowFiles waiting here 1; "), "{}", lines[0].1);
+        assert!(lines[0].1.ends_with("; committed learned 2023-11-14T22:14:12Z"), "{}", lines[0].1);
         assert_eq!(lines[1].0, "shard.orders/fresh");
-        assert!(lines[1].1.contains("(10s old)"), "{}", lines[1].1);
+        assert!(lines[1].1.starts_with("10s old in Snowflake; FlowFiles waiting here 0; "), "{}", lines[1].1);
+        f.taken(4, shard("new"), T0 + 55_000);
+        let lines = f.lines(at(T0 + 60_000));
+        let new = &lines.iter().find(|(k, _)| k == "shard.orders/new").unwrap().1;
+        assert_eq!(
+            new,
+            "nothing committed in Snowflake since the processor started; FlowFiles waiting here 1; committed learned -"
+        );
     }
 }

@@ -47,14 +47,15 @@ impl ChannelViews {
         self.lock().remove(channel);
     }
 
-    /// One line per open channel: key `channel.<name>`.
+    /// One line per open channel: key `channel.<name>`; when the commit was learned and the pipe
+    /// first, the long offset token last (View State cuts a value at its column's width).
     pub fn lines(&self) -> Vec<(String, String)> {
         self.lock()
             .iter()
             .map(|(name, v)| {
                 let token = v.committed.as_deref().unwrap_or("none yet");
                 let at = v.committed_at.map_or("-".to_owned(), |t| humantime::format_rfc3339_seconds(t).to_string());
-                (format!("channel.{name}"), format!("pipe {}; committed offset token {token}; learned {at}", v.pipe))
+                (format!("channel.{name}"), format!("learned {at}; pipe {}; committed offset token {token}", v.pipe))
             })
             .collect()
     }
@@ -101,12 +102,13 @@ mod tests {
             views.lines(),
             vec![(
                 "channel.kinesnow_abc_us-west-2_orders_shardId-000000000000".to_owned(),
-                "pipe ORDERS-STREAMING; committed offset token none yet; learned -".to_owned()
+                "learned -; pipe ORDERS-STREAMING; committed offset token none yet".to_owned()
             )]
         );
         entry.committed("49.0007".into());
         let (_, line) = &views.lines()[0];
-        assert!(line.starts_with("pipe ORDERS-STREAMING; committed offset token 49.0007; learned 20"), "{line}");
+        assert!(line.starts_with("learned 20"), "{line}");
+        assert!(line.ends_with("; pipe ORDERS-STREAMING; committed offset token 49.0007"), "{line}");
         drop(entry);
         assert!(views.lines().is_empty(), "a retired writer's channel leaves the view");
     }

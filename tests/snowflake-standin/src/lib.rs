@@ -5,9 +5,10 @@
 //!
 //! Modules, one per capability: `server` (start-up), `tls`, `auth`, `routes`
 //! (control, ingest, admin), `channels`, `payload` (body decoding), `commit`,
-//! `catalog`, `ddl`, `schema` (types and conversion), `storage` (DuckDB), `faults`, `limits`
+//! `catalog`, `ddl`, `account` (the set-up script's account-level statements), `schema` (types and conversion), `storage` (DuckDB), `faults`, `limits`
 //! (Snowflake's per-channel request rate and throughput).
 
+pub mod account;
 pub mod auth;
 pub mod catalog;
 pub mod channels;

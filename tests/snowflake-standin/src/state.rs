@@ -147,6 +147,8 @@ pub struct AppState {
     pub bench_commits: Mutex<(Vec<BenchCommit>, u64)>,
     /// The SQL API's recent SELECT results by statement handle, for `GET /api/v2/statements/<handle>`.
     pub sql_results: Mutex<VecDeque<(String, crate::routes::sql_api::StoredResult)>>,
+    /// The roles, users, databases, schemas and warehouses the SQL API's set-up statements made.
+    pub account: RwLock<crate::account::Account>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -280,6 +282,7 @@ impl AppState {
             bench_counts: Default::default(),
             bench_commits: Default::default(),
             sql_results: Default::default(),
+            account: Default::default(),
         }
     }
 

@@ -10,7 +10,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use kinesnow_core::aws::{clients, AwsClients, AwsSettings};
-use kinesnow_core::config::consume_kinesis::{AwsCredentials, CredentialSource};
+use kinesnow_core::config::consume_kinesis::{
+    self as ck, ASSUME_ROLE_ARN, ASSUME_ROLE_EXTERNAL_ID, ASSUME_ROLE_SESSION_NAME, ASSUME_ROLE_SESSION_TIME,
+    ASSUME_ROLE_STS_ENDPOINT, ASSUME_ROLE_STS_REGION, PROFILE_NAME,
+};
+use kinesnow_core::config::proxy::{PROXY_HOST, PROXY_PASSWORD, PROXY_PORT, PROXY_TYPE, PROXY_USER};
+use kinesnow_core::config::PropertyMap;
 use kinesnow_core::ops::audit::{self, Table, Window};
 use kinesnow_core::ops::sql::SqlApi;
 use kinesnow_core::ops::status::{self, Target};
@@ -19,6 +24,8 @@ use kinesnow_core::snowflake::auth::KeyPairSigner;
 /// The environment variable the private key's passphrase is read from (never a flag: flags show
 /// in `ps`).
 const PASSPHRASE_ENV: &str = "KINESNOW_PRIVATE_KEY_PASSPHRASE";
+/// The environment variable the proxy user's password is read from (never a flag, as above).
+const PROXY_PASSWORD_ENV: &str = "KINESNOW_PROXY_PASSWORD";
 
 #[derive(Parser)]
 #[command(name = "kinesnow-ctl", version, about = "Read-only views of a kinesnow consumer group and its table")]
@@ -49,6 +56,33 @@ struct AwsArgs {
     /// A profile of the AWS shared config and credentials files; without it, the AWS default chain.
     #[arg(long)]
     profile: Option<String>,
+    /// A role the credentials assume (AssumeRole), as ConsumeKinesis' Assume Role ARN: every call uses its session.
+    #[arg(long)]
+    assume_role_arn: Option<String>,
+    /// The External ID the role's trust policy asks for (Assume Role External ID).
+    #[arg(long, requires = "assume_role_arn")]
+    assume_role_external_id: Option<String>,
+    /// The role session's name (Assume Role Session Name); default nifi-kinesnow.
+    #[arg(long, requires = "assume_role_arn")]
+    assume_role_session_name: Option<String>,
+    /// The role session's lifetime in seconds, 900-43200 (Assume Role Session Time); default 3600.
+    #[arg(long, requires = "assume_role_arn")]
+    assume_role_session_time: Option<u32>,
+    /// STS' region (Assume Role STS Region); default --region.
+    #[arg(long, requires = "assume_role_arn")]
+    assume_role_sts_region: Option<String>,
+    /// STS' endpoint (Assume Role STS Endpoint Override).
+    #[arg(long, requires = "assume_role_arn")]
+    assume_role_sts_endpoint: Option<url::Url>,
+    /// An HTTP proxy every AWS call goes through (HTTPS through CONNECT), as the processors' Proxy Configuration
+    /// Service of type HTTP; without it, HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY decide.
+    #[arg(long, requires = "proxy_port")]
+    proxy_host: Option<String>,
+    #[arg(long, requires = "proxy_host")]
+    proxy_port: Option<u16>,
+    /// The proxy's user (Basic authentication); the password is read from KINESNOW_PROXY_PASSWORD.
+    #[arg(long, requires = "proxy_host")]
+    proxy_user: Option<String>,
     /// Endpoint override for Kinesis and DynamoDB (as the processor's Endpoint Override URL).
     #[arg(long)]
     endpoint_url: Option<url::Url>,
@@ -141,29 +175,52 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn aws_clients(args: &AwsArgs) -> Result<AwsClients, String> {
+/// The settings the flags name, and the clients made from them.
+async fn aws_clients(args: &AwsArgs) -> Result<(AwsSettings, AwsClients), String> {
     let region = args
         .region
         .clone()
         .or_else(|| std::env::var("AWS_REGION").ok())
         .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
         .ok_or("no region: pass --region or set AWS_REGION")?;
-    let source = match &args.profile {
-        Some(name) => CredentialSource::Profile { name: Some(name.clone()), file: None },
-        None => CredentialSource::DefaultChain,
-    };
-    let settings = AwsSettings {
+    let settings = aws_settings(args, region, std::env::var(PROXY_PASSWORD_ENV).ok())?;
+    let clients = clients(&settings).await;
+    Ok((settings, clients))
+}
+
+/// The flags as ConsumeKinesis' properties (and its proxy service's facts), read by the processor's
+/// own code: the same checks, the same credentials chain and proxy client.
+fn aws_settings(args: &AwsArgs, region: String, proxy_password: Option<String>) -> Result<AwsSettings, String> {
+    let mut props: Vec<(&str, String)> = Vec::new();
+    let mut set = |name, value: Option<String>| props.extend(value.map(|v| (name, v)));
+    set(PROFILE_NAME, args.profile.clone());
+    set(ASSUME_ROLE_ARN, args.assume_role_arn.clone());
+    set(ASSUME_ROLE_EXTERNAL_ID, args.assume_role_external_id.clone());
+    set(ASSUME_ROLE_SESSION_NAME, args.assume_role_session_name.clone());
+    set(ASSUME_ROLE_SESSION_TIME, args.assume_role_session_time.map(|s| s.to_string()));
+    set(ASSUME_ROLE_STS_REGION, args.assume_role_sts_region.clone());
+    set(ASSUME_ROLE_STS_ENDPOINT, args.assume_role_sts_endpoint.as_ref().map(|u| u.to_string()));
+    if args.proxy_host.is_some() {
+        set(PROXY_TYPE, Some("HTTP".to_owned()));
+        set(PROXY_HOST, args.proxy_host.clone());
+        set(PROXY_PORT, args.proxy_port.map(|p| p.to_string()));
+        set(PROXY_USER, args.proxy_user.clone());
+        if args.proxy_user.is_some() {
+            set(PROXY_PASSWORD, Some(proxy_password.ok_or(format!("--proxy-user needs {PROXY_PASSWORD_ENV}"))?));
+        }
+    }
+    let (credentials, proxy) = ck::aws_access(&PropertyMap::from_pairs(props)).map_err(|e| e.to_string())?;
+    Ok(AwsSettings {
         region,
-        credentials: AwsCredentials { source, role: None },
+        credentials,
         endpoint_override: args.endpoint_url.clone(),
         dynamodb_endpoint_override: args.dynamodb_endpoint_url.clone(),
-        proxy: Default::default(),
-    };
-    Ok(clients(&settings).await)
+        proxy,
+    })
 }
 
 async fn run_status(args: StatusArgs) -> Result<ExitCode, String> {
-    let c = aws_clients(&args.aws).await?;
+    let (_, c) = aws_clients(&args.aws).await?;
     let target =
         Target { kinesis: &c.kinesis, dynamodb: &c.dynamodb, stream: &args.aws.stream, application: &args.application };
     let report = status::read(&target, !args.no_lag).await.map_err(|e| e.to_string())?;
@@ -188,8 +245,10 @@ async fn run_audit(args: AuditArgs) -> Result<ExitCode, String> {
             .parse()
             .map_err(|e| format!("account URL: {e}"))?,
     };
-    let sql = SqlApi::new(base, signer, args.role.clone(), args.warehouse.clone(), None).map_err(|e| e.to_string())?;
-    let c = aws_clients(&args.aws).await?;
+    let (settings, c) = aws_clients(&args.aws).await?;
+    // Snowflake's calls go through the same proxy as AWS', as PutSnowflake's through its proxy service.
+    let sql = SqlApi::new(base, signer, args.role.clone(), args.warehouse.clone(), None, &settings.proxy)
+        .map_err(|e| e.to_string())?;
     let table = Table { database: args.database.clone(), schema: args.schema.clone(), name: args.table.clone() };
     let report = audit::run(&c.kinesis, &args.aws.stream, &sql, &table, &window).await.map_err(|e| e.to_string())?;
     if args.json {
@@ -248,6 +307,87 @@ mod tests {
         assert_eq!(instant("2h", 10_000_000), Ok(10_000_000 - 7_200_000));
         assert_eq!(instant("1970-01-01T00:00:01Z", 0), Ok(1000));
         assert!(instant("yesterday", 0).is_err());
+    }
+
+    fn aws_args(flags: &[&str]) -> AwsArgs {
+        let mut argv = vec!["kinesnow-ctl", "status", "--application", "app", "--stream", "s"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).command {
+            Command::Status(args) => args.aws,
+            Command::Audit(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn an_assumed_role_with_an_external_id_is_read_as_the_processor_reads_it() {
+        use kinesnow_core::config::consume_kinesis::CredentialSource;
+        let args = aws_args(&[
+            "--profile",
+            "base",
+            "--assume-role-arn",
+            "arn:aws:iam::123456789012:role/kinesis-reader",
+            "--assume-role-external-id",
+            "ext-kinesnow-1",
+            "--assume-role-sts-endpoint",
+            "http://127.0.0.1:4599",
+        ]);
+        let settings = aws_settings(&args, "eu-west-1".into(), None).unwrap();
+        assert_eq!(settings.credentials.source, CredentialSource::Profile { name: Some("base".into()), file: None });
+        let role = settings.credentials.role.expect("a role");
+        assert_eq!(role.role_arn, "arn:aws:iam::123456789012:role/kinesis-reader");
+        assert_eq!(role.external_id.as_deref(), Some("ext-kinesnow-1"));
+        assert_eq!(role.session_name, "nifi-kinesnow", "the processor's default");
+        assert_eq!(role.session_time, Duration::from_secs(3600), "the processor's default");
+        assert_eq!(role.sts_endpoint.map(|u| u.to_string()).as_deref(), Some("http://127.0.0.1:4599/"));
+        assert_eq!(aws_settings(&aws_args(&[]), "eu-west-1".into(), None).unwrap().credentials.role, None);
+    }
+
+    #[test]
+    fn role_settings_get_the_processor_s_checks() {
+        let bad_arn = aws_args(&["--assume-role-arn", "kinesis-reader"]);
+        let e = aws_settings(&bad_arn, "eu-west-1".into(), None).unwrap_err();
+        assert!(e.contains("Assume Role ARN") && e.contains("is not an IAM role ARN"), "{e}");
+        let short =
+            aws_args(&["--assume-role-arn", "arn:aws:iam::123456789012:role/r", "--assume-role-session-time", "60"]);
+        let e = aws_settings(&short, "eu-west-1".into(), None).unwrap_err();
+        assert!(e.contains("Assume Role Session Time"), "{e}");
+        assert!(
+            Cli::try_parse_from([
+                "kinesnow-ctl",
+                "status",
+                "--application",
+                "a",
+                "--stream",
+                "s",
+                "--assume-role-external-id",
+                "x"
+            ])
+            .is_err(),
+            "an External ID without a role"
+        );
+    }
+
+    #[test]
+    fn a_proxy_takes_its_password_from_the_environment_and_never_shows_it() {
+        use kinesnow_core::config::proxy::Proxy;
+        let args = aws_args(&["--proxy-host", "127.0.0.1", "--proxy-port", "3128", "--proxy-user", "nifi"]);
+        let e = aws_settings(&args, "eu-west-1".into(), None).unwrap_err();
+        assert!(e.contains(PROXY_PASSWORD_ENV), "{e}");
+        let settings = aws_settings(&args, "eu-west-1".into(), Some("proxy-pw".into())).unwrap();
+        let Proxy::Http(http) = &settings.proxy else { panic!("{:?}", settings.proxy) };
+        assert_eq!((http.host.as_str(), http.port), ("127.0.0.1", 3128));
+        let credentials = http.credentials.as_ref().expect("basic credentials");
+        assert_eq!((credentials.user.as_str(), credentials.password.expose()), ("nifi", "proxy-pw"));
+        assert!(!format!("{settings:?}").contains("proxy-pw"), "the password never prints");
+        assert!(!settings.proxy.describe().contains("proxy-pw"));
+        let open = aws_settings(&aws_args(&["--proxy-host", "::1", "--proxy-port", "3128"]), "r".into(), None).unwrap();
+        assert!(matches!(&open.proxy, Proxy::Http(h) if h.credentials.is_none()), "{:?}", open.proxy);
+        assert_eq!(aws_settings(&aws_args(&[]), "eu-west-1".into(), None).unwrap().proxy, Proxy::FromEnvironment);
+        assert!(
+            Cli::try_parse_from(["kinesnow-ctl", "status", "--application", "a", "--stream", "s", "--proxy-host", "h"])
+                .is_err(),
+            "a host without a port"
+        );
     }
 
     #[test]

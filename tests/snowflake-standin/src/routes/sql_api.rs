@@ -8,8 +8,11 @@
 //! SELECT's result comes in partitions of [`PARTITION_ROWS`] rows, the first in the answer and the
 //! others at `GET /api/v2/statements/<handle>?partition=<n>`, gzip-compressed (`Content-Encoding:
 //! gzip`) when the request accepts it, as Snowflake sends them. A missing table is 422 with code
-//! `002003`; any other statement is 422 with a syntax error code, saying what the stand-in
-//! answers. Same authentication as the REST API.
+//! `002003`. Besides, the set-up statements of `parameter-contexts/template/snowflake-setup.sql`:
+//! the account-level ones (`account`: roles, users and their keys, databases, schemas, warehouses,
+//! grants) and `CREATE [OR REPLACE] [ICEBERG] TABLE` into an existing schema (the catalog's DDL,
+//! `ddl`), each answered with a one-row `status`. Any other statement is 422 with a syntax error
+//! code, saying what the stand-in answers. Same authentication as the REST API.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -19,6 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::Shared;
+use crate::account::{self, AccountError, Object};
+use crate::auth::Principal;
 use crate::catalog::{quote, ObjectName, TableDef};
 use crate::channels::now_ms;
 use crate::ddl::{normalize_ident, split_identifier};
@@ -52,10 +57,16 @@ pub async fn statements(
     headers: HeaderMap,
     Json(req): Json<StatementRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    state.auth.authenticate(&headers)?;
+    let (principal, _) = state.auth.authenticate(&headers)?;
     let defaults = (req.database.as_deref().map(normalize_ident), req.schema.as_deref().map(normalize_ident));
     if keyword(&req.statement, "SELECT").is_some() {
         return select(&state, &req.statement, &defaults).map(Json);
+    }
+    if let Some(statement) = account::parse(&req.statement, defaults.0.as_deref()).map_err(account_error)? {
+        return set_up(&state, &principal, &statement).map(Json);
+    }
+    if let Some(status) = create_table(&state, &req.statement, &defaults)? {
+        return Ok(Json(result_set(&["status"], vec![vec![json!(status)]])));
     }
     let catalog = state.catalog.read().unwrap();
     let (columns, rows) = match parse(&req.statement, &defaults)? {
@@ -77,6 +88,73 @@ pub async fn statements(
     Ok(Json(result_set(&columns, rows)))
 }
 
+/// Runs an account-level statement; a new public key is registered for the caller's account.
+fn set_up(state: &Shared, principal: &Principal, statement: &account::Statement) -> Result<Value, ApiError> {
+    let status = {
+        let catalog = state.catalog.read().unwrap();
+        let catalog_has = |o: &Object| catalog_has(&catalog, o);
+        state.account.write().unwrap().apply(statement, &catalog_has).map_err(account_error)?
+    };
+    if let account::Statement::SetPublicKey { user, key_body } = statement {
+        let pem = format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", key_body.trim());
+        let caller_account = principal.account_user.split('.').next().unwrap_or_default();
+        state.auth.register(caller_account, user, &pem).map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "000000", // the stand-in does not know Snowflake's code for it
+                format!("SQL execution error: invalid RSA_PUBLIC_KEY for user {user}: {e}"),
+            )
+        })?;
+    }
+    Ok(result_set(&["status"], vec![vec![json!(status)]]))
+}
+
+fn catalog_has(catalog: &crate::catalog::Catalog, object: &Object) -> bool {
+    catalog.tables().any(|t| match object {
+        Object::Database(d) => t.name.database.eq_ignore_ascii_case(d),
+        Object::Schema(d, s) => t.name.database.eq_ignore_ascii_case(d) && t.name.schema.eq_ignore_ascii_case(s),
+        _ => false,
+    })
+}
+
+/// `CREATE [OR REPLACE] [ICEBERG] TABLE` through the catalog's DDL, into a schema that exists.
+fn create_table(
+    state: &Shared,
+    statement: &str,
+    defaults: &(Option<String>, Option<String>),
+) -> Result<Option<String>, ApiError> {
+    let Some(rest) = keyword(statement, "CREATE") else { return Ok(None) };
+    let rest = keyword(rest, "OR").and_then(|r| keyword(r, "REPLACE")).unwrap_or(rest);
+    let rest = keyword(rest, "ICEBERG").unwrap_or(rest);
+    if keyword(rest, "TABLE").is_none() {
+        return Ok(None);
+    }
+    let compile =
+        |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "001003", format!("SQL compilation error: {e}"));
+    let crate::ddl::Statement::CreateTable { table, .. } = crate::ddl::parse(statement, defaults).map_err(compile)?
+    else {
+        return Ok(None);
+    };
+    let schema = Object::Schema(table.name.database.clone(), table.name.schema.clone());
+    let exists = {
+        let catalog = state.catalog.read().unwrap();
+        state.account.read().unwrap().exists(&schema, &|o| catalog_has(&catalog, o))
+    };
+    if !exists {
+        return Err(account_error(AccountError::Missing(schema)));
+    }
+    state.execute_ddl(statement, defaults).map(Some).map_err(|e| compile(e.to_string()))
+}
+
+fn account_error(e: AccountError) -> ApiError {
+    let code = match e {
+        AccountError::Syntax(_) => "001003",
+        AccountError::Missing(_) => "002003",
+        AccountError::Exists(_) => "002002",
+    };
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, e.to_string())
+}
+
 enum Statement {
     Describe(ObjectName),
     ShowTables { pattern: Option<String>, database: String, schema: String },
@@ -86,7 +164,7 @@ fn syntax(statement: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         "001003",
-        format!("SQL compilation error: syntax error in '{statement}' (the stand-in's SQL API answers DESCRIBE TABLE, SHOW TABLES and a SELECT from one table only)"),
+        format!("SQL compilation error: syntax error in '{statement}' (the stand-in's SQL API answers DESCRIBE TABLE, SHOW TABLES, a SELECT from one table and the set-up script's statements only)"),
     )
 }
 

@@ -22,11 +22,16 @@ pub fn now_s() -> i64 {
 
 /// A key-pair JWT as Snowflake clients build it; `ms` puts iat/exp in milliseconds.
 pub fn keypair_jwt(private_pem: &str, public_pem: &str, iat: i64, exp: i64, ms: bool) -> String {
+    keypair_jwt_of(USER, private_pem, public_pem, iat, exp, ms)
+}
+
+/// As [`keypair_jwt`], for another user of the account.
+pub fn keypair_jwt_of(user: &str, private_pem: &str, public_pem: &str, iat: i64, exp: i64, ms: bool) -> String {
     let fp = snowflake_standin::auth::fingerprint(public_pem).unwrap();
     let scale = if ms { 1000 } else { 1 };
     let claims = json!({
-        "iss": format!("{ACCOUNT}.{USER}.{fp}"),
-        "sub": format!("{ACCOUNT}.{USER}"),
+        "iss": format!("{ACCOUNT}.{user}.{fp}"),
+        "sub": format!("{ACCOUNT}.{user}"),
         "iat": iat * scale,
         "exp": exp * scale,
     });

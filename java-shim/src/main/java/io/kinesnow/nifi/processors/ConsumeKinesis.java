@@ -54,10 +54,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
 @InputRequirement(InputRequirement.Requirement.INPUT_FORBIDDEN)
 // It yields only while the engine starts: a short yield lets the first records out as soon as it has started.
 @DefaultSettings(yieldDuration = "100 millis")
-@Stateful(scopes = Scope.LOCAL, description = "The status of each shard this node leases, for View State: lease counter, "
-        + "checkpoint, what Snowflake has committed (Failover Position SNOWFLAKE_COMMIT), milliseconds behind the tip, when "
-        + "the last records read and committed in NiFi arrived in Kinesis (with SNOWFLAKE_COMMIT also when the first "
-        + "record of the newest FlowFile in Snowflake arrived), and what the shard waits for. Written at most "
+@Stateful(scopes = Scope.LOCAL, description = "The status of each shard this node leases, for View State: milliseconds "
+        + "behind the tip, what the shard waits for, when the last records read and committed in NiFi arrived in Kinesis "
+        + "(with Failover Position SNOWFLAKE_COMMIT also when the first record of the newest FlowFile in Snowflake "
+        + "arrived), then the lease counter, what Snowflake has committed (SNOWFLAKE_COMMIT) and last the checkpoint, so "
+        + "the dialog's cut keeps what an operator looks for. Written at most "
         + "every 5 seconds when it changes and cleared when the processor stops; nothing reads it back, so clearing it "
         + "changes nothing. Checkpoints and leases live in the DynamoDB lease table.")
 @SystemResourceConsideration(resource = SystemResource.MEMORY, description = "The engine holds up to Max Buffer Size of "

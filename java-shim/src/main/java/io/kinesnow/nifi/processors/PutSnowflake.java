@@ -75,10 +75,10 @@ import java.util.UUID;
 @Stateful(scopes = Scope.LOCAL, description = "This processor's own id (instance.id), part of every channel name, so "
         + "that no two NiFi instances (clustered or standalone) share a channel. Kept so that a restart reuses the "
         + "channels and their committed offset tokens; clearing it starts new channels, and FlowFiles replayed after "
-        + "that load again. Besides it, for View State only: each open channel (channel.<name>) with its pipe and the "
-        + "last offset token Snowflake reported committed, and each Kinesis shard loaded since the start "
-        + "(shard.<stream>/<shard>) with when the first record of its newest FlowFile in Snowflake arrived in Kinesis and "
-        + "how many of its FlowFiles wait here; written at most every 5 seconds when they change and removed when the "
+        + "that load again. Besides it, for View State only: each open channel (channel.<name>) with when the last commit "
+        + "was learned, its pipe and the last offset token Snowflake reported committed, and each Kinesis shard loaded "
+        + "since the start (shard.<stream>/<shard>) with how old its newest FlowFile in Snowflake is, how many of its "
+        + "FlowFiles wait here and when that FlowFile's first record arrived in Kinesis; written at most every 5 seconds when they change and removed when the "
         + "processor stops; nothing reads those back.")
 @ReadsAttributes({
     @ReadsAttribute(attribute = Attributes.STREAM, description = "With aws.kinesis.shard.id: the shard whose channel the rows go to"),
