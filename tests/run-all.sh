@@ -105,7 +105,8 @@ prefetch() {
     tests/snowflake-standin/conformance/setup-venv.sh >/dev/null &&
     tests/kcl-legacy/build.sh >/dev/null &&
     tests/kpl/venv.sh >/dev/null && tests/avro/venv.sh >/dev/null && bash tests/sts/venv.sh >/dev/null &&
-    nice -n 10 tests/licenses/cargo-about.sh >/dev/null
+    # cargo-about only when the licence lists' inputs changed (tests/licenses/check.py compares their digest).
+    { ! python3 tests/licenses/check.py --inputs-changed || nice -n 10 tests/licenses/cargo-about.sh >/dev/null; }
 }
 prefetch_pid=""
 start_prefetch() {

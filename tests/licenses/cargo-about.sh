@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the path of cargo-about (the version below, from crates.io with its locked dependencies), installed on first
+# Prints the path of cargo-about (the version below, from the crate registry with its locked dependencies), installed on first
 # use into ${KINESNOW_CACHE:-$HOME/.cache/kinesnow}/cargo-about-<version>/ (a few minutes' compile, once per machine).
 # Nothing is installed system-wide. Used by tests/licenses/check.py.
 set -euo pipefail

@@ -16,6 +16,12 @@ when a built NAR's copies are not these.
 
     python3 tests/licenses/check.py            # check (tests/run-all.sh runs this after the NAR is built)
     python3 tests/licenses/check.py --write    # regenerate licenses/nar/ after a dependency change
+    python3 tests/licenses/check.py --full     # regenerate and compare even when the inputs did not change
+
+--write also records the digest of what the lists are made from (Cargo.lock, licenses/about.toml, every pom.xml)
+in licenses/nar/INPUTS.sha256. While those are unchanged, the check compares the digest instead of running
+cargo-about (whose install is a long compile and whose scan takes minutes): a new or updated dependency changes
+Cargo.lock or a pom, and then the full check runs (and fails until the lists are regenerated and committed).
 """
 
 import argparse
@@ -116,6 +122,31 @@ def nar_notice(notices):
     return "\n".join(parts) + "\n"
 
 
+DIGEST = os.path.join(NAR_DIR, "INPUTS.sha256")
+
+
+def inputs_digest():
+    """The SHA-256 of what the lists are made from: Cargo.lock, the cargo-about config and every pom.xml."""
+    import hashlib
+    paths = ["Cargo.lock", "licenses/about.toml"] + sorted(
+        os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "**", "pom.xml"), recursive=True)
+        if "/target/" not in p and "/.work/" not in p and "/node_modules/" not in p)
+    h = hashlib.sha256()
+    for rel in paths:
+        h.update(rel.encode() + b"\0")
+        with open(os.path.join(REPO, rel), "rb") as f:
+            h.update(f.read() + b"\0")
+    return h.hexdigest()
+
+
+def inputs_unchanged():
+    return os.path.exists(DIGEST) and open(DIGEST, encoding="utf-8").read().strip() == inputs_digest()
+
+
+def committed_lists():
+    return {name: open(os.path.join(NAR_DIR, name), encoding="utf-8").read() for name in ("LICENSE", "NOTICE")}
+
+
 def nar_problems(expected):
     problems = []
     for nar in sorted(glob.glob(os.path.join(REPO, "nar-packaging*/target/*.nar"))):
@@ -140,7 +171,21 @@ def main():
     parser.add_argument("--about-json", metavar="FILE",
                         help="cargo-about's JSON answer from an earlier run (cargo about generate --format json), "
                              "instead of running it (minutes)")
+    parser.add_argument("--full", action="store_true",
+                        help="run cargo-about and Maven's licence goal even when the inputs' digest is unchanged")
+    parser.add_argument("--inputs-changed", action="store_true",
+                        help="only say (exit 0) whether the inputs changed since the lists were made, so the full "
+                             "check (and cargo-about) is needed; exit 1 when they did not")
     args = parser.parse_args()
+    if args.inputs_changed:
+        return 1 if inputs_unchanged() else 0
+    if not args.write and not args.full and not args.about_json and inputs_unchanged():
+        problems = nar_problems(committed_lists())
+        for p in problems:
+            print(f"licenses: {p}", file=sys.stderr)
+        print(f"licenses: the inputs are those the lists were made from (licenses/nar/INPUTS.sha256); "
+              f"the built NARs: {len(problems)} problem(s)")
+        return 1 if problems else 0
     about = cargo_about(args.about_json)
     expected = {
         "LICENSE": nar_license(rust_licenses(about), java_third_party()),
@@ -159,7 +204,9 @@ def main():
             problems.append(f"licenses/nar/{name} is not what the dependencies give: "
                             "run python3 tests/licenses/check.py --write and commit it")
     if args.write:
-        print("licenses: wrote licenses/nar/LICENSE and licenses/nar/NOTICE")
+        with open(DIGEST, "w", encoding="utf-8") as f:
+            f.write(inputs_digest() + "\n")
+        print("licenses: wrote licenses/nar/LICENSE, NOTICE and INPUTS.sha256")
         return 0
     nars = glob.glob(os.path.join(REPO, "nar-packaging*/target/*.nar"))
     problems += nar_problems(expected)
