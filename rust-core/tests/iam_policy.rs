@@ -176,7 +176,9 @@ async fn polling_restarts_two_engines_and_fan_out_need_only_snowflakes_policy() 
         &proxy.clients(&e).await.kinesis,
         kinesnow_core::kinesis::address::StreamRef::Name("iam"),
         "iam-app",
-    ).await.unwrap();
+    )
+    .await
+    .unwrap();
 
     let view = LeaseStore::new(direct.dynamodb.clone(), "iam-app", "iam").scan().await.unwrap();
     assert!(view.nodes.is_empty(), "stopped engines leave no heartbeat row: {:?}", view.nodes);

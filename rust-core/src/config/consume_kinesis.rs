@@ -4,8 +4,8 @@
 use std::time::{Duration, SystemTime};
 
 use super::properties::{PropertyMap, Reader};
-use crate::kinesis::address::{self, is_region_code, StreamArn, StreamRef};
 use super::{ConfigProblems, Secret};
+use crate::kinesis::address::{self, is_region_code, StreamArn, StreamRef};
 
 /// The properties' names (and, in the contract, their defaults and allowed values).
 pub use crate::contract::properties::consume_kinesis::{
@@ -383,7 +383,9 @@ fn stream_of(r: &mut Reader, value: String, region: &str) -> (String, Option<Str
         if !address::is_stream_name(&value) {
             r.problem(
                 STREAM_NAME,
-                format!("'{value}' is not a Kinesis stream name (1-128 letters, digits, '_', '.', '-') nor a stream ARN"),
+                format!(
+                    "'{value}' is not a Kinesis stream name (1-128 letters, digits, '_', '.', '-') nor a stream ARN"
+                ),
             );
         }
         return (value, None);
@@ -431,7 +433,6 @@ fn check_region(r: &mut Reader, region: &str) {
         r.problem(REGION, format!("'{region}' is not an AWS region code such as us-east-1"));
     }
 }
-
 
 fn credentials(r: &mut Reader) -> AwsCredentials {
     if let Some(service) = credentials_service(r) {
@@ -683,9 +684,15 @@ mod tests {
             problem_for(vec![(STREAM_NAME, value), (APPLICATION_NAME, "orders-app"), (REGION, region)], STREAM_NAME)
         };
         let other = with("arn:aws:kinesis:eu-west-1:210987654321:stream/orders", "us-east-1");
-        assert!(other.contains("region 'eu-west-1' is not the Region 'us-east-1': set Region to 'eu-west-1'"), "{other}");
+        assert!(
+            other.contains("region 'eu-west-1' is not the Region 'us-east-1': set Region to 'eu-west-1'"),
+            "{other}"
+        );
         let consumer = with("arn:aws:kinesis:us-east-1:210987654321:stream/orders/consumer/app:1", "us-east-1");
-        assert!(consumer.contains("is not a Kinesis stream ARN: it names 'stream/orders/consumer/app:1'"), "{consumer}");
+        assert!(
+            consumer.contains("is not a Kinesis stream ARN: it names 'stream/orders/consumer/app:1'"),
+            "{consumer}"
+        );
         let account = with("arn:aws:kinesis:us-east-1:2109:stream/orders", "us-east-1");
         assert!(account.contains("not a 12-digit AWS account ID"), "{account}");
         let partition = with("arn:aws:kinesis:cn-north-1:210987654321:stream/orders", "cn-north-1");

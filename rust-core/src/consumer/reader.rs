@@ -18,10 +18,10 @@ use super::ledger::ReadFrom;
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::contract::counters::consume_kinesis::ConsumerCounter;
+use crate::kinesis::address::ForStream;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
-use crate::kinesis::address::ForStream;
 use crate::kinesis::KinesisError;
 
 /// Where the next iterator starts.

@@ -24,9 +24,9 @@ use super::intake::{self, fetched_cost, Fetched};
 use super::ledger::ReadFrom;
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
+use crate::kinesis::address::ForStream;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
-use crate::kinesis::address::ForStream;
 use crate::kinesis::KinesisError;
 
 /// SubscribeToShard allows one call per second per consumer and shard.

@@ -11,8 +11,8 @@ use aws_sdk_kinesis::types::ShardIteratorType;
 use serde::Serialize;
 
 use super::OpsError;
-use crate::kinesis::position::Position;
 use crate::kinesis::address::StreamRef;
+use crate::kinesis::position::Position;
 use crate::kinesis::shards::{list_shards, ShardInfo};
 use crate::lease::table::{service_error, HASH_KEY, RANGE_KEY};
 use crate::lease::tombstone::REMOVED_AT;

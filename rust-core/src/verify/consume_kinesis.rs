@@ -414,7 +414,10 @@ fn stream_step(config: &ConsumeKinesisConfig, s: &StreamProbe) -> Step {
     let facts = match &s.describe {
         Answer::Ok(f) => f,
         Answer::NotFound(m) if arn.is_some() => {
-            return Step::failed(STREAM_STEP, format!("stream '{name}' does not exist ({m}): check its account, region and name"))
+            return Step::failed(
+                STREAM_STEP,
+                format!("stream '{name}' does not exist ({m}): check its account, region and name"),
+            )
         }
         Answer::NotFound(m) => {
             return Step::failed(STREAM_STEP, format!("stream '{name}' does not exist in this region ({m})"))
@@ -431,7 +434,10 @@ fn stream_step(config: &ConsumeKinesisConfig, s: &StreamProbe) -> Step {
             format!("{} shard(s), {open} open and {} closed", shards.len(), shards.len() - open)
         }
         Answer::NotFound(m) | Answer::Denied(m) | Answer::Failed(m) => {
-            return Step::failed(STREAM_STEP, format!("stream '{name}' exists but ListShards failed: {m}{cross_account}"))
+            return Step::failed(
+                STREAM_STEP,
+                format!("stream '{name}' exists but ListShards failed: {m}{cross_account}"),
+            )
         }
     };
     let Some(arn) = arn else {
@@ -441,7 +447,10 @@ fn stream_step(config: &ConsumeKinesisConfig, s: &StreamProbe) -> Step {
         );
     };
     if stream.arn != name {
-        return Step::failed(STREAM_STEP, format!("DescribeStream of '{name}' described another stream, '{}'", stream.arn));
+        return Step::failed(
+            STREAM_STEP,
+            format!("DescribeStream of '{name}' described another stream, '{}'", stream.arn),
+        );
     }
     Step::successful(
         STREAM_STEP,
