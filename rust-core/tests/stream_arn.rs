@@ -15,15 +15,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::iam_policy::PolicyProxy;
 use aws_sdk_kinesis::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_kinesis::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_kinesis::error::BoxError;
 use kinesnow_core::aws::{clients, AwsClients};
 use kinesnow_core::component::Component;
+use kinesnow_core::config::consume_kinesis::ConsumerType;
 use kinesnow_core::config::{ComponentType, ConsumeKinesisConfig, PropertyMap};
 use kinesnow_core::consumer::resume::FailoverPosition;
 use kinesnow_core::consumer::{ConsumerEngine, ConsumerError, EngineSettings};
 use kinesnow_core::ffi::batch;
+use kinesnow_core::kinesis::address::StreamRef;
 use kinesnow_core::kinesis::KinesisError;
 use kinesnow_core::lease::LeaseStore;
 use kinesnow_core::verify::{self, Outcome};
@@ -200,4 +203,47 @@ fn flow_files_of_a_stream_named_by_its_arn_carry_its_name_and_verify_names_its_a
     let stream = steps.iter().find(|s| s.name == verify::consume_kinesis::STREAM_STEP).unwrap();
     assert_eq!(stream.outcome, Outcome::Failed, "{}", stream.explanation);
     assert!(stream.explanation.contains("check its account, region and name"), "{}", stream.explanation);
+}
+
+/// Snowflake's IAM policy (enforced by `tests/iam/policy_proxy.py`, which takes a request's
+/// resource from its `StreamARN`) allows every call of a stream named by its ARN: polling, Enhanced
+/// Fan-Out and the consumer's removal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_named_by_its_arn_needs_only_snowflakes_policy_polling_and_fan_out() {
+    log();
+    let e = Emulators::start("stream-arn-iam");
+    let direct = clients(&aws(&e)).await;
+    create_stream(&direct, "arn-iam", 2).await;
+    let arn = arn_of(&direct, "arn-iam").await;
+    let proxy = PolicyProxy::start(&e, "arn-iam", "arn-iam-app", &[]).await;
+    let polling = EngineSettings { stream_arn: Some(arn.clone()), ..settings("arn-iam", "arn-iam-app") };
+
+    let first = put(&direct, "arn-iam", 0, 20).await;
+    let engine = ConsumerEngine::start(polling.clone(), clients(&proxy.aws(&e)).await).await.unwrap();
+    let (got, _) = drain(&engine, first.len(), true).await;
+    assert_eq!(got, by_shard(&first), "polling");
+    engine.stop().await;
+
+    let fan_out = EngineSettings { consumer_type: ConsumerType::EnhancedFanOut, ..polling };
+    let second = put(&direct, "arn-iam", 20, 10).await;
+    let engine = ConsumerEngine::start(fan_out, clients(&proxy.aws(&e)).await).await.unwrap();
+    let (got, _) = drain(&engine, second.len(), true).await;
+    assert_eq!(got, by_shard(&second), "Enhanced Fan-Out, from the polling checkpoints");
+    engine.stop().await;
+    let kinesis = clients(&proxy.aws(&e)).await.kinesis;
+    kinesnow_core::kinesis::fan_out::deregister(&kinesis, StreamRef::Arn(&arn), "arn-iam-app").await.unwrap();
+    let consumers = direct.kinesis.list_stream_consumers().stream_arn(&arn).send().await.unwrap();
+    let deleting = aws_sdk_kinesis::types::ConsumerStatus::Deleting;
+    assert!(consumers.consumers().iter().all(|c| c.consumer_status() == &deleting), "{consumers:?}");
+
+    proxy.assert_only_allowed(&[
+        "kinesis:DescribeStream",
+        "kinesis:ListShards",
+        "kinesis:GetShardIterator",
+        "kinesis:GetRecords",
+        "kinesis:RegisterStreamConsumer",
+        "kinesis:DescribeStreamConsumer",
+        "kinesis:SubscribeToShard",
+        "kinesis:DeregisterStreamConsumer",
+    ]);
 }
