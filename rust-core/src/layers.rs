@@ -11,8 +11,10 @@ const FLOORS: &[&[&str]] = &[
     &["contract", "error", "runtime", "secrets"],
     // The counts each engine keeps for NiFi's counters.
     &["counters"],
-    // Kinesis records and positions; the processors' settings.
-    &["kinesis", "config"],
+    // Kinesis records, positions and how calls name a stream.
+    &["kinesis"],
+    // The processors' settings (a stream's ARN is read by `kinesis::address`).
+    &["config"],
     // AWS clients and credentials.
     &["aws"],
     // The DynamoDB lease table.

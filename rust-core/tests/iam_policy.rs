@@ -172,7 +172,13 @@ async fn polling_restarts_two_engines_and_fan_out_need_only_snowflakes_policy() 
     assert_eq!(got, by_shard(&third), "Enhanced Fan-Out");
     engine.stop().await;
     // The processor is removed from the canvas: its consumer is deregistered.
-    kinesnow_core::kinesis::fan_out::deregister(&proxy.clients(&e).await.kinesis, "iam", "iam-app").await.unwrap();
+    kinesnow_core::kinesis::fan_out::deregister(
+        &proxy.clients(&e).await.kinesis,
+        kinesnow_core::kinesis::address::StreamRef::Name("iam"),
+        "iam-app",
+    )
+    .await
+    .unwrap();
 
     let view = LeaseStore::new(direct.dynamodb.clone(), "iam-app", "iam").scan().await.unwrap();
     assert!(view.nodes.is_empty(), "stopped engines leave no heartbeat row: {:?}", view.nodes);

@@ -215,7 +215,13 @@ type Held = (String, String, i64);
 /// Every record of the stream, shard by shard from TRIM_HORIZON.
 async fn read_all(c: &AwsClients, stream: &str) -> Vec<Held> {
     let mut out = Vec::new();
-    for shard in kinesnow_core::kinesis::shards::list_shards(&c.kinesis, stream).await.unwrap() {
+    for shard in kinesnow_core::kinesis::shards::list_shards(
+        &c.kinesis,
+        kinesnow_core::kinesis::address::StreamRef::Name(stream),
+    )
+    .await
+    .unwrap()
+    {
         let mut iterator = c
             .kinesis
             .get_shard_iterator()

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use super::properties::{PropertyMap, Reader};
 use super::{ConfigProblems, Secret};
+use crate::kinesis::address::{self, is_region_code, StreamArn, StreamRef};
 
 /// The properties' names (and, in the contract, their defaults and allowed values).
 pub use crate::contract::properties::consume_kinesis::{
@@ -190,7 +191,11 @@ const DEFAULT_SESSION_NAME: &str = "nifi-kinesnow";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumeKinesisConfig {
+    /// The stream's name (from the ARN when Stream Name holds one): the lease table's rows, the
+    /// FlowFiles' attributes and `kinesisMetadata` carry it.
     pub stream_name: String,
+    /// The ARN when Stream Name holds one: every Kinesis call then names the stream by it.
+    pub stream_arn: Option<String>,
     pub application_name: String,
     pub region: String,
     pub credentials: AwsCredentials,
@@ -220,14 +225,22 @@ pub struct ConsumeKinesisConfig {
 }
 
 impl ConsumeKinesisConfig {
+    /// How Kinesis calls name the stream: by its ARN when one was given, else by its name.
+    pub fn stream_ref(&self) -> StreamRef<'_> {
+        match &self.stream_arn {
+            Some(arn) => StreamRef::Arn(arn),
+            None => StreamRef::Name(&self.stream_name),
+        }
+    }
+
     pub fn parse(props: &PropertyMap) -> Result<Self, ConfigProblems> {
         let mut r = Reader::new(props);
-        let stream_name = r.required(STREAM_NAME);
-        check_stream_name(&mut r, &stream_name);
+        let stream = r.required(STREAM_NAME);
         let application_name = r.required(APPLICATION_NAME);
         check_application_name(&mut r, &application_name);
         let region = r.required(REGION);
         check_region(&mut r, &region);
+        let (stream_name, stream_arn) = stream_of(&mut r, stream, &region);
         let credentials = credentials(&mut r);
         let endpoint_override = r.url(ENDPOINT_OVERRIDE);
         let dynamodb_endpoint_override = r.url(DYNAMODB_ENDPOINT_OVERRIDE);
@@ -284,6 +297,7 @@ impl ConsumeKinesisConfig {
             node,
             proxy,
             stream_name,
+            stream_arn,
             application_name,
             region,
             credentials,
@@ -358,11 +372,44 @@ fn check_exactly_once_layout(
     }
 }
 
-/// Kinesis stream names: 1-128 of `[a-zA-Z0-9_.-]`.
-fn check_stream_name(r: &mut Reader, name: &str) {
-    if !name.is_empty() && !is_aws_name(name, 1, 128) {
-        r.problem(STREAM_NAME, format!("'{name}' is not a Kinesis stream name (1-128 letters, digits, '_', '.', '-')"));
+/// Stream Name holds the stream's name (1-128 of `[a-zA-Z0-9_.-]`) or its ARN, whose region must be
+/// the Region (the SDK sends calls to the client's region, see `kinesis::address`): the name, and
+/// the ARN if given.
+fn stream_of(r: &mut Reader, value: String, region: &str) -> (String, Option<String>) {
+    if value.is_empty() {
+        return (value, None);
     }
+    if !address::looks_like_arn(&value) {
+        if !address::is_stream_name(&value) {
+            r.problem(
+                STREAM_NAME,
+                format!(
+                    "'{value}' is not a Kinesis stream name (1-128 letters, digits, '_', '.', '-') nor a stream ARN"
+                ),
+            );
+        }
+        return (value, None);
+    }
+    let arn = match StreamArn::parse(&value) {
+        Ok(arn) => arn,
+        Err(e) => {
+            r.problem(STREAM_NAME, format!("'{value}' is not a Kinesis stream ARN: it {e}"));
+            return (value, None);
+        }
+    };
+    if !region.is_empty() && arn.region != region {
+        r.problem(
+            STREAM_NAME,
+            format!(
+                "the stream ARN's region '{}' is not the Region '{region}': set Region to '{}' (Kinesis calls go to \
+                 the Region, and the lease table is kept there too)",
+                arn.region, arn.region
+            ),
+        );
+    } else if let Err(e) = arn.check_partition(&arn.region) {
+        r.problem(STREAM_NAME, format!("'{value}' does not fit its region: {e}"));
+    }
+    (arn.name.clone(), Some(arn.to_string()))
 }
 
 /// The Application Name names both the DynamoDB table (3-255 chars) and the fan-out consumer
@@ -385,13 +432,6 @@ fn check_region(r: &mut Reader, region: &str) {
     if !region.is_empty() && !is_region_code(region) {
         r.problem(REGION, format!("'{region}' is not an AWS region code such as us-east-1"));
     }
-}
-
-fn is_region_code(region: &str) -> bool {
-    let parts: Vec<&str> = region.split('-').collect();
-    parts.len() >= 3
-        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
-        && parts.last().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Where and as whom AWS is called, read from the processor's credential, Assume Role and proxy
@@ -622,6 +662,53 @@ mod tests {
         let mut p = minimal();
         p[2] = (REGION, "Frankfurt");
         assert!(problem_for(p, REGION).contains("us-east-1"));
+    }
+
+    #[test]
+    fn a_stream_arn_names_the_stream_and_addresses_the_calls() {
+        let arn = "arn:aws:kinesis:us-east-1:210987654321:stream/orders";
+        let mut p = minimal();
+        p[0] = (STREAM_NAME, arn);
+        let c = parse(p).unwrap();
+        assert_eq!((c.stream_name.as_str(), c.stream_arn.as_deref()), ("orders", Some(arn)));
+        assert_eq!(c.stream_ref(), StreamRef::Arn(arn));
+        let by_name = parse(minimal()).unwrap();
+        assert_eq!((by_name.stream_name.as_str(), by_name.stream_arn.as_deref()), ("orders", None));
+        assert_eq!(by_name.stream_ref(), StreamRef::Name("orders"));
+    }
+
+    #[test]
+    fn a_stream_arn_of_other_partitions_fits_their_regions() {
+        for (arn, region) in [
+            ("arn:aws-cn:kinesis:cn-northwest-1:210987654321:stream/orders", "cn-northwest-1"),
+            ("arn:aws-us-gov:kinesis:us-gov-east-1:210987654321:stream/orders", "us-gov-east-1"),
+        ] {
+            let c = parse(vec![(STREAM_NAME, arn), (APPLICATION_NAME, "orders-app"), (REGION, region)]).unwrap();
+            assert_eq!(c.stream_arn.as_deref(), Some(arn));
+        }
+    }
+
+    #[test]
+    fn rejects_a_stream_arn_that_is_malformed_or_of_another_region() {
+        let with = |value: &str, region: &str| {
+            problem_for(vec![(STREAM_NAME, value), (APPLICATION_NAME, "orders-app"), (REGION, region)], STREAM_NAME)
+        };
+        let other = with("arn:aws:kinesis:eu-west-1:210987654321:stream/orders", "us-east-1");
+        assert!(
+            other.contains("region 'eu-west-1' is not the Region 'us-east-1': set Region to 'eu-west-1'"),
+            "{other}"
+        );
+        let consumer = with("arn:aws:kinesis:us-east-1:210987654321:stream/orders/consumer/app:1", "us-east-1");
+        assert!(
+            consumer.contains("is not a Kinesis stream ARN: it names 'stream/orders/consumer/app:1'"),
+            "{consumer}"
+        );
+        let account = with("arn:aws:kinesis:us-east-1:2109:stream/orders", "us-east-1");
+        assert!(account.contains("not a 12-digit AWS account ID"), "{account}");
+        let partition = with("arn:aws:kinesis:cn-north-1:210987654321:stream/orders", "cn-north-1");
+        assert!(partition.contains("does not fit its region: Partition: aws from ARN"), "{partition}");
+        let neither = with("arn-ish:orders", "us-east-1");
+        assert!(neither.contains("nor a stream ARN"), "{neither}");
     }
 
     #[test]

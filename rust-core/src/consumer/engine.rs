@@ -131,7 +131,7 @@ impl ConsumerEngine {
             settings.component,
         )
         .await?;
-        let facts = crate::kinesis::stream::describe(&clients.kinesis, &settings.stream).await?;
+        let facts = crate::kinesis::stream::describe(&clients.kinesis, settings.stream_ref()).await?;
         let lag_warning_ms = Some(facts.retention_ms() * i64::from(settings.lag_warning_percent) / 100);
         let stream_arn = facts.arn;
         let fan_out = match settings.consumer_type {
@@ -331,7 +331,7 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
         return Ok(None);
     }
     let clients = crate::aws::clients(&crate::aws::AwsSettings::of(config)).await;
-    fan_out::deregister(&clients.kinesis, &config.stream_name, &config.application_name).await?;
+    fan_out::deregister(&clients.kinesis, config.stream_ref(), &config.application_name).await?;
     Ok(Some(config.application_name.clone()))
 }
 
@@ -343,11 +343,11 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
 async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
     let kinesis = &clients.kinesis;
     let consumer_arn =
-        fan_out::ensure_consumer(kinesis, &settings.stream, &settings.application, settings.component).await?;
-    let shards = crate::kinesis::shards::list_shards(kinesis, &settings.stream).await?.len();
+        fan_out::ensure_consumer(kinesis, settings.stream_ref(), &settings.application, settings.component).await?;
+    let shards = crate::kinesis::shards::list_shards(kinesis, settings.stream_ref()).await?.len();
     let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
     let pool: Vec<_> = (0..size).map(|_| clients.separate_kinesis()).collect();
-    fan_out::open_connections(&pool, &settings.stream, settings.component).await;
+    fan_out::open_connections(&pool, settings.stream_ref(), settings.component).await;
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
 }
 

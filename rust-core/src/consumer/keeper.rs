@@ -75,7 +75,7 @@ impl Keeper {
     pub async fn new(shared: Arc<Shared>) -> Result<Self, ConsumerError> {
         let started = Instant::now();
         let stuck_after = shared.settings.stuck_shard_warning;
-        let shards = list_shards(&shared.kinesis, &shared.settings.stream).await?;
+        let shards = list_shards(&shared.kinesis, shared.settings.stream_ref()).await?;
         *shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
         Ok(Self {
             membership: Membership::new(shared.owner.clone(), shared.settings.failover_timeout),
@@ -399,7 +399,7 @@ impl Keeper {
             || (!self.unlisted.is_empty() && age >= Duration::from_secs(5));
         if due {
             let started = Instant::now();
-            let shards = list_shards(&self.shared.kinesis, &self.shared.settings.stream).await?;
+            let shards = list_shards(&self.shared.kinesis, self.shared.settings.stream_ref()).await?;
             *self.shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
             self.listing = Listing { shards, started };
         }

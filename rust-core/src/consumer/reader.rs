@@ -18,6 +18,7 @@ use super::ledger::ReadFrom;
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::contract::counters::consume_kinesis::ConsumerCounter;
+use crate::kinesis::address::ForStream;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
@@ -96,6 +97,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         let response = shared
             .kinesis
             .get_records()
+            .for_stream(shared.settings.stream_ref())
             .shard_iterator(&it)
             .limit(shared.settings.max_records_per_request as i32)
             .send()
@@ -203,7 +205,7 @@ async fn fetch_turn(limiter: &ShardLimiter, slots: &Arc<Semaphore>) -> OwnedSema
 }
 
 async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Result<String, KinesisError> {
-    let request = shared.kinesis.get_shard_iterator().stream_name(&shared.settings.stream).shard_id(shard_id);
+    let request = shared.kinesis.get_shard_iterator().for_stream(shared.settings.stream_ref()).shard_id(shard_id);
     let request = match start {
         Start::Committed(p) => request
             .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
@@ -246,7 +248,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
                     let out = shared
                         .kinesis
                         .get_shard_iterator()
-                        .stream_name(&shared.settings.stream)
+                        .for_stream(shared.settings.stream_ref())
                         .shard_id(shard_id)
                         .shard_iterator_type(ShardIteratorType::TrimHorizon)
                         .send()

@@ -21,6 +21,7 @@ use crate::config::consume_kinesis::{ConsumeKinesisConfig, ConsumerType, Initial
 use crate::contract::counters::consume_kinesis::ConsumerCounter;
 use crate::counters::ConsumerCounters;
 use crate::feedback::{LinkKey, Loaded};
+use crate::kinesis::address::StreamRef;
 use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
 use crate::lease::migration::MigrationSettings;
@@ -36,7 +37,10 @@ pub type SpawnReader = fn(Arc<Shared>, String, u64, Option<(aws_sdk_kinesis::Cli
 
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
+    /// The stream's name: the lease table's rows, log lines and the records' metadata carry it.
     pub stream: String,
+    /// The stream's ARN when the processor was given one: Kinesis calls then name the stream by it.
+    pub stream_arn: Option<String>,
     pub application: String,
     pub initial_position: InitialPosition,
     /// Polling (GetRecords) or Enhanced Fan-Out (SubscribeToShard, consumer named after the application).
@@ -77,6 +81,7 @@ impl EngineSettings {
     pub fn from_config(c: &ConsumeKinesisConfig, component: u64) -> Self {
         Self {
             stream: c.stream_name.clone(),
+            stream_arn: c.stream_arn.clone(),
             application: c.application_name.clone(),
             initial_position: c.initial_position,
             consumer_type: c.consumer_type,
@@ -95,6 +100,16 @@ impl EngineSettings {
             migration: MigrationSettings::default(),
             failover_position: c.failover_position,
             board: crate::feedback::BoardHandle::process(),
+        }
+    }
+}
+
+impl EngineSettings {
+    /// How Kinesis calls name the stream.
+    pub fn stream_ref(&self) -> StreamRef<'_> {
+        match &self.stream_arn {
+            Some(arn) => StreamRef::Arn(arn),
+            None => StreamRef::Name(&self.stream),
         }
     }
 }

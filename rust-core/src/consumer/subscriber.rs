@@ -24,6 +24,7 @@ use super::intake::{self, fetched_cost, Fetched};
 use super::ledger::ReadFrom;
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
+use crate::kinesis::address::ForStream;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::KinesisError;
@@ -380,6 +381,7 @@ async fn confirm_end(
         let mut out = match shared
             .kinesis
             .get_records()
+            .for_stream(shared.settings.stream_ref())
             .shard_iterator(&iterator)
             .limit(shared.settings.max_records_per_request as i32)
             .send()
@@ -451,7 +453,7 @@ async fn probe_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> R
 }
 
 async fn shard_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> Result<String, KinesisError> {
-    let request = shared.kinesis.get_shard_iterator().stream_name(&shared.settings.stream).shard_id(shard_id);
+    let request = shared.kinesis.get_shard_iterator().for_stream(shared.settings.stream_ref()).shard_id(shard_id);
     let request = match from {
         ProbeStart::AfterRecord(seq) | ProbeStart::AfterContinuation(seq) => {
             request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(seq)

@@ -10,6 +10,7 @@ use aws_sdk_kinesis::types::ConsumerStatus;
 use aws_sdk_kinesis::Client;
 use tracing::{info, warn};
 
+use super::address::{ForStream, StreamRef};
 use super::{sdk_error_text_with, KinesisError};
 
 /// Subscriptions per pooled client by default: each client has its own HTTP client and connection
@@ -32,7 +33,7 @@ fn error<E: ProvideErrorMetadata + std::error::Error + 'static>(
 }
 
 /// The stream's ARN (SubscribeToShard and the consumer calls need it), from DescribeStream.
-pub async fn stream_arn(client: &Client, stream: &str) -> Result<String, KinesisError> {
+pub async fn stream_arn(client: &Client, stream: StreamRef<'_>) -> Result<String, KinesisError> {
     Ok(super::stream::describe(client, stream).await?.arn)
 }
 
@@ -40,11 +41,12 @@ pub async fn stream_arn(client: &Client, stream: &str) -> Result<String, Kinesis
 /// returns its ARN.
 pub async fn ensure_consumer(
     client: &Client,
-    stream: &str,
+    address: StreamRef<'_>,
     name: &str,
     component: u64,
 ) -> Result<String, KinesisError> {
-    let arn = stream_arn(client, stream).await?;
+    let arn = stream_arn(client, address).await?;
+    let stream = address.as_str();
     let started = tokio::time::Instant::now();
     let mut warned = false;
     loop {
@@ -101,8 +103,9 @@ async fn register(client: &Client, stream: &str, stream_arn: &str, name: &str) -
 /// Deregisters the consumer `name` from the stream; a consumer already gone is fine. It is found
 /// by name and deregistered by its consumer ARN, the resource Snowflake's IAM policy grants
 /// `DeregisterStreamConsumer` on (`.../stream/<name>/consumer/*`).
-pub async fn deregister(client: &Client, stream: &str, name: &str) -> Result<(), KinesisError> {
-    let arn = stream_arn(client, stream).await?;
+pub async fn deregister(client: &Client, address: StreamRef<'_>, name: &str) -> Result<(), KinesisError> {
+    let arn = stream_arn(client, address).await?;
+    let stream = address.as_str();
     let Some((consumer_arn, _)) = describe(client, stream, &arn, name).await? else { return Ok(()) };
     match client.deregister_stream_consumer().consumer_arn(&consumer_arn).send().await {
         Ok(_) => Ok(()),
@@ -125,11 +128,12 @@ pub fn pool_size(shards: usize, per_client: usize) -> usize {
 /// for that client). Once a client's first call has returned, its HTTP/2 connection waits in its
 /// pool and every subscription takes it. A failed call is logged and the subscriptions go on: they
 /// need no warm connection to work.
-pub async fn open_connections(pool: &[Client], stream: &str, component: u64) {
+pub async fn open_connections(pool: &[Client], address: StreamRef<'_>, component: u64) {
     let mut calls = tokio::task::JoinSet::new();
+    let stream = address.as_str();
     for (i, client) in pool.iter().enumerate() {
-        let (client, stream) = (client.clone(), stream.to_owned());
-        calls.spawn(async move { (i, client.list_shards().stream_name(stream).max_results(1).send().await) });
+        let request = client.list_shards().for_stream(address).max_results(1);
+        calls.spawn(async move { (i, request.send().await) });
     }
     while let Some(done) = calls.join_next().await {
         if let Ok((i, Err(e))) = done {

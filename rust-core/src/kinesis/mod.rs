@@ -1,6 +1,7 @@
 //! The Kinesis side of the engine: the record model, positions, shard discovery, the polling
 //! reader's calls and limits, the Enhanced Fan-Out consumer, and KPL de-aggregation.
 
+pub mod address;
 pub mod deaggregate;
 pub mod digest;
 pub mod fan_out;

@@ -3,6 +3,7 @@
 
 use aws_sdk_kinesis::Client;
 
+use super::address::{ForStream, StreamRef};
 use super::KinesisError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,18 +14,18 @@ pub struct ShardInfo {
     pub closed: bool,
 }
 
-pub async fn list_shards(client: &Client, stream: &str) -> Result<Vec<ShardInfo>, KinesisError> {
+pub async fn list_shards(client: &Client, stream: StreamRef<'_>) -> Result<Vec<ShardInfo>, KinesisError> {
     let mut shards = Vec::new();
     let mut next_token: Option<String> = None;
     loop {
         let request = match &next_token {
-            // With a token, the stream name must not be sent again.
+            // With a token, the stream's name or ARN must not be sent again.
             Some(token) => client.list_shards().next_token(token),
-            None => client.list_shards().stream_name(stream),
+            None => client.list_shards().for_stream(stream),
         };
         let out = request.send().await.map_err(|e| {
             KinesisError::from_sdk(
-                stream,
+                stream.as_str(),
                 None,
                 crate::kinesis::sdk_error_text(&e),
                 e.as_service_error().map(|s| s.meta().code().unwrap_or_default().to_owned()),

@@ -6,6 +6,7 @@
 use aws_sdk_kinesis::error::ProvideErrorMetadata;
 use aws_sdk_kinesis::Client;
 
+use super::address::{ForStream, StreamRef};
 use super::{sdk_error_text_with, KinesisError};
 
 /// What the engine needs to know of a stream.
@@ -22,13 +23,14 @@ impl StreamFacts {
     }
 }
 
-/// Describes `stream` (and so checks that it exists and may be read).
-pub async fn describe(client: &Client, stream: &str) -> Result<StreamFacts, KinesisError> {
-    let out = client.describe_stream().stream_name(stream).limit(1).send().await.map_err(|e| {
-        KinesisError::from_sdk(stream, None, sdk_error_text_with(&e, e.message()), e.code().map(str::to_owned))
+/// Describes `stream` (and so checks that it exists and may be read). Its ARN is the stream
+/// owner's: the credentials' account for a name, the ARN's account for an ARN.
+pub async fn describe(client: &Client, stream: StreamRef<'_>) -> Result<StreamFacts, KinesisError> {
+    let out = client.describe_stream().for_stream(stream).limit(1).send().await.map_err(|e| {
+        KinesisError::from_sdk(stream.as_str(), None, sdk_error_text_with(&e, e.message()), e.code().map(str::to_owned))
     })?;
     let d = out.stream_description().ok_or_else(|| KinesisError::Service {
-        stream: stream.to_owned(),
+        stream: stream.to_string(),
         message: "DescribeStream returned no stream description".into(),
     })?;
     Ok(StreamFacts { arn: d.stream_arn().to_owned(), retention_hours: d.retention_period_hours() })

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::sql::{literal, ResultPages, Row, SqlApi};
 use super::OpsError;
 use crate::contract::metadata as meta;
+use crate::kinesis::address::StreamRef;
 use crate::kinesis::deaggregate::deaggregate;
 use crate::kinesis::position::compare_sequence_numbers;
 use crate::kinesis::record::KinesisRecord;
@@ -377,7 +378,9 @@ pub async fn run(
     window: &Window,
 ) -> Result<AuditReport, OpsError> {
     let mut shards: Vec<String> = match window {
-        Window::Time { .. } => list_shards(kinesis, stream).await?.into_iter().map(|s| s.shard_id).collect(),
+        Window::Time { .. } => {
+            list_shards(kinesis, StreamRef::Name(stream)).await?.into_iter().map(|s| s.shard_id).collect()
+        }
         Window::Sequence { shard, .. } => vec![shard.clone()],
     };
     shards.sort();

@@ -11,6 +11,7 @@ use aws_sdk_kinesis::types::ShardIteratorType;
 use serde::Serialize;
 
 use super::OpsError;
+use crate::kinesis::address::StreamRef;
 use crate::kinesis::position::Position;
 use crate::kinesis::shards::{list_shards, ShardInfo};
 use crate::lease::table::{service_error, HASH_KEY, RANGE_KEY};
@@ -106,7 +107,7 @@ pub async fn read(target: &Target<'_>, lag: bool) -> Result<StatusReport, OpsErr
     let store = LeaseStore::new(target.dynamodb.clone(), target.application, target.stream);
     let view = store.scan().await?;
     let other = other_rows(target.dynamodb, target.application, target.stream).await?;
-    let shards = list_shards(target.kinesis, target.stream).await?;
+    let shards = list_shards(target.kinesis, StreamRef::Name(target.stream)).await?;
     let mut report = assemble(target.stream, target.application, &shards, view, other);
     if lag {
         for shard in report.shards.iter_mut().filter(|s| s.state == ShardState::Open) {

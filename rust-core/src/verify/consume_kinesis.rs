@@ -16,6 +16,7 @@ use super::{bounded, Step};
 use crate::aws::{self, AwsClients};
 use crate::config::consume_kinesis::ConsumerType;
 use crate::config::ConsumeKinesisConfig;
+use crate::kinesis::address::{ForStream, StreamArn};
 use crate::kinesis::shards::ShardInfo;
 use crate::kinesis::stream::StreamFacts;
 use crate::kinesis::KinesisError;
@@ -164,7 +165,7 @@ async fn timed<T>(what: &str, probe: impl std::future::Future<Output = Answer<T>
 
 async fn probe_stream(clients: &AwsClients, config: &ConsumeKinesisConfig) -> StreamProbe {
     let k = &clients.kinesis;
-    let stream = config.stream_name.as_str();
+    let stream = config.stream_ref();
     let describe =
         timed("DescribeStream", async { kinesis_answer(crate::kinesis::stream::describe(k, stream).await) }).await;
     let shards =
@@ -177,7 +178,7 @@ async fn probe_stream(clients: &AwsClients, config: &ConsumeKinesisConfig) -> St
                 let iterator = timed("GetShardIterator", async {
                     sdk_answer(
                         k.get_shard_iterator()
-                            .stream_name(stream)
+                            .for_stream(stream)
                             .shard_id(&shard)
                             .shard_iterator_type(ShardIteratorType::Latest)
                             .send()
@@ -187,7 +188,7 @@ async fn probe_stream(clients: &AwsClients, config: &ConsumeKinesisConfig) -> St
                 .await;
                 if let Some(it) = iterator.ok().and_then(|o| o.shard_iterator().map(str::to_owned)) {
                     let records = timed("GetRecords", async {
-                        sdk_answer(k.get_records().shard_iterator(it).limit(1).send().await)
+                        sdk_answer(k.get_records().for_stream(stream).shard_iterator(it).limit(1).send().await)
                     })
                     .await;
                     probe.records = Some(map_unit(records));
@@ -373,7 +374,7 @@ pub fn steps(config: &ConsumeKinesisConfig, facts: &Facts) -> Vec<Step> {
         steps.push(Step::skipped(PERMISSIONS_STEP, why));
         return steps;
     };
-    steps.push(stream_step(&config.stream_name, stream));
+    steps.push(stream_step(config, stream));
     steps.push(lease_census::step(lease, &config.stream_name));
     steps.push(permissions_step(config, stream, lease, &facts.table_reads));
     steps
@@ -401,13 +402,29 @@ fn credentials_step(c: &Result<Resolved, String>, from_service: bool) -> Step {
     }
 }
 
-fn stream_step(name: &str, s: &StreamProbe) -> Step {
+/// What Verify says of a stream named by its ARN, which may be another account's.
+const CROSS_ACCOUNT: &str = "A stream of another AWS account is read only when its resource-based policy allows this \
+     reader's role (or account) and this role's own IAM policy allows the same actions on the stream's ARN \
+     (docs/setup-aws.md, \"A stream of another account\")";
+
+fn stream_step(config: &ConsumeKinesisConfig, s: &StreamProbe) -> Step {
+    let name = config.stream_ref().as_str();
+    let arn = config.stream_arn.as_deref().and_then(|a| StreamArn::parse(a).ok());
+    let cross_account = if arn.is_some() { format!(". {CROSS_ACCOUNT}") } else { String::new() };
     let facts = match &s.describe {
         Answer::Ok(f) => f,
+        Answer::NotFound(m) if arn.is_some() => {
+            return Step::failed(
+                STREAM_STEP,
+                format!("stream '{name}' does not exist ({m}): check its account, region and name"),
+            )
+        }
         Answer::NotFound(m) => {
             return Step::failed(STREAM_STEP, format!("stream '{name}' does not exist in this region ({m})"))
         }
-        Answer::Denied(m) => return Step::failed(STREAM_STEP, format!("DescribeStream of '{name}' was denied: {m}")),
+        Answer::Denied(m) => {
+            return Step::failed(STREAM_STEP, format!("DescribeStream of '{name}' was denied: {m}{cross_account}"))
+        }
         Answer::Failed(m) => return Step::failed(STREAM_STEP, format!("DescribeStream of '{name}' failed: {m}")),
     };
     let stream = facts;
@@ -417,12 +434,32 @@ fn stream_step(name: &str, s: &StreamProbe) -> Step {
             format!("{} shard(s), {open} open and {} closed", shards.len(), shards.len() - open)
         }
         Answer::NotFound(m) | Answer::Denied(m) | Answer::Failed(m) => {
-            return Step::failed(STREAM_STEP, format!("stream '{name}' exists but ListShards failed: {m}"))
+            return Step::failed(
+                STREAM_STEP,
+                format!("stream '{name}' exists but ListShards failed: {m}{cross_account}"),
+            )
         }
     };
+    let Some(arn) = arn else {
+        return Step::successful(
+            STREAM_STEP,
+            format!("stream '{name}' ({}): {shards}; retention {} h", stream.arn, stream.retention_hours),
+        );
+    };
+    if stream.arn != name {
+        return Step::failed(
+            STREAM_STEP,
+            format!("DescribeStream of '{name}' described another stream, '{}'", stream.arn),
+        );
+    }
     Step::successful(
         STREAM_STEP,
-        format!("stream '{name}' ({}): {shards}; retention {} h", stream.arn, stream.retention_hours),
+        format!(
+            "stream '{}' of account {} in {}, named by its ARN: {shards}; retention {} h. Its lease rows and FlowFiles \
+             carry the name '{}'. {CROSS_ACCOUNT}. DescribeStream and ListShards were allowed; the IAM Permissions step \
+             names the other actions",
+            arn.name, arn.account, arn.region, stream.retention_hours, arn.name
+        ),
     )
 }
 
@@ -473,7 +510,11 @@ fn permissions_step(
     };
     probed.push(("dynamodb:DescribeTable", describe_table));
     probed.extend(table_reads.iter().cloned());
-    permission_verdict(&probed, &unchecked(config, lease))
+    let mut step = permission_verdict(&probed, &unchecked(config, lease));
+    if step.outcome == super::Outcome::Failed && config.stream_arn.is_some() {
+        step.explanation.push_str(&format!(" {CROSS_ACCOUNT}."));
+    }
+    step
 }
 
 fn is_denial(message: &str) -> bool {
@@ -657,6 +698,63 @@ mod tests {
         assert!(p.contains("kinesis:DescribeStreamConsumer"), "{p}");
         assert!(p.contains("kinesis:RegisterStreamConsumer, kinesis:SubscribeToShard"), "{p}");
         assert!(p.contains("dynamodb:DeleteTable"), "a KCL table is migrated: {p}");
+    }
+
+    fn by_arn(arn: &str) -> ConsumeKinesisConfig {
+        ConsumeKinesisConfig::parse(&PropertyMap::from_pairs([
+            ("Stream Name", arn),
+            ("Application Name", "orders-app"),
+            ("Region", "us-east-1"),
+        ]))
+        .unwrap()
+    }
+
+    const OWNERS_ARN: &str = "arn:aws:kinesis:us-east-1:210987654321:stream/orders";
+
+    #[test]
+    fn a_stream_named_by_its_arn_is_reported_with_its_account_and_the_cross_account_rule() {
+        let mut s = good_stream();
+        s.describe = Answer::Ok(StreamFacts { arn: OWNERS_ARN.into(), retention_hours: 24 });
+        let steps = steps(&by_arn(OWNERS_ARN), &facts(s, lease(TableShape::Absent), allowed_reads()));
+        let stream = &steps[1];
+        assert_eq!(stream.outcome, Outcome::Successful, "{}", stream.explanation);
+        for part in [
+            "stream 'orders' of account 210987654321 in us-east-1, named by its ARN: 3 shard(s)",
+            "carry the name 'orders'",
+            "resource-based policy allows this reader's role",
+        ] {
+            assert!(stream.explanation.contains(part), "{part}: {}", stream.explanation);
+        }
+    }
+
+    #[test]
+    fn a_denied_stream_named_by_its_arn_names_the_resource_policy() {
+        let mut s = good_stream();
+        let denial = "AccessDeniedException: User: arn:aws:sts::123456789012:assumed-role/reader/nifi is not authorized \
+                      to perform: kinesis:DescribeStream because no resource-based policy allows the kinesis:DescribeStream action";
+        s.describe = Answer::Denied(denial.into());
+        s.shards = Answer::Denied(denial.into());
+        s.iterator = None;
+        s.records = None;
+        let steps = steps(&by_arn(OWNERS_ARN), &facts(s.clone(), lease(TableShape::Absent), allowed_reads()));
+        assert_eq!((steps[1].outcome, steps[3].outcome), (Outcome::Failed, Outcome::Failed));
+        assert!(steps[1].explanation.contains(&format!("DescribeStream of '{OWNERS_ARN}' was denied")));
+        assert!(steps[1].explanation.ends_with(&format!(". {CROSS_ACCOUNT}")), "{}", steps[1].explanation);
+        assert!(steps[3].explanation.ends_with(&format!(" {CROSS_ACCOUNT}.")), "{}", steps[3].explanation);
+        let by_name = steps_for_name(s);
+        assert!(!by_name[1].explanation.contains(CROSS_ACCOUNT), "{}", by_name[1].explanation);
+    }
+
+    fn steps_for_name(s: StreamProbe) -> Vec<Step> {
+        steps(&config("SHARED_THROUGHPUT"), &facts(s, lease(TableShape::Absent), allowed_reads()))
+    }
+
+    #[test]
+    fn a_missing_stream_named_by_its_arn_asks_to_check_account_region_and_name() {
+        let mut s = good_stream();
+        s.describe = Answer::NotFound(format!("Stream arn {OWNERS_ARN} not found"));
+        let steps = steps(&by_arn(OWNERS_ARN), &facts(s, lease(TableShape::Absent), allowed_reads()));
+        assert!(steps[1].explanation.contains("check its account, region and name"), "{}", steps[1].explanation);
     }
 
     #[test]

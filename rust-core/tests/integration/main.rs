@@ -44,5 +44,7 @@ mod sink_pressure;
 mod sink_standin;
 #[path = "../snowflake_failover.rs"]
 mod snowflake_failover;
+#[path = "../stream_arn.rs"]
+mod stream_arn;
 #[path = "../verify_services.rs"]
 mod verify_services;

@@ -98,6 +98,7 @@ pub fn aws(e: &Emulators) -> AwsSettings {
 pub fn settings(stream: &str, app: &str) -> EngineSettings {
     EngineSettings {
         stream: stream.into(),
+        stream_arn: None,
         application: app.into(),
         initial_position: InitialPosition::TrimHorizon,
         consumer_type: kinesnow_core::config::consume_kinesis::ConsumerType::SharedThroughput,

@@ -134,7 +134,11 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                     + "subSequenceNumber, shardedSequenceNumber) to each JSON object record.");
 
     static final PropertyDescriptor STREAM_NAME = new PropertyDescriptor.Builder()
-            .name(ConsumeKinesisSpecs.STREAM_NAME.name()).description("The name of the Kinesis stream to read.")
+            .name(ConsumeKinesisSpecs.STREAM_NAME.name())
+            .description("The name of the Kinesis stream to read, or its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME; "
+                    + "also arn:aws-cn:... and arn:aws-us-gov:...) to read a stream of another AWS account. With an ARN every "
+                    + "Kinesis call names the stream by it, the ARN's region must be the Region, and the lease table's rows, "
+                    + "the aws.kinesis.stream.name attribute and kinesisMetadata carry the stream's name from the ARN.")
             .required(true).addValidator(Validator.VALID).build();
     static final PropertyDescriptor APPLICATION_NAME = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.APPLICATION_NAME.name())
@@ -485,6 +489,14 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         }
     }
 
+    /**
+     * The stream's name: Stream Name holds it, or the stream's ARN (which the engine validated: its resource is
+     * stream/&lt;name&gt;, and a name has no '/').
+     */
+    static String streamName(final String streamProperty) {
+        return streamProperty.startsWith("arn:") ? streamProperty.substring(streamProperty.lastIndexOf('/') + 1) : streamProperty;
+    }
+
     /** With Processing Strategy RECORD, what reads and writes the records; else null. */
     private RecordFlowFiles recordFlowFiles(final ProcessContext context) {
         if (!RECORD.getValue().equals(context.getProperty(PROCESSING_STRATEGY).getValue())) {
@@ -492,13 +504,13 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
         }
         return new RecordFlowFiles(context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class),
                 context.getProperty(RECORD_WRITER).asControllerService(RecordSetWriterFactory.class),
-                RecordOutput.of(context.getProperty(OUTPUT_STRATEGY).getValue()), context.getProperty(STREAM_NAME).getValue(),
+                RecordOutput.of(context.getProperty(OUTPUT_STRATEGY).getValue()), streamName(context.getProperty(STREAM_NAME).getValue()),
                 getLogger());
     }
 
     private void writeFlowFiles(final ProcessContext context, final ProcessSession session, final RecordBatch batch,
                                 final RecordFlowFiles records) {
-        final String stream = context.getProperty(STREAM_NAME).getValue();
+        final String stream = streamName(context.getProperty(STREAM_NAME).getValue());
         final String region = context.getProperty(REGION).getValue();
         final boolean json = records == null && !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
         final String application = context.getProperty(APPLICATION_NAME).getValue();

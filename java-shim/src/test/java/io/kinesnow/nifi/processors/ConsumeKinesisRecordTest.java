@@ -40,6 +40,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
+import static io.kinesnow.nifi.processors.ProcessorTestSupport.assertProblem;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -177,6 +178,24 @@ class ConsumeKinesisRecordTest {
             in.get(utf8);
             return new String(utf8, StandardCharsets.UTF_8);
         }
+    }
+
+    @Test
+    void aStreamNamedByItsArnGivesItsNameToKinesisMetadataAndTheAttribute() throws Exception {
+        final Stand stand = json("", List.of(Entry.of(1, "{\"id\":1}")), "INJECT_METADATA");
+        stand.runner.setProperty(ConsumeKinesis.STREAM_NAME, "arn:aws:kinesis:us-east-1:210987654321:stream/orders");
+        stand.runner.assertValid();
+        stand.runner.run(1);
+        final MockFlowFile out = stand.runner.getFlowFilesForRelationship(ConsumeKinesis.REL_SUCCESS).get(0);
+        assertEquals("orders", JSON.readTree(out.toByteArray()).get(0).get("kinesisMetadata").get("stream").asText());
+        out.assertAttributeEquals("aws.kinesis.stream.name", "orders");
+    }
+
+    @Test
+    void aStreamArnOfAnotherRegionIsInvalid() throws Exception {
+        final Stand stand = json("", List.of(Entry.of(1, "{\"id\":1}")), "INJECT_METADATA");
+        stand.runner.setProperty(ConsumeKinesis.STREAM_NAME, "arn:aws:kinesis:eu-west-1:210987654321:stream/orders");
+        assertProblem(stand.runner, "Stream Name", "region 'eu-west-1' is not the Region 'us-east-1'");
     }
 
     @Test
