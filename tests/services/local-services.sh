@@ -18,6 +18,8 @@
 #   KINESIS_PORT=4568          kinesis-local plain HTTP (HTTP/1.1 and h2c)  -> http://127.0.0.1:4568
 #   KINESIS_TLS_PORT=4567      kinesis-local HTTPS, self-signed (tests should use the HTTP port)
 #   DYNAMODB_PORT=4571         dynalite                                      -> http://127.0.0.1:4571
+#   KINESIS_SHARD_LIMIT=1000   kinesis-local's open shards across all streams (its own default, 50, is less
+#                              than the end-to-end suite's streams add up to: they are not deleted between tests)
 #   SERVICES_STATE_DIR=tests/services/.work/state   PID files and logs (kinesis.log, dynalite.log)
 #   SERVICES_START_TIMEOUT=60
 # Note: kinesis-local listens on 0.0.0.0 (hard-coded, no host option); tests only ever connect to
@@ -109,6 +111,7 @@ start_kinesis() {
         CREATE_STREAM_DURATION=0ms DELETE_STREAM_DURATION=0ms \
         REGISTER_STREAM_CONSUMER_DURATION=0ms DEREGISTER_STREAM_CONSUMER_DURATION=0ms \
         SPLIT_SHARD_DURATION=0ms MERGE_SHARDS_DURATION=0ms UPDATE_SHARD_COUNT_DURATION=0ms \
+        SHARD_LIMIT="${KINESIS_SHARD_LIMIT:-1000}" \
         node node_modules/kinesis-local/main.js </dev/null >"$state/kinesis.log" 2>&1) &
     echo $! > "$state/kinesis.pid"
 }
