@@ -25,6 +25,7 @@ Errors raise NiFiApiError carrying the method, URL, HTTP status and response bod
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -223,8 +224,9 @@ class NiFiClient:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
-            raise NiFiApiError(method, url, None, str(getattr(e, "reason", e))) from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException) as e:
+            # HTTPException: no HTTP answer at all (such as plain HTTP sent to NiFi's HTTPS port)
+            raise NiFiApiError(method, url, None, f"{type(e).__name__}: {getattr(e, 'reason', e)}") from None
 
     def _exchange(self, method: str, url: str, data: Optional[bytes], headers: dict) -> bytes:
         """An authorized request (logging in first, and once more on 401 when it has credentials); the body of
