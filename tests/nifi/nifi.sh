@@ -208,7 +208,7 @@ issue_certificate() {
 }
 
 # The DN of cluster node N (its certificate's subject; the managed authorizer's Node Identity N).
-node_dn() { echo "CN=kinesnow-node-$1"; }
+node_dn() { echo "CN=kinesnow-node-$1"; }  # issue_certificate kinesnow-node-N gives node N this subject
 
 # The single-user login identity provider with the login's username and bcrypt hash, written by NiFi's own
 # SetSingleUserCredentials (the class `nifi.sh set-single-user-credentials` runs).
@@ -294,7 +294,7 @@ configure_security() {
     local props="$1" dir="$instance/conf/tls"
     ensure_ca
     ensure_login
-    if [ "$clustered" = 1 ]; then issue_certificate "$(node_dn "$zk_id")"; else issue_certificate kinesnow-nifi; fi
+    if [ "$clustered" = 1 ]; then issue_certificate "kinesnow-node-$zk_id"; else issue_certificate kinesnow-nifi; fi
     set_prop "$props" nifi.web.http.host ""
     set_prop "$props" nifi.web.http.port ""
     set_prop "$props" nifi.web.https.host 127.0.0.1
