@@ -187,6 +187,12 @@ class NiFiClient:
         self._token: Optional[str] = None
         self._ssl = self._ssl_context(ca_file, insecure_skip_verify) if self.base_url.startswith("https:") else None
 
+    def anonymous(self) -> "NiFiClient":
+        """A client of the same NiFi with the same trust, that does not log in."""
+        other = NiFiClient(self.base_url, timeout=self.timeout)
+        other._ssl = self._ssl
+        return other
+
     def __repr__(self) -> str:  # never the password nor the token
         return f"NiFiClient({self.base_url!r}, username={self.username!r})"
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from nifi_client import NiFiClient
+from nifi_client import NiFiApiError, NiFiClient
 
 # Seconds each successful NiFiInstance.start of this process took (fresh starts and `keep` restarts alike): the
 # e2e conftest prints how many NiFi starts a test session paid for.
@@ -101,11 +101,8 @@ def read_login(login_dir: str) -> tuple[str, str]:
 def anonymous_status(client: NiFiClient) -> Optional[int]:
     """The HTTP status NiFi gives a call without login to /flow/about over the client's own URL and trust
     (401 on a secured NiFi); None when nothing answers."""
-    from nifi_client import NiFiApiError
-    anonymous = NiFiClient(client.base_url, timeout=10)
-    anonymous._ssl = client._ssl
     try:
-        anonymous.about()
+        client.anonymous().about()
         return 200
     except NiFiApiError as e:
         return e.status
@@ -124,10 +121,6 @@ class NiFiInstance:
     @property
     def base_url(self) -> str:
         return self.client.base_url
-
-    @property
-    def secure(self) -> bool:
-        return read_instance_env(self.instance_dir).get("SECURE") == "1"
 
     @property
     def log_path(self) -> str:
