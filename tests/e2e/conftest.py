@@ -47,9 +47,9 @@ def shared_nifi_session(policy_proxies, local_services):  # noqa: F811  (the imp
 
 @pytest.fixture(scope="session")
 def secured_nifi_session(policy_proxies, local_services):  # noqa: F811  (the imported fixture)
-    """Like shared_nifi_session, but the NiFi is secured as NiFi 2.x runs by default: HTTPS with certificates
-    from a CA the test made, NiFi's single-user login (tests/nifi/nifi.sh --secure). Its client trusts that
-    CA and logs in."""
+    """Like shared_nifi_session, but the NiFi is secured: HTTPS with certificates from a CA the test made, a login
+    and authorization (tests/nifi/nifi.sh --secure: our test-only login provider, NiFi's single-user one not being
+    served here, and NiFi's file-based managed authorizer). Its client trusts that CA and logs in."""
     shared = SharedNiFi(secure=True)
     _SHARED.append(shared)
     yield shared

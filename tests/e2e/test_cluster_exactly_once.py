@@ -1,6 +1,10 @@
 """Exactly once from Kinesis into Snowflake across node failover, in a real 3-node NiFi cluster (issue 17),
-secured as NiFi 2.x runs by default (HTTPS, certificates from one CA, the cluster protocol over TLS, NiFi's
-single-user login and the file-based managed authorizer knowing the nodes: NiFiCluster.start(secure=True)).
+secured (HTTPS, certificates from one CA, the cluster protocol over TLS, a login, and NiFi's file-based managed
+authorizer knowing the nodes: NiFiCluster.start(secure=True)). NiFi's single-user login providers NAR is not served
+by the Maven repository reachable here, so this NiFi logs in through a test-only login provider of ours
+(tests/nifi/test-login-nar) with the same REST login (POST /nifi-api/access/token with username and password,
+bearer token) and authorizes with NiFi's file-based managed authorizer; NiFi's own single-user provider is not
+what the tests run.
 
 The flow of parameter-contexts/ (ConsumeKinesis with Failover Position SNOWFLAKE_COMMIT -> PutSnowflake ->
 the Snowflake stand-in) runs on every node of a real NiFi 2.3.0 cluster (tests/lib/nifi_cluster.py) over a

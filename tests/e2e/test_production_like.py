@@ -8,8 +8,11 @@ claims a batch gets. Records were skipped silently (FlowFiles routed to success 
 their rows never in the table). ConsumeKinesis now names on each FlowFile the record read before it
 (kinesnow.previous.sequence.number) and PutSnowflake restores each shard's order from it.
 
-One NiFi (the session's shared secured one: HTTPS and NiFi's single-user login, as NiFi 2.x runs by default; the
-client trusts the CA the test made and logs in) runs, all at the same time:
+One NiFi (the session's shared secured one: HTTPS, a login and authorization; the client trusts the CA the test made
+and logs in. NiFi's single-user login providers NAR is not served by the Maven repository reachable here, so this
+NiFi logs in through a test-only login provider of ours (tests/nifi/test-login-nar) with the same REST login (POST
+/nifi-api/access/token with username and password, bearer token) and authorizes with NiFi's file-based managed
+authorizer; NiFi's own single-user provider is not what the tests run) runs, all at the same time:
 
 - noise: a process group of three GenerateFlowFile writing 1 KB FlowFiles every 20 ms into a RouteOnAttribute
   that drops them (content claims taken, returned and reused all the time, as other flows do);

@@ -1,5 +1,5 @@
 """The README's quick start for plain NiFi, followed as a new user follows it, against a freshly started secured NiFi
-(NiFi 2.x's default: HTTPS and NiFi's single-user login; tests/e2e/conftest.py's `secured_nifi`), up to the point
+(HTTPS and a login, as NiFi 2.x runs by default; tests/e2e/conftest.py's `secured_nifi`), up to the point
 where real AWS and Snowflake would be needed: kinesis-local and dynalite (through Snowflake's IAM policy,
 tests/lib/iam_proxy.py) stand in for AWS, the stand-in for Snowflake.
 
@@ -20,6 +20,11 @@ Every step goes through the REST calls NiFi's UI makes for it:
 The second test runs `parameter-contexts/apply.py --definition` (the scripted way to the same flow) against the
 same secured NiFi with --username, --password-file and --ca-file, and shows that it fails with a certificate error
 when told to trust another CA, and that no output of it carries the password.
+
+NiFi's single-user login providers NAR is not served by the Maven repository reachable here, so this NiFi logs in
+through a test-only login provider of ours (tests/nifi/test-login-nar) with the same REST login as NiFi's
+single-user one (POST /nifi-api/access/token with username and password, bearer token) and authorizes with NiFi's
+file-based managed authorizer; NiFi's own single-user provider, which a user's NiFi runs, is not what this test runs.
 """
 
 import base64

@@ -325,6 +325,29 @@ class NiFiClient:
 
     # ---- extension types and docs -----------------------------------------------------------------
 
+    # Root process group policies the admin of a new secured NiFi grants: (action, resource prefix, other users too).
+    ROOT_POLICIES = [("read", "/process-groups/", False), ("write", "/process-groups/", False),
+                     ("read", "/data/process-groups/", True), ("write", "/data/process-groups/", True),
+                     ("read", "/provenance-data/process-groups/", True), ("read", "/provenance", False),
+                     ("read", "/counters", False), ("write", "/counters", False), ("read", "/system", False)]
+
+    def grant_root_policies(self) -> None:
+        """As this client's user, the Initial Admin of NiFi's file-based managed authorizer on a new secured NiFi
+        (its root group's id is not known before the flow exists, so NiFi grants the admin no policy on it),
+        through the REST API as the UI's "Access Policies" dialog does: view and modify the root process group
+        (inherited by every group in it), view and modify its data (for the admin and every other user the
+        authorizer knows: a cluster's nodes, as NiFi authorizes each proxy of a replicated request for data),
+        view its provenance, view and modify counters, view system diagnostics."""
+        root = self.root_process_group_id()
+        users = {u["component"]["identity"]: u["id"] for u in self.get("tenants/users")["users"]}
+        admin = users[self.username]
+        others = [i for name, i in users.items() if name != self.username]
+        for action, prefix, with_others in self.ROOT_POLICIES:
+            resource = prefix + root if prefix.endswith("/") else prefix
+            members = [admin] + (others if with_others else [])
+            self.post("policies", {"revision": {"version": 0, "clientId": self.client_id}, "component": {
+                "action": action, "resource": resource, "users": [{"id": i} for i in members], "userGroups": []}})
+
     def processor_types(self, type_filter: Optional[str] = None) -> list[dict]:
         """Processor types the instance knows: [{"type", "bundle": {"group","artifact","version"},
         "description", "tags", ...}]. `type_filter` keeps types whose class name contains it."""

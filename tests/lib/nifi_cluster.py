@@ -209,10 +209,10 @@ class NiFiCluster:
         a coordinator and primary node are elected. The flow election ends as soon as every node voted
         (`election_wait` is only its upper bound). Stops what it started if that fails.
 
-        `secure`: every node secured as NiFi 2.x runs by default (nifi.sh --secure): HTTPS, certificates from one
-        CA (<cluster>/ca), the cluster protocol and load balancing over TLS, NiFi's single-user login with one
-        username and password on every node (<cluster>/login), and the file-based managed authorizer with every
-        node's DN as a Node Identity and the login as Initial Admin. Once connected, the admin grants itself
+        `secure`: every node secured (nifi.sh --secure): HTTPS, certificates from one CA (<cluster>/ca), the
+        cluster protocol and load balancing over TLS, nifi.sh's test-only login (NiFi's single-user login NAR is
+        not served here) with one username and password on every node (<cluster>/login), and the file-based
+        managed authorizer with every node's DN as a Node Identity and the login as Initial Admin. Once connected, the admin grants itself
         (and the nodes, for data) the root process group's policies, as NiFi's administration guide tells an
         admin of a new secured NiFi to (grant_root_policies). The clients trust the CA and log in."""
         if size < 1:
@@ -278,28 +278,10 @@ class NiFiCluster:
     def _env(self) -> dict:
         return {**os.environ, **self.environment}
 
-    # Root process group policies the admin of a new secured cluster grants: (action, resource prefix, nodes too).
-    ROOT_POLICIES = [("read", "/process-groups/", False), ("write", "/process-groups/", False),
-                     ("read", "/data/process-groups/", True), ("write", "/data/process-groups/", True),
-                     ("read", "/provenance-data/process-groups/", True), ("read", "/provenance", False),
-                     ("read", "/counters", False), ("write", "/counters", False), ("read", "/system", False)]
-
     def grant_root_policies(self) -> None:
-        """As the admin (the single-user login, Initial Admin of the managed authorizer), through the REST API
-        as the UI's "Access Policies" dialog does: view and modify the root process group (inherited by every
-        group in it), view and modify its data (for the admin and every node: NiFi authorizes each proxy of a
-        replicated request for data), view its provenance, and view and modify counters, view system
-        diagnostics."""
-        c = self.client()
-        root = c.root_process_group_id()
-        users = {u["component"]["identity"]: u["id"] for u in c.get("tenants/users")["users"]}
-        admin = users[c.username]
-        nodes = [i for name, i in users.items() if name != c.username]
-        for action, prefix, with_nodes in self.ROOT_POLICIES:
-            resource = prefix + root if prefix.endswith("/") else prefix
-            members = [admin] + (nodes if with_nodes else [])
-            c.post("policies", {"revision": {"version": 0, "clientId": c.client_id}, "component": {
-                "action": action, "resource": resource, "users": [{"id": i} for i in members], "userGroups": []}})
+        """As the admin (the test login, Initial Admin of the managed authorizer): NiFiClient.grant_root_policies,
+        the data policies for every node too."""
+        self.client().grant_root_policies()
 
     def _read_pid(self, node: ClusterNode) -> None:
         env_file = os.path.join(node.instance_dir, "instance.env")

@@ -78,7 +78,7 @@ def read_instance_env(instance_dir: str) -> dict:
 
 def client_for(instance_dir: str, api_port: Optional[int] = None, timeout: float = 30.0) -> NiFiClient:
     """A NiFiClient for the instance nifi.sh started in `instance_dir`, from its instance.env: plain HTTP, or
-    (secured) HTTPS trusting the instance's CA and logging in with its single-user login. `api_port`: reach
+    (secured) HTTPS trusting the instance's CA and logging in with its test login. `api_port`: reach
     the API on another port of 127.0.0.1 (a bridge) than the one NiFi listens on."""
     env = read_instance_env(instance_dir)
     url = env["URL"]
@@ -91,7 +91,7 @@ def client_for(instance_dir: str, api_port: Optional[int] = None, timeout: float
 
 
 def read_login(login_dir: str) -> tuple[str, str]:
-    """The single-user login nifi.sh made for a secured instance: (username, password)."""
+    """The login nifi.sh made for a secured instance: (username, password)."""
     with open(os.path.join(login_dir, "username"), encoding="utf-8") as f:
         username = f.read()
     with open(os.path.join(login_dir, "password"), encoding="utf-8") as f:
@@ -144,9 +144,10 @@ class NiFiInstance:
         `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST), `unset_environment` names
         variables of this process' environment that NiFi does not inherit. `prefix` runs
         nifi.sh under a command (such as nsenter into a network namespace); the API is then reached
-        at 127.0.0.1:`api_port` (a bridge out of the namespace) instead of `port`. `secure`: HTTPS and NiFi's
-        single-user login as NiFi 2.x runs by default (nifi.sh --secure; a `keep` restart stays as it was);
-        the client then trusts the instance's CA and logs in."""
+        at 127.0.0.1:`api_port` (a bridge out of the namespace) instead of `port`. `secure`: HTTPS, a login and
+        authorization (nifi.sh --secure: our test-only login provider, NiFi's single-user one not being served
+        here, and NiFi's file-based managed authorizer; a `keep` restart stays as it was); the client then trusts
+        the instance's CA and logs in, and on a new instance grants its user the root group's policies."""
         port = port or free_port()
         instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
         prefix = list(prefix)
@@ -172,6 +173,8 @@ class NiFiInstance:
         STARTS.append(elapsed)
         env = _read_env(os.path.join(instance_dir, "instance.env"))
         client = client_for(instance_dir, api_port)
+        if secure and not keep:  # a new secured NiFi: its admin grants itself the root group's policies
+            client.grant_root_policies()
         return cls(port=port, instance_dir=instance_dir, pid=int(env["PID"]), start_seconds=elapsed, client=client,
                    prefix=prefix)
 

@@ -23,8 +23,8 @@ Every module gets a ModuleNiFi, its view of the shared instance:
 The shared NiFi loads kinesnow-nar and the test-only NAR of NiFi's standard processors
 (tests/nifi/standard-nar; test_hostile_input.py uses SplitJson and GenerateFlowFile), and no AWS NAR:
 test_consumer_credentials_service.py, which needs kinesnow-aws-nar and its parent, keeps its own NiFi.
-A second shared NiFi, alike but secured as NiFi 2.x runs by default (HTTPS, single-user login: SharedNiFi(secure=True),
-tests/e2e/conftest.py's `secured_nifi`), serves the modules that show the product against a secured NiFi.
+A second shared NiFi, alike but secured (HTTPS, nifi.sh's test-only login and NiFi's managed authorizer:
+SharedNiFi(secure=True), tests/e2e/conftest.py's `secured_nifi`), serves the modules that show the product against a secured NiFi.
 Its environment has nothing the AWS default credentials chain could use, and no instance metadata
 lookup (test_verify.py's failing "AWS Credentials" step needs that; it also keeps every NiFi call on
 127.0.0.1): NO_AWS_CREDENTIALS set, CLEARED removed from what it inherits. Its scheduling timeout

@@ -11,7 +11,7 @@
 #                  [--cluster-protocol-port C --cluster-load-balance-port L --zookeeper-connect "127.0.0.1:Z1,..."
 #                   --embedded-zookeeper-id N --embedded-zookeeper-servers "127.0.0.1:Q1:E1;127.0.0.1:Z1,..."
 #                   [--cluster-candidates K] [--cluster-election-wait "30 secs"]]
-#                  secured, as NiFi 2.x runs by default (HTTPS, single-user login):
+#                  secured (HTTPS, a login, authorization; the login provider is a test-only one of ours):
 #                  [--secure [--tls-dir T] [--login-dir L]]
 #   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
 #   nifi.sh status [--port P | --instance-dir D]
@@ -33,16 +33,19 @@
 #   <instance>/conf/tls/ with a certificate (CN=kinesnow-nifi, or CN=kinesnow-node-<N> for cluster node N; SAN
 #   IP:127.0.0.1 and DNS:localhost; server and client auth) signed by the CA in T (ca.pem, ca.key: made with
 #   openssl on first use; default <instance>/ca; cluster nodes share one T). Login: NiFi's single-user login
-#   identity provider with the username and password in L/username and L/password (made on first use, mode 600;
-#   default <instance>/login; cluster nodes share one L), hashed by NiFi's own SetSingleUserCredentials (what
-#   `nifi.sh set-single-user-credentials` runs; NAR from tests/nifi/single-user-nar). Authorizer: NiFi's
-#   single-user authorizer standalone; a cluster node uses the file-based managed authorizer (users.xml,
-#   authorizations.xml) with the login's username as Initial Admin and every node's DN as a Node Identity, and
-#   the cluster protocol and load balancing over TLS (nifi.cluster.protocol.is.secure=true) with the same
-#   keystore and truststore. The admin of a new cluster grants itself the root process group's policies (NiFi's
-#   administration guide: the root group's id is not known before the flow exists): tests/lib/nifi_cluster.py
-#   does that through the REST API. Readiness: a bearer token from POST /nifi-api/access/token, then
-#   /flow/about with it, trusting T/ca.pem. instance.env then has URL=https://..., CA_FILE and LOGIN_DIR.
+#   providers NAR is not served by the Maven repository reachable here, so the login is a test-only login
+#   identity provider of ours (tests/nifi/test-login-nar; NiFi's single-user provider is not what this runs) with
+#   the same REST login (POST /nifi-api/access/token, username and password, bearer token): one user, the username
+#   and password in L/username and L/password (made on first use, mode 600; default <instance>/login; cluster
+#   nodes share one L), the password as a salted PBKDF2-HMAC-SHA-256 hash this script writes with python3.
+#   Authorizer: NiFi's file-based managed authorizer (users.xml, authorizations.xml) with the login's username as
+#   Initial Admin; a cluster node's also with every node's DN as a Node Identity, and the cluster protocol and
+#   load balancing over TLS (nifi.cluster.protocol.is.secure=true) with the same keystore and truststore. The
+#   admin of a new secured NiFi grants itself the root process group's policies (NiFi's administration guide: the
+#   root group's id is not known before the flow exists): tests/lib (NiFiClient.grant_root_policies, called by
+#   NiFiInstance.start and NiFiCluster.start) does that through the REST API. Readiness: a bearer token from
+#   POST /nifi-api/access/token, then /flow/about with it, trusting T/ca.pem. instance.env then has
+#   URL=https://..., CA_FILE and LOGIN_DIR.
 #   Logs: <instance>/logs/nifi-app.log (full logger names; stdout/stderr of the JVM: <instance>/logs/nifi-stdout.log).
 # stop: TERM to exactly the PID in <instance>/nifi.pid (after checking it is this instance's NiFi),
 #   KILL after --grace seconds (default 30), and waits until the HTTP port is closed.
@@ -87,7 +90,7 @@ while [ $# -gt 0 ]; do
         --extensions)
             shift
             while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
-        -h|--help) sed -n '2,51p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,54p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
@@ -124,7 +127,7 @@ url="$scheme://127.0.0.1:$port/nifi-api/flow/about"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-# Up: /flow/about answers (secured: with a bearer token from the single-user login, trusting our CA).
+# Up: /flow/about answers (secured: with a bearer token from the test login, trusting our CA).
 api_up() {
     if [ "$secure" = 0 ]; then curl -sf -o /dev/null --max-time 3 "$url"; return; fi
     local token
@@ -178,7 +181,7 @@ ensure_ca() {
     ) 8>"$tls_dir/.lock" || die "could not make the CA in $tls_dir (openssl)"
 }
 
-# The single-user login (shared by a cluster's nodes through --login-dir): username and password files.
+# The test login (shared by a cluster's nodes through --login-dir): username and password files.
 ensure_login() {
     mkdir -p "$login_dir"
     (
@@ -210,53 +213,42 @@ issue_certificate() {
 # The DN of cluster node N (its certificate's subject; the managed authorizer's Node Identity N).
 node_dn() { echo "CN=kinesnow-node-$1"; }  # issue_certificate kinesnow-node-N gives node N this subject
 
-# The single-user login identity provider with the login's username and bcrypt hash, written by NiFi's own
-# SetSingleUserCredentials (the class `nifi.sh set-single-user-credentials` runs).
-configure_single_user_login() {
-    local props="$1" nar
-    nar="$("$here/single-user-nar/build.sh")"
-    mkdir -p "$instance/lib-single-user"
-    cp "$nar" "$instance/lib-single-user/"
-    set_prop "$props" nifi.nar.library.directory.single-user "$instance/lib-single-user"
-    set_prop "$props" nifi.security.user.login.identity.provider single-user-provider
-    cat > "$instance/conf/login-identity-providers.xml" <<'XML'
+# Our test-only login identity provider (tests/nifi/test-login-nar: NiFi's single-user login providers NAR is not
+# served here) with the login's username and a salted PBKDF2-HMAC-SHA-256 hash of its password, written here.
+configure_test_login() {
+    local props="$1" nar hash
+    nar="$("$here/test-login-nar/build.sh")"
+    mkdir -p "$instance/lib-test-login"
+    cp "$nar" "$instance/lib-test-login/"
+    set_prop "$props" nifi.nar.library.directory.test-login "$instance/lib-test-login"
+    set_prop "$props" nifi.security.user.login.identity.provider test-login-provider
+    hash="$(python3 -c 'import base64, hashlib, secrets, sys
+password = open(sys.argv[1], encoding="utf-8").read().encode("utf-8")
+salt, rounds = secrets.token_bytes(16), 100000
+key = hashlib.pbkdf2_hmac("sha256", password, salt, rounds)
+print("pbkdf2-sha256$%d$%s$%s" % (rounds, base64.b64encode(salt).decode(), base64.b64encode(key).decode()))' \
+        "$login_dir/password")" || die "could not hash the login's password"
+    cat > "$instance/conf/login-identity-providers.xml" <<XML
 <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<!-- Secured test instance (tests/nifi/nifi.sh start, secure option): NiFi's single-user login. -->
+<!-- Secured test instance (tests/nifi/nifi.sh start, secure option): kinesnow's test-only login provider. -->
 <loginIdentityProviders>
     <provider>
-        <identifier>single-user-provider</identifier>
-        <class>org.apache.nifi.authentication.single.user.SingleUserLoginIdentityProvider</class>
-        <property name="Username"></property>
-        <property name="Password"></property>
+        <identifier>test-login-provider</identifier>
+        <class>com.kinesnow.tests.login.TestLoginIdentityProvider</class>
+        <property name="Username">$(cat "$login_dir/username")</property>
+        <property name="Password Hash">$hash</property>
     </provider>
 </loginIdentityProviders>
 XML
-    (cd "$instance" && exec java -cp "$nar:$nar.cli/*" -Dnifi.properties.file.path="$props" \
-        org.apache.nifi.authentication.single.user.command.SetSingleUserCredentials \
-        "$(cat "$login_dir/username")" "$(cat "$login_dir/password")" >/dev/null) \
-        || die "SetSingleUserCredentials failed"
 }
 
-# Standalone: NiFi's single-user authorizer. Cluster node: the file-based managed authorizer knowing every node.
+# NiFi's file-based managed authorizer with the login's username as Initial Admin; a cluster node's also knows every
+# node's DN (Initial User Identity and Node Identity).
 configure_authorizer() {
     local props="$1" file="$instance/conf/authorizers.xml"
-    if [ "$clustered" = 0 ]; then
-        set_prop "$props" nifi.security.user.authorizer single-user-authorizer
-        cat > "$file" <<'XML'
-<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<!-- Secured test instance (tests/nifi/nifi.sh start, secure option): NiFi's single-user authorizer. -->
-<authorizers>
-    <authorizer>
-        <identifier>single-user-authorizer</identifier>
-        <class>org.apache.nifi.authorization.single.user.SingleUserAuthorizer</class>
-    </authorizer>
-</authorizers>
-XML
-        return
-    fi
     set_prop "$props" nifi.security.user.authorizer managed-authorizer
     local admin; admin="$(cat "$login_dir/username")"
-    local -a servers; IFS=',' read -r -a servers <<< "$zk_servers"
+    local -a servers=(); [ "$clustered" = 0 ] || IFS=',' read -r -a servers <<< "$zk_servers"
     local users="" nodes="" i
     for i in "${!servers[@]}"; do
         users+="        <property name=\"Initial User Identity $((i + 2))\">$(node_dn $((i + 1)))</property>"$'\n'
@@ -264,7 +256,7 @@ XML
     done
     cat > "$file" <<XML
 <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<!-- Secured test cluster node (tests/nifi/nifi.sh start, secure option): NiFi's file-based managed authorizer. -->
+<!-- Secured test instance (tests/nifi/nifi.sh start, secure option): NiFi's file-based managed authorizer. -->
 <authorizers>
     <userGroupProvider>
         <identifier>file-user-group-provider</identifier>
@@ -289,7 +281,7 @@ $nodes        <property name="Node Group"></property>
 XML
 }
 
-# Fresh secured instance: HTTPS only, keystore and truststore, single-user login, authorizer.
+# Fresh secured instance: HTTPS only, keystore and truststore, test login provider, managed authorizer.
 configure_security() {
     local props="$1" dir="$instance/conf/tls"
     ensure_ca
@@ -307,7 +299,7 @@ configure_security() {
     set_prop "$props" nifi.security.truststoreType PKCS12
     set_prop "$props" nifi.security.truststorePasswd "$(cat "$dir/truststore.password")"
     set_prop "$props" nifi.remote.input.secure true
-    configure_single_user_login "$props"
+    configure_test_login "$props"
     configure_authorizer "$props"
 }
 

@@ -1,8 +1,11 @@
-"""tests/nifi/nifi.sh --secure and tests/lib/nifi_client.py's login against a real NiFi 2.3.0, secured as NiFi 2.x
-runs by default: HTTPS only (certificate from a CA nifi.sh makes with openssl), NiFi's single-user login identity
-provider and authorizer. A call without a token, a wrong password, a client that trusts another CA and plain HTTP
-are all refused; the client logs in, and logs in again by itself when NiFi refuses its token (401); a restart of
-NiFi (`--keep`) keeps the CA, the login and the keystore, and the client goes on.
+"""tests/nifi/nifi.sh --secure and tests/lib/nifi_client.py's login against a real NiFi 2.3.0, secured: HTTPS only
+(certificate from a CA nifi.sh makes with openssl), a login and authorization. NiFi's single-user login providers
+NAR is not served by the Maven repository reachable here, so this NiFi logs in through a test-only login provider
+of ours (tests/nifi/test-login-nar) with the same REST login (POST /nifi-api/access/token with username and
+password, bearer token) and authorizes with NiFi's file-based managed authorizer; NiFi's own single-user provider
+is not what the tests run. A call without a token, a wrong password, an unknown username, a client that trusts
+another CA and plain HTTP are all refused; the client logs in, and logs in again by itself when NiFi refuses its
+token (401); a restart of NiFi (`--keep`) keeps the CA, the login and the keystore, and the client goes on.
 Run: python3 -m pytest tests/nifi/test_secured.py -v
 """
 
@@ -42,6 +45,10 @@ def test_secured_instance_answers_only_https_with_a_login(nifi, tmp_path):
     with pytest.raises(NiFiApiError) as refused:
         wrong.about()
     assert refused.value.status in (400, 401, 403) and password not in str(refused.value), refused.value
+    stranger = NiFiClient(nifi.client.base_url, username=username + "x", password=password, ca_file=env["CA_FILE"])
+    with pytest.raises(NiFiApiError) as unknown:
+        stranger.about()
+    assert unknown.value.status in (400, 401, 403) and password not in str(unknown.value), unknown.value
 
     other = tmp_path / "other-ca.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=other CA",
