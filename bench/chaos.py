@@ -68,8 +68,9 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 import iam_proxy  # noqa: E402
 from cluster_failover import SHARDS, Flow  # noqa: E402
 from lease_table import NODE_ROW_PREFIX, heartbeats, lease_owners, lease_rows  # noqa: E402
-from nifi_client import NiFiApiError, NiFiClient  # noqa: E402
+from nifi_client import NiFiApiError  # noqa: E402
 from nifi_cluster import ClusterError, NiFiCluster  # noqa: E402
+from nifi_instance import client_for  # noqa: E402
 from services import AwsJsonError, dynamodb_call, ensure_services, kinesis_call  # noqa: E402
 from standin import SNOWFLAKE_LIKE_COMMIT_LAG, Standin, make_key_pair  # noqa: E402
 from test_acceptance import ACCOUNT, USER, nar, wait_active  # noqa: E402
@@ -137,7 +138,7 @@ class Sampler:
 
     def __init__(self, cluster: NiFiCluster, paused: set, every: float = 60.0):
         self.cluster, self.paused, self.every = cluster, paused, every
-        self.clients = {n.index: NiFiClient(n.base_url, timeout=10) for n in cluster.nodes}
+        self.clients = {n.index: client_for(n.instance_dir, timeout=10) for n in cluster.nodes}
         self.samples: list[dict] = []  # {"t": s since start, "node", "pid", "rss_mib", "heap_mib"}
         self.started: dict[int, float] = {}  # pid -> t of its start (as seen here)
         self.progress = None  # called after each sample (a progress line)

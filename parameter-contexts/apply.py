@@ -4,6 +4,19 @@
     parameter-contexts/apply.py --nifi http://127.0.0.1:8080/nifi-api --variant local \
         --set KINESNOW_WORK=/path --set SNOWFLAKE_URL=https://127.0.0.1:8443
 
+A secured NiFi (NiFi 2.x's default: HTTPS and a login):
+
+    NIFI_PASSWORD=... parameter-contexts/apply.py --nifi https://nifi.example.com:8443/nifi-api \
+        --username admin --ca-file nifi-ca.pem --definition parameter-contexts/flow/kinesis-to-snowflake.json \
+        --variant template
+
+logs in as NiFi's login page does (username and password for the login identity provider NiFi is set up with,
+such as the single-user one NiFi 2.x starts with) and trusts the CA in --ca-file (PEM; without it, the system's
+CAs). The password comes from the environment variable NIFI_PASSWORD, else from --password-file, else from a
+prompt that does not echo it; it is never printed. NiFi's default self-signed certificate: export its CA as PEM
+from conf/truststore.p12 (`keytool -exportcert -rfc -alias <alias> -keystore conf/truststore.p12`) and pass it
+as --ca-file. --insecure-skip-verify turns certificate and host name checks off: for a throw-away lab NiFi only.
+
 Creates the source and destination contexts (from template/ or local/), a context inheriting both,
 a process group bound to it, ConsumeKinesis -> PutSnowflake with every property bound to its
 parameter (processor-bindings.json), and prints the ids as JSON. ${NAME} in context values is
@@ -13,6 +26,7 @@ uses Openflow's managed token (SNOWFLAKE_HOST and the SPCS token files in NiFi's
 """
 
 import argparse
+import getpass
 import json
 import os
 import sys
@@ -127,6 +141,20 @@ def funnel(client: NiFiClient, group_id: str, position: tuple) -> str:
     return entity["id"]
 
 
+def password(args: argparse.Namespace):
+    """The login's password: $NIFI_PASSWORD, else --password-file's content (one trailing newline dropped), else
+    a prompt without echo; None without --username."""
+    if not args.username:
+        return None
+    if os.environ.get("NIFI_PASSWORD"):
+        return os.environ["NIFI_PASSWORD"]
+    if args.password_file:
+        with open(args.password_file, encoding="utf-8") as f:
+            text = f.read()
+        return text[:-1] if text.endswith("\n") else text
+    return getpass.getpass(f"NiFi password for {args.username}: ")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nifi", default="http://127.0.0.1:8080/nifi-api")
@@ -136,9 +164,20 @@ def main() -> None:
     parser.add_argument("--definition", metavar="FILE",
                         help="import this flow definition (flow/kinesis-to-snowflake.json) instead of building the flow")
     parser.add_argument("--export", metavar="FILE", help="after building the flow, save it as a flow definition")
+    secured = parser.add_argument_group("secured NiFi (HTTPS and a login, NiFi 2.x's default)")
+    secured.add_argument("--username", default=os.environ.get("NIFI_USERNAME"),
+                         help="log in with this username (default: $NIFI_USERNAME; none: no login)")
+    secured.add_argument("--password-file", metavar="FILE",
+                         help="read the password from FILE (used when $NIFI_PASSWORD is not set; "
+                              "with neither, the password is prompted for without echo)")
+    secured.add_argument("--ca-file", metavar="PEM", help="trust only this CA certificate (PEM) for NiFi's HTTPS "
+                                                          "certificate (default: the system's CAs)")
+    secured.add_argument("--insecure-skip-verify", action="store_true",
+                         help="LABS ONLY: do not check NiFi's certificate nor its host name")
     args = parser.parse_args()
     substitutions = dict(s.split("=", 1) for s in args.set)
-    client = NiFiClient(args.nifi)
+    client = NiFiClient(args.nifi, username=args.username, password=password(args),
+                        ca_file=args.ca_file, insecure_skip_verify=args.insecure_skip_verify)
     if args.definition:
         ids = import_definition(client, args.definition, args.variant, substitutions, args.group)
     else:

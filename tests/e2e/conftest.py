@@ -45,6 +45,25 @@ def shared_nifi_session(policy_proxies, local_services):  # noqa: F811  (the imp
     shared.stop()
 
 
+@pytest.fixture(scope="session")
+def secured_nifi_session(policy_proxies, local_services):  # noqa: F811  (the imported fixture)
+    """Like shared_nifi_session, but the NiFi is secured: HTTPS with certificates from a CA the test made, a login
+    and authorization (tests/nifi/nifi.sh --secure: our test-only login provider, NiFi's single-user one not being
+    served here, and NiFi's file-based managed authorizer). Its client trusts that CA and logs in."""
+    shared = SharedNiFi(secure=True)
+    _SHARED.append(shared)
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(scope="module")
+def secured_nifi(secured_nifi_session, request):
+    """This module's view of the secured shared NiFi (as shared_nifi is of the unsecured one)."""
+    view = secured_nifi_session.for_module(request.module.__name__)
+    yield view
+    view.clean()
+
+
 @pytest.fixture(scope="module")
 def shared_nifi(shared_nifi_session, request):
     """This module's view of the shared NiFi: its log from this module's start on (and NiFi's start-up), kill()
@@ -60,6 +79,7 @@ def pytest_terminal_summary(terminalreporter):
     """How many standalone NiFi starts (NiFiInstance.start, restarts included) the session paid for."""
     starts = nifi_instance.STARTS
     if starts:
-        shared = "".join(f"; the shared NiFi: {s.starts} fresh start(s), {s.restarts} restart(s)" for s in _SHARED)
+        shared = "".join(f"; the shared {'secured ' if s.secure else ''}NiFi: {s.starts} fresh start(s), "
+                         f"{s.restarts} restart(s)" for s in _SHARED)
         terminalreporter.write_line(f"NiFi starts (NiFiInstance.start, restarts included): {len(starts)}, "
                                     f"{sum(starts):.0f} s in all{shared}")

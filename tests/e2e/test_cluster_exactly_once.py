@@ -1,4 +1,10 @@
-"""Exactly once from Kinesis into Snowflake across node failover, in a real 3-node NiFi cluster (issue 17).
+"""Exactly once from Kinesis into Snowflake across node failover, in a real 3-node NiFi cluster (issue 17),
+secured (HTTPS, certificates from one CA, the cluster protocol over TLS, a login, and NiFi's file-based managed
+authorizer knowing the nodes: NiFiCluster.start(secure=True)). NiFi's single-user login providers NAR is not served
+by the Maven repository reachable here, so this NiFi logs in through a test-only login provider of ours
+(tests/nifi/test-login-nar) with the same REST login (POST /nifi-api/access/token with username and password,
+bearer token) and authorizes with NiFi's file-based managed authorizer; NiFi's own single-user provider is not
+what the tests run.
 
 The flow of parameter-contexts/ (ConsumeKinesis with Failover Position SNOWFLAKE_COMMIT -> PutSnowflake ->
 the Snowflake stand-in) runs on every node of a real NiFi 2.3.0 cluster (tests/lib/nifi_cluster.py) over a
@@ -27,6 +33,7 @@ import pytest
 import iam_proxy
 from lease_table import leases_by_node
 from nifi_cluster import NiFiCluster
+from nifi_instance import anonymous_status
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401
 from standin import Standin, make_key_pair
 from test_acceptance import (ACCOUNT, DB, RUN, USER, Producer, check_table, create_table, distinct_ids, flow,
@@ -64,7 +71,7 @@ def env(local_services, tmp_path_factory):
     state = {"work": work, "sf": sf}
     try:
         sf.register_user(ACCOUNT, USER, public_key)
-        state["cluster"] = NiFiCluster.start(3, extensions=[nar()], name="exactly-once")
+        state["cluster"] = NiFiCluster.start(3, extensions=[nar()], name="exactly-once", secure=True)
         yield state
     finally:
         if "cluster" in state:
@@ -101,6 +108,8 @@ def settle(sf: Standin, table: str, producer: Producer, step: str, timeout: floa
 
 def test_every_record_once_across_a_kill_an_offload_a_split_and_a_stopped_put_snowflake(env):
     cluster, sf = env["cluster"], env["sf"]
+    for node in cluster.nodes:  # secured as NiFi 2.x runs by default: HTTPS, no call without login
+        assert node.base_url.startswith("https://127.0.0.1:") and anonymous_status(node.client) == 401, node.name
     stream, app, table = f"cluster-eo-{RUN}", f"cluster-eo-{RUN}-app", f"{DB}.CLUSTER_EO_{RUN}"
     env["stream"], env["app"] = stream, app
     kinesis_call("CreateStream", {"StreamName": stream, "ShardCount": SHARDS})

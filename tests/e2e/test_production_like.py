@@ -8,7 +8,11 @@ claims a batch gets. Records were skipped silently (FlowFiles routed to success 
 their rows never in the table). ConsumeKinesis now names on each FlowFile the record read before it
 (kinesnow.previous.sequence.number) and PutSnowflake restores each shard's order from it.
 
-One NiFi (the session's shared one) runs, all at the same time:
+One NiFi (the session's shared secured one: HTTPS, a login and authorization; the client trusts the CA the test made
+and logs in. NiFi's single-user login providers NAR is not served by the Maven repository reachable here, so this
+NiFi logs in through a test-only login provider of ours (tests/nifi/test-login-nar) with the same REST login (POST
+/nifi-api/access/token with username and password, bearer token) and authorizes with NiFi's file-based managed
+authorizer; NiFi's own single-user provider is not what the tests run) runs, all at the same time:
 
 - noise: a process group of three GenerateFlowFile writing 1 KB FlowFiles every 20 ms into a RouteOnAttribute
   that drops them (content claims taken, returned and reused all the time, as other flows do);
@@ -61,6 +65,7 @@ from typing import Optional
 import pytest
 
 from consumer_flow import BUNDLE, CONSUMER, consumer_properties, unique
+from nifi_instance import anonymous_status
 from services import AwsJsonError, dynamodb_call, kinesis_call, local_services  # noqa: F401  (session fixture)
 from standin import SNOWFLAKE_LIKE_COMMIT_LAG, Standin, make_key_pair
 
@@ -103,9 +108,10 @@ VARIANTS = [
 
 
 @pytest.fixture(scope="module")
-def env(local_services, shared_nifi, tmp_path_factory):
-    """The stand-in (Snowflake-like commit lags, 4-10 s), and the session's shared NiFi; at the end the flows go
-    first, then the stand-in, the streams and the lease tables."""
+def env(local_services, secured_nifi, tmp_path_factory):
+    """The stand-in (Snowflake-like commit lags, 4-10 s), and the session's shared secured NiFi; at the end the flows
+    go first, then the stand-in, the streams and the lease tables."""
+    shared_nifi = secured_nifi
     work = str(tmp_path_factory.mktemp("kinesnow-production-like"))
     key_file, public_key = make_key_pair(os.path.join(work, "snowflake"))
     sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=SNOWFLAKE_LIKE_COMMIT_LAG)
@@ -284,6 +290,7 @@ def render(flows: list, results: dict) -> str:
 def test_every_record_lands_once_with_many_flows_and_noise_in_one_nifi(env):
     t0 = time.monotonic()
     c, sf = env["nifi"].client, env["sf"]
+    assert c.base_url.startswith("https://127.0.0.1:") and anonymous_status(c) == 401, "NiFi is not secured"
     flows = [add_flow(env, i, v) for i, v in enumerate(VARIANTS)]
     loop_flow = next(f for f in flows if f["variant"].failure_loop)
     noise = add_noise(c)

@@ -15,7 +15,6 @@ import base64
 import glob
 import os
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Optional
@@ -191,9 +190,7 @@ def list_queue(client: NiFiClient, queue_id: str) -> list[dict]:
 
 def flowfile_content(client: NiFiClient, queue_id: str, flowfile_uuid: str) -> bytes:
     """The exact bytes of a queued FlowFile (NiFiClient decodes text; this does not)."""
-    url = f"{client.base_url}/flowfile-queues/{queue_id}/flowfiles/{flowfile_uuid}/content"
-    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "*/*"}), timeout=60) as resp:
-        return resp.read()
+    return client.get_bytes(f"flowfile-queues/{queue_id}/flowfiles/{flowfile_uuid}/content")
 
 
 def receive_events(client: NiFiClient, processor_id: str, max_results: int = 10000) -> list[dict]:

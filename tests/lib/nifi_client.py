@@ -1,14 +1,23 @@
-"""Small client for Apache NiFi's REST API (NiFi 2.x, unsecured HTTP), standard library only.
+"""Small client for Apache NiFi's REST API (NiFi 2.x, plain HTTP or secured HTTPS), standard library only.
 
-Used by the kinesnow tests to drive a NiFi started by tests/nifi/nifi.sh:
+Used by the kinesnow tests and parameter-contexts/apply.py to drive a NiFi:
 
     from nifi_client import NiFiClient
-    nifi = NiFiClient("http://127.0.0.1:8080/nifi-api")
+    nifi = NiFiClient("http://127.0.0.1:8080/nifi-api")             # unsecured
+    nifi = NiFiClient("https://127.0.0.1:8443/nifi-api", username="admin", password=secret,
+                      ca_file="ca.pem")                              # secured (NiFi 2.x's default)
     nifi.wait_until_up(timeout=120)
     ctx = nifi.create_parameter_context_from_file("parameter-contexts/dev.json")
     pg = nifi.create_process_group("it-run", parameter_context_id=ctx["id"])
     proc = nifi.add_processor(pg["id"], "com.example.MyProcessor", bundle,
                               properties={"Stream": "#{stream}"}, scheduling_period="1 sec")
+
+Secured NiFi: with a username and password the client logs in as NiFi's login page does (POST
+/access/token, form-encoded username and password; NiFi answers with a bearer token) before its first call,
+sends the token on every call, and logs in again once when NiFi answers 401 (token expired, NiFi restarted).
+HTTPS trusts the system's CAs, or only `ca_file` (PEM) when given; `insecure_skip_verify` turns certificate
+and host name checks off (labs only). The password is kept only in the client object, never logged or put
+into an error.
 
 Every mutation sends the component's current revision.version, read fresh just before the call.
 Errors raise NiFiApiError carrying the method, URL, HTTP status and response body.
@@ -16,9 +25,11 @@ Errors raise NiFiApiError carrying the method, URL, HTTP status and response bod
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -156,16 +167,89 @@ def parse_log_events(text: str, logger_prefix: Optional[str] = None,
 # REST client
 # --------------------------------------------------------------------------------------------------
 
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
+
+
 class NiFiClient:
     """Client for one NiFi instance. `base_url` ends in /nifi-api, e.g. http://127.0.0.1:8080/nifi-api."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:8080/nifi-api", timeout: float = 30.0,
-                 client_id: Optional[str] = None):
+                 client_id: Optional[str] = None, username: Optional[str] = None, password: Optional[str] = None,
+                 ca_file: Optional[str] = None, insecure_skip_verify: bool = False):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.client_id = client_id or str(uuid.uuid4())
+        if (username is None) != (password is None):
+            raise ValueError("give both username and password, or neither")
+        self.username = username
+        self._password = password
+        self._token: Optional[str] = None
+        self._ssl = self._ssl_context(ca_file, insecure_skip_verify) if self.base_url.startswith("https:") else None
+
+    def anonymous(self) -> "NiFiClient":
+        """A client of the same NiFi with the same trust, that does not log in."""
+        other = NiFiClient(self.base_url, timeout=self.timeout)
+        other._ssl = self._ssl
+        return other
+
+    def __repr__(self) -> str:  # never the password nor the token
+        return f"NiFiClient({self.base_url!r}, username={self.username!r})"
+
+    @staticmethod
+    def _ssl_context(ca_file: Optional[str], insecure_skip_verify: bool) -> ssl.SSLContext:
+        if insecure_skip_verify:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            return ctx
+        return ssl.create_default_context(cafile=ca_file)
 
     # ---- HTTP -------------------------------------------------------------------------------------
+
+    def login(self) -> None:
+        """POST /access/token with the username and password (what NiFi's login page sends); keeps the token."""
+        if self.username is None:
+            raise NiFiError("this client has no username and password to log in with")
+        form = urllib.parse.urlencode({"username": self.username, "password": self._password}).encode()
+        url = self.base_url + "/access/token"
+        status, text = self._send("POST", url, form, {"Content-Type": "application/x-www-form-urlencoded",
+                                                      "Accept": "text/plain"}, authorize=False)
+        if status != 201 and status != 200:
+            raise NiFiApiError("POST", url, status, "login refused" if status in (400, 401, 403) else _text(text))
+        self._token = _text(text).strip()
+
+    def _send(self, method: str, url: str, data: Optional[bytes], headers: dict,
+              authorize: bool = True) -> tuple[int, bytes]:
+        """One HTTP exchange: (status, body) for any HTTP status; no response raises NiFiApiError."""
+        if authorize and self._token:
+            headers = {**headers, "Authorization": f"Bearer {self._token}"}
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException) as e:
+            # HTTPException: no HTTP answer at all (such as plain HTTP sent to NiFi's HTTPS port)
+            raise NiFiApiError(method, url, None, f"{type(e).__name__}: {getattr(e, 'reason', e)}") from None
+
+    def _exchange(self, method: str, url: str, data: Optional[bytes], headers: dict) -> bytes:
+        """An authorized request (logging in first, and once more on 401 when it has credentials); the body of
+        a 2xx answer, NiFiApiError for any other."""
+        if self.username is not None and self._token is None:
+            self.login()
+        status, text = self._send(method, url, data, headers)
+        if status == 401 and self.username is not None:
+            self.login()
+            status, text = self._send(method, url, data, headers)
+        if not 200 <= status < 300:
+            raise NiFiApiError(method, url, status, _text(text))
+        return text
+
+    def get_bytes(self, path: str, accept: str = "*/*") -> bytes:
+        """GET a path's body as the exact bytes NiFi sent (FlowFile content, for one)."""
+        return self._exchange("GET", self.base_url + "/" + path.lstrip("/"), None, {"Accept": accept})
 
     def request(self, method: str, path: str, body: Any = None, params: Optional[dict] = None,
                 expect_json: bool = True) -> Any:
@@ -178,14 +262,7 @@ class NiFiClient:
         if body is not None:
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                text = resp.read().decode("utf-8", errors="replace")
-        except urllib.error.HTTPError as e:
-            raise NiFiApiError(method, url, e.code, e.read().decode("utf-8", errors="replace")) from None
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
-            raise NiFiApiError(method, url, None, str(getattr(e, "reason", e))) from None
+        text = _text(self._exchange(method, url, data, headers))
         if not expect_json:
             return text
         if not text.strip():
@@ -247,6 +324,29 @@ class NiFiClient:
         return self.get("flow/process-groups/root")["processGroupFlow"]["id"]
 
     # ---- extension types and docs -----------------------------------------------------------------
+
+    # Root process group policies the admin of a new secured NiFi grants: (action, resource prefix, other users too).
+    ROOT_POLICIES = [("read", "/process-groups/", False), ("write", "/process-groups/", False),
+                     ("read", "/data/process-groups/", True), ("write", "/data/process-groups/", True),
+                     ("read", "/provenance-data/process-groups/", True), ("read", "/provenance", False),
+                     ("read", "/counters", False), ("write", "/counters", False), ("read", "/system", False)]
+
+    def grant_root_policies(self) -> None:
+        """As this client's user, the Initial Admin of NiFi's file-based managed authorizer on a new secured NiFi
+        (its root group's id is not known before the flow exists, so NiFi grants the admin no policy on it),
+        through the REST API as the UI's "Access Policies" dialog does: view and modify the root process group
+        (inherited by every group in it), view and modify its data (for the admin and every other user the
+        authorizer knows: a cluster's nodes, as NiFi authorizes each proxy of a replicated request for data),
+        view its provenance, view and modify counters, view system diagnostics."""
+        root = self.root_process_group_id()
+        users = {u["component"]["identity"]: u["id"] for u in self.get("tenants/users")["users"]}
+        admin = users[self.username]
+        others = [i for name, i in users.items() if name != self.username]
+        for action, prefix, with_others in self.ROOT_POLICIES:
+            resource = prefix + root if prefix.endswith("/") else prefix
+            members = [admin] + (others if with_others else [])
+            self.post("policies", {"revision": {"version": 0, "clientId": self.client_id}, "component": {
+                "action": action, "resource": resource, "users": [{"id": i} for i in members], "userGroups": []}})
 
     def processor_types(self, type_filter: Optional[str] = None) -> list[dict]:
         """Processor types the instance knows: [{"type", "bundle": {"group","artifact","version"},
@@ -381,24 +481,20 @@ class NiFiClient:
 
     def upload_flow_definition(self, definition: dict, name: str, parent_id: Optional[str] = None,
                                position: tuple = (0, 0)) -> dict:
-        """Imports a flow definition as a new process group (the canvas's "Upload flow definition"); NiFi
-        creates the parameter contexts it references when none of that name exists."""
+        """Imports a flow definition as a new process group (the canvas's "Upload flow definition"), with the
+        multipart fields NiFi 2.3.0's UI sends (its flow.service.ts uploadProcessGroup); NiFi creates the parameter
+        contexts it references when none of that name exists."""
         parent = parent_id or self.root_process_group_id()
         boundary = "kinesnow" + uuid.uuid4().hex
-        fields = {"groupName": name, "positionX": str(position[0]), "positionY": str(position[1]),
+        fields = {"id": parent, "groupName": name, "positionX": str(position[0]), "positionY": str(position[1]),
                   "clientId": self.client_id, "disconnectedNodeAcknowledged": "false"}
         parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
         body = "".join(parts).encode() + (
             f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="flow.json"\r\n'
             "Content-Type: application/json\r\n\r\n").encode() + json.dumps(definition).encode() + f"\r\n--{boundary}--\r\n".encode()
-        req = urllib.request.Request(f"{self.base_url}/process-groups/{parent}/process-groups/upload", data=body,
-                                     method="POST", headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                                                             "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read().decode())
-        except urllib.error.HTTPError as e:
-            raise NiFiApiError("POST", req.full_url, e.code, e.read().decode("utf-8", errors="replace")) from None
+        return json.loads(self._exchange("POST", f"{self.base_url}/process-groups/{parent}/process-groups/upload", body,
+                                         {"Content-Type": f"multipart/form-data; boundary={boundary}",
+                                          "Accept": "application/json"}))
 
     def get_process_group(self, group_id: str) -> dict:
         return self.get(f"process-groups/{group_id}")

@@ -29,6 +29,7 @@ import gzip
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Union
 
 from nifi_client import NiFiApiError, NiFiClient, log_position, read_log_errors
-from nifi_instance import NIFI_SH, REPO, port_is_open
+from nifi_instance import NIFI_SH, REPO, client_for, port_is_open
 
 __all__ = ["ClusterNode", "NiFiCluster", "ClusterError", "stop_all_clusters", "CLUSTERS_DIR"]
 
@@ -116,7 +117,7 @@ class ClusterNode:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}/nifi-api"
+        return self.client.base_url
 
     @property
     def address(self) -> str:
@@ -202,16 +203,25 @@ class NiFiCluster:
     @classmethod
     def start(cls, size: int = 3, extensions: Iterable[str] = (), environment: Optional[dict] = None,
               heap: str = "768m", timeout: int = 300, scheduling_timeout: Optional[str] = None,
-              name: Optional[str] = None, election_wait: str = "1 min") -> "NiFiCluster":
+              name: Optional[str] = None, election_wait: str = "1 min", secure: bool = False) -> "NiFiCluster":
         """Starts `size` nodes at once (fresh instance directories, `extensions` NARs copied into each,
         `environment` added to each NiFi's environment) and waits until every node is CONNECTED and
         a coordinator and primary node are elected. The flow election ends as soon as every node voted
-        (`election_wait` is only its upper bound). Stops what it started if that fails."""
+        (`election_wait` is only its upper bound). Stops what it started if that fails.
+
+        `secure`: every node secured (nifi.sh --secure): HTTPS, certificates from one CA (<cluster>/ca), the
+        cluster protocol and load balancing over TLS, nifi.sh's test-only login (NiFi's single-user login NAR is
+        not served here) with one username and password on every node (<cluster>/login), and the file-based
+        managed authorizer with every node's DN as a Node Identity and the login as Initial Admin. Once connected, the admin grants itself
+        (and the nodes, for data) the root process group's policies, as NiFi's administration guide tells an
+        admin of a new secured NiFi to (grant_root_policies). The clients trust the CA and log in."""
         if size < 1:
             raise ValueError("a cluster has at least one node")
         name = name or f"cluster-{uuid.uuid4().hex[:8]}"
         root = os.path.join(CLUSTERS_DIR, name)
         _stop_leftovers(root)
+        for leftover in ("ca", "login"):  # an earlier run's CA and login: a fresh cluster makes its own
+            shutil.rmtree(os.path.join(root, leftover), ignore_errors=True)
         ports = _free_ports(6 * size)
         nodes, servers, connect = [], [], []
         for i in range(size):
@@ -239,6 +249,8 @@ class NiFiCluster:
                        "--cluster-candidates", str(size), "--cluster-election-wait", election_wait]
                 if scheduling_timeout:
                     cmd += ["--scheduling-timeout", scheduling_timeout]
+                if secure:
+                    cmd += ["--secure", "--tls-dir", os.path.join(root, "ca"), "--login-dir", os.path.join(root, "login")]
                 if extensions:
                     cmd += ["--extensions", *extensions]
                 procs.append((node, time.monotonic(), subprocess.Popen(
@@ -252,7 +264,11 @@ class NiFiCluster:
                     failures.append(f"{node.name}: nifi.sh start exit {proc.returncode}\n{out}\n{err}")
             if failures:
                 raise ClusterError("cluster start failed:\n" + "\n".join(failures))
+            for node in nodes:
+                node.client = client_for(node.instance_dir)
             cluster.wait_until_connected(timeout=timeout)
+            if secure:
+                cluster.grant_root_policies()
             cluster.up_seconds = time.monotonic() - t0
         except BaseException:
             cluster.stop_all(grace=10)
@@ -261,6 +277,11 @@ class NiFiCluster:
 
     def _env(self) -> dict:
         return {**os.environ, **self.environment}
+
+    def grant_root_policies(self) -> None:
+        """As the admin (the test login, Initial Admin of the managed authorizer): NiFiClient.grant_root_policies,
+        the data policies for every node too."""
+        self.client().grant_root_policies()
 
     def _read_pid(self, node: ClusterNode) -> None:
         env_file = os.path.join(node.instance_dir, "instance.env")

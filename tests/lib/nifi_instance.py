@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from nifi_client import NiFiClient
+from nifi_client import NiFiApiError, NiFiClient
 
 # Seconds each successful NiFiInstance.start of this process took (fresh starts and `keep` restarts alike): the
 # e2e conftest prints how many NiFi starts a test session paid for.
@@ -71,6 +71,43 @@ def _read_env(path: str) -> dict:
     return env
 
 
+def read_instance_env(instance_dir: str) -> dict:
+    """What nifi.sh recorded of an instance (instance.env): PORT, URL, PID, and SECURE, CA_FILE, LOGIN_DIR when secured."""
+    return _read_env(os.path.join(instance_dir, "instance.env"))
+
+
+def client_for(instance_dir: str, api_port: Optional[int] = None, timeout: float = 30.0) -> NiFiClient:
+    """A NiFiClient for the instance nifi.sh started in `instance_dir`, from its instance.env: plain HTTP, or
+    (secured) HTTPS trusting the instance's CA and logging in with its test login. `api_port`: reach
+    the API on another port of 127.0.0.1 (a bridge) than the one NiFi listens on."""
+    env = read_instance_env(instance_dir)
+    url = env["URL"]
+    if api_port:
+        url = url.replace(f":{env['PORT']}/", f":{api_port}/")
+    if env.get("SECURE") != "1":
+        return NiFiClient(url, timeout=timeout)
+    username, password = read_login(env["LOGIN_DIR"])
+    return NiFiClient(url, timeout=timeout, username=username, password=password, ca_file=env["CA_FILE"])
+
+
+def read_login(login_dir: str) -> tuple[str, str]:
+    """The login nifi.sh made for a secured instance: (username, password)."""
+    with open(os.path.join(login_dir, "username"), encoding="utf-8") as f:
+        username = f.read()
+    with open(os.path.join(login_dir, "password"), encoding="utf-8") as f:
+        return username, f.read()
+
+
+def anonymous_status(client: NiFiClient) -> Optional[int]:
+    """The HTTP status NiFi gives a call without login to /flow/about over the client's own URL and trust
+    (401 on a secured NiFi); None when nothing answers."""
+    try:
+        client.anonymous().about()
+        return 200
+    except NiFiApiError as e:
+        return e.status
+
+
 @dataclass
 class NiFiInstance:
     port: int
@@ -83,7 +120,7 @@ class NiFiInstance:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/nifi-api"
+        return self.client.base_url
 
     @property
     def log_path(self) -> str:
@@ -99,14 +136,18 @@ class NiFiInstance:
               extensions: Iterable[str] = (), timeout: int = 240, heap: str = "1g",
               keep: bool = False, scheduling_timeout: Optional[str] = None,
               environment: Optional[dict] = None, prefix: Iterable[str] = (),
-              api_port: Optional[int] = None, unset_environment: Iterable[str] = ()) -> "NiFiInstance":
+              api_port: Optional[int] = None, unset_environment: Iterable[str] = (),
+              secure: bool = False) -> "NiFiInstance":
         """Run `nifi.sh start` (fresh instance directory, or with `keep` the existing one as it is:
         flow, repositories, NARs) and wait until the API answers. `scheduling_timeout` (such as
         "5 secs") sets how long NiFi lets an @OnScheduled method run before interrupting it.
         `environment` adds variables to NiFi's environment (such as SNOWFLAKE_HOST), `unset_environment` names
         variables of this process' environment that NiFi does not inherit. `prefix` runs
         nifi.sh under a command (such as nsenter into a network namespace); the API is then reached
-        at 127.0.0.1:`api_port` (a bridge out of the namespace) instead of `port`."""
+        at 127.0.0.1:`api_port` (a bridge out of the namespace) instead of `port`. `secure`: HTTPS, a login and
+        authorization (nifi.sh --secure: our test-only login provider, NiFi's single-user one not being served
+        here, and NiFi's file-based managed authorizer; a `keep` restart stays as it was); the client then trusts
+        the instance's CA and logs in, and on a new instance grants its user the root group's policies."""
         port = port or free_port()
         instance_dir = instance_dir or os.path.join(REPO, "tests", "nifi", ".work", "instances", f"port-{port}")
         prefix = list(prefix)
@@ -115,6 +156,8 @@ class NiFiInstance:
         extensions = list(extensions)
         if scheduling_timeout:
             cmd += ["--scheduling-timeout", scheduling_timeout]
+        if secure and not keep:
+            cmd.append("--secure")
         if keep:
             cmd.append("--keep")
         elif extensions:
@@ -129,7 +172,9 @@ class NiFiInstance:
             raise RuntimeError(f"nifi.sh start failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         STARTS.append(elapsed)
         env = _read_env(os.path.join(instance_dir, "instance.env"))
-        client = NiFiClient(f"http://127.0.0.1:{api_port or port}/nifi-api")
+        client = client_for(instance_dir, api_port)
+        if secure and not keep:  # a new secured NiFi: its admin grants itself the root group's policies
+            client.grant_root_policies()
         return cls(port=port, instance_dir=instance_dir, pid=int(env["PID"]), start_seconds=elapsed, client=client,
                    prefix=prefix)
 

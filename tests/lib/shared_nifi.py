@@ -23,6 +23,8 @@ Every module gets a ModuleNiFi, its view of the shared instance:
 The shared NiFi loads kinesnow-nar and the test-only NAR of NiFi's standard processors
 (tests/nifi/standard-nar; test_hostile_input.py uses SplitJson and GenerateFlowFile), and no AWS NAR:
 test_consumer_credentials_service.py, which needs kinesnow-aws-nar and its parent, keeps its own NiFi.
+A second shared NiFi, alike but secured (HTTPS, nifi.sh's test-only login and NiFi's managed authorizer:
+SharedNiFi(secure=True), tests/e2e/conftest.py's `secured_nifi`), serves the modules that show the product against a secured NiFi.
 Its environment has nothing the AWS default credentials chain could use, and no instance metadata
 lookup (test_verify.py's failing "AWS Credentials" step needs that; it also keeps every NiFi call on
 127.0.0.1): NO_AWS_CREDENTIALS set, CLEARED removed from what it inherits. Its scheduling timeout
@@ -145,8 +147,9 @@ class SharedNiFi:
     """The session's shared NiFi; started by the first module that asks for it."""
 
     def __init__(self, extensions: Optional[Iterable[str]] = None, heap: str = "1g",
-                 scheduling_timeout: Optional[str] = SCHEDULING_TIMEOUT):
+                 scheduling_timeout: Optional[str] = SCHEDULING_TIMEOUT, secure: bool = False):
         self._extensions = list(extensions) if extensions is not None else None
+        self.secure = secure
         self._heap = heap
         self._scheduling_timeout = scheduling_timeout
         self.instance: Optional[NiFiInstance] = None
@@ -159,7 +162,7 @@ class SharedNiFi:
     def _start(self) -> None:
         extensions = self._extensions if self._extensions is not None else [built_nar(), standard_nar()]
         self.instance = NiFiInstance.start(port=free_port(), extensions=extensions, heap=self._heap,
-                                           scheduling_timeout=self._scheduling_timeout,
+                                           scheduling_timeout=self._scheduling_timeout, secure=self.secure,
                                            environment=NO_AWS_CREDENTIALS, unset_environment=CLEARED)
         self.startup_end = log_mark(self.instance.log_path)
         self.startup_stdout = _read(_stdout_path(self.instance))

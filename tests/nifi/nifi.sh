@@ -11,6 +11,8 @@
 #                  [--cluster-protocol-port C --cluster-load-balance-port L --zookeeper-connect "127.0.0.1:Z1,..."
 #                   --embedded-zookeeper-id N --embedded-zookeeper-servers "127.0.0.1:Q1:E1;127.0.0.1:Z1,..."
 #                   [--cluster-candidates K] [--cluster-election-wait "30 secs"]]
+#                  secured (HTTPS, a login, authorization; the login provider is a test-only one of ours):
+#                  [--secure [--tls-dir T] [--login-dir L]]
 #   nifi.sh stop   [--port P | --instance-dir D] [--grace S]
 #   nifi.sh status [--port P | --instance-dir D]
 #
@@ -27,6 +29,23 @@
 #   ZooKeeper sessions of 10 s. A clustered node answers /flow/about only once it has joined the cluster,
 #   so start returns when this node is connected (or timeout). The cluster protocol listener binds every
 #   interface (NiFi has no setting for its address); everything else binds 127.0.0.1.
+#   Secured (--secure): HTTPS on 127.0.0.1:<P> only (no HTTP port), a PKCS12 keystore and truststore in
+#   <instance>/conf/tls/ with a certificate (CN=kinesnow-nifi, or CN=kinesnow-node-<N> for cluster node N; SAN
+#   IP:127.0.0.1 and DNS:localhost; server and client auth) signed by the CA in T (ca.pem, ca.key: made with
+#   openssl on first use; default <instance>/ca; cluster nodes share one T). Login: NiFi's single-user login
+#   providers NAR is not served by the Maven repository reachable here, so the login is a test-only login
+#   identity provider of ours (tests/nifi/test-login-nar; NiFi's single-user provider is not what this runs) with
+#   the same REST login (POST /nifi-api/access/token, username and password, bearer token): one user, the username
+#   and password in L/username and L/password (made on first use, mode 600; default <instance>/login; cluster
+#   nodes share one L), the password as a salted PBKDF2-HMAC-SHA-256 hash this script writes with python3.
+#   Authorizer: NiFi's file-based managed authorizer (users.xml, authorizations.xml) with the login's username as
+#   Initial Admin; a cluster node's also with every node's DN as a Node Identity, and the cluster protocol and
+#   load balancing over TLS (nifi.cluster.protocol.is.secure=true) with the same keystore and truststore. The
+#   admin of a new secured NiFi grants itself the root process group's policies (NiFi's administration guide: the
+#   root group's id is not known before the flow exists): tests/lib (NiFiClient.grant_root_policies, called by
+#   NiFiInstance.start and NiFiCluster.start) does that through the REST API. Readiness: a bearer token from
+#   POST /nifi-api/access/token, then /flow/about with it, trusting T/ca.pem. instance.env then has
+#   URL=https://..., CA_FILE and LOGIN_DIR.
 #   Logs: <instance>/logs/nifi-app.log (full logger names; stdout/stderr of the JVM: <instance>/logs/nifi-stdout.log).
 # stop: TERM to exactly the PID in <instance>/nifi.pid (after checking it is this instance's NiFi),
 #   KILL after --grace seconds (default 30), and waits until the HTTP port is closed.
@@ -46,6 +65,7 @@ port=8080; port_given=0; instance=""; timeout=180; heap=1g; mgmt_port=""; grace=
 extensions=()
 sensitive_key=""; protocol_port=""; lb_port=""; zk_connect=""; zk_id=""; zk_servers=""; candidates=""
 election_wait="1 min"
+secure=0; tls_dir=""; login_dir=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --port) port="$2"; port_given=1; shift 2 ;;
@@ -64,10 +84,13 @@ while [ $# -gt 0 ]; do
         --embedded-zookeeper-servers) zk_servers="$2"; shift 2 ;;
         --cluster-candidates) candidates="$2"; shift 2 ;;
         --cluster-election-wait) election_wait="$2"; shift 2 ;;
+        --secure) secure=1; shift ;;
+        --tls-dir) tls_dir="$2"; shift 2 ;;
+        --login-dir) login_dir="$2"; shift 2 ;;
         --extensions)
             shift
             while [ $# -gt 0 ] && [[ "$1" != --* ]]; do extensions+=("$1"); shift; done ;;
-        -h|--help) sed -n '2,35p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,54p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
@@ -86,15 +109,32 @@ instance="$(cd "$(dirname "$instance")" && pwd)/$(basename "$instance")"
 marker="$instance/.kinesnow-nifi-instance"
 pidfile="$instance/nifi.pid"
 
-# Port recorded by 'start' wins over the default for stop/status with only --instance-dir.
-if [ "$port_given" = 0 ] && [ -f "$instance/instance.env" ]; then
-    port="$(sed -n 's/^PORT=//p' "$instance/instance.env")"
+# Port and security recorded by 'start' win over the defaults for stop/status/--keep with only --instance-dir.
+if [ -f "$instance/instance.env" ]; then
+    [ "$port_given" = 1 ] || port="$(sed -n 's/^PORT=//p' "$instance/instance.env")"
+    if [ "$cmd" != start ] || [ "$keep" = 1 ]; then
+        if grep -q '^SECURE=1$' "$instance/instance.env"; then
+            secure=1
+            tls_dir="$(sed -n 's/^TLS_DIR=//p' "$instance/instance.env")"
+            login_dir="$(sed -n 's/^LOGIN_DIR=//p' "$instance/instance.env")"
+        fi
+    fi
 fi
-url="http://127.0.0.1:$port/nifi-api/flow/about"
+[ -n "$tls_dir" ] || tls_dir="$instance/ca"
+[ -n "$login_dir" ] || login_dir="$instance/login"
+if [ "$secure" = 1 ]; then scheme=https; else scheme=http; fi
+url="$scheme://127.0.0.1:$port/nifi-api/flow/about"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-api_up() { curl -sf -o /dev/null --max-time 3 "$url"; }
+# Up: /flow/about answers (secured: with a bearer token from the test login, trusting our CA).
+api_up() {
+    if [ "$secure" = 0 ]; then curl -sf -o /dev/null --max-time 3 "$url"; return; fi
+    local token
+    token="$(curl -sf --max-time 5 --cacert "$tls_dir/ca.pem" --data-urlencode "username@$login_dir/username" \
+        --data-urlencode "password@$login_dir/password" "$scheme://127.0.0.1:$port/nifi-api/access/token")" || return 1
+    curl -sf -o /dev/null --max-time 3 --cacert "$tls_dir/ca.pem" -H @- "$url" <<< "Authorization: Bearer $token"
+}
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # The PID from the pid file, but only if that process is this instance's NiFi (guards against reuse).
@@ -118,6 +158,151 @@ set_prop() {
     mv "$tmp" "$file"
 }
 
+# ---- secured NiFi (--secure) ------------------------------------------------------------------------------------
+
+# A file holding random URL-safe text (no newline), mode 600, made only if absent or empty.
+random_file() {
+    [ -s "$1" ] || (umask 077; python3 -c 'import secrets, sys; sys.stdout.write(sys.argv[1] + secrets.token_urlsafe(18))' \
+        "${2:-}" > "$1.tmp" && mv "$1.tmp" "$1")
+}
+
+# The CA that signs every certificate of this instance (or of every node of a cluster sharing --tls-dir).
+ensure_ca() {
+    mkdir -p "$tls_dir"
+    (
+        flock 8
+        [ -s "$tls_dir/ca.pem" ] && [ -s "$tls_dir/ca.key" ] && exit 0
+        umask 077
+        openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -subj "/CN=kinesnow test CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+            -keyout "$tls_dir/ca.key.tmp" -out "$tls_dir/ca.pem.tmp" 2>/dev/null || exit 1
+        mv "$tls_dir/ca.key.tmp" "$tls_dir/ca.key"
+        mv "$tls_dir/ca.pem.tmp" "$tls_dir/ca.pem"
+    ) 8>"$tls_dir/.lock" || die "could not make the CA in $tls_dir (openssl)"
+}
+
+# The test login (shared by a cluster's nodes through --login-dir): username and password files.
+ensure_login() {
+    mkdir -p "$login_dir"
+    (
+        flock 8
+        [ -s "$login_dir/username" ] || (umask 077; printf 'kinesnow-admin' > "$login_dir/username")
+        random_file "$login_dir/password"
+    ) 8>"$login_dir/.lock"
+}
+
+# This instance's key and certificate (signed by the CA) in a PKCS12 keystore, the CA in a PKCS12 truststore.
+issue_certificate() {
+    local cn="$1" dir="$instance/conf/tls"
+    mkdir -p "$dir"
+    random_file "$dir/keystore.password"
+    random_file "$dir/truststore.password"
+    printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+        "extendedKeyUsage=serverAuth,clientAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" > "$dir/node.ext"
+    (umask 077
+     openssl req -new -newkey rsa:2048 -nodes -subj "/CN=$cn" -keyout "$dir/node.key" -out "$dir/node.csr" 2>/dev/null &&
+     openssl x509 -req -sha256 -days 30 -in "$dir/node.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_dir/ca.key" \
+         -set_serial "0x$(openssl rand -hex 16)" -extfile "$dir/node.ext" -out "$dir/node.pem" 2>/dev/null &&
+     openssl pkcs12 -export -name nifi-key -in "$dir/node.pem" -inkey "$dir/node.key" -certfile "$tls_dir/ca.pem" \
+         -out "$dir/keystore.p12" -passout "file:$dir/keystore.password" &&
+     keytool -importcert -noprompt -alias kinesnow-test-ca -file "$tls_dir/ca.pem" -keystore "$dir/truststore.p12" \
+         -storetype PKCS12 -storepass:file "$dir/truststore.password" >/dev/null 2>&1) || die "could not issue the certificate of $cn"
+    rm -f "$dir/node.key" "$dir/node.csr" "$dir/node.ext"
+}
+
+# The DN of cluster node N (its certificate's subject; the managed authorizer's Node Identity N).
+node_dn() { echo "CN=kinesnow-node-$1"; }  # issue_certificate kinesnow-node-N gives node N this subject
+
+# Our test-only login identity provider (tests/nifi/test-login-nar: NiFi's single-user login providers NAR is not
+# served here) with the login's username and a salted PBKDF2-HMAC-SHA-256 hash of its password, written here.
+configure_test_login() {
+    local props="$1" nar hash
+    nar="$("$here/test-login-nar/build.sh")"
+    mkdir -p "$instance/lib-test-login"
+    cp "$nar" "$instance/lib-test-login/"
+    set_prop "$props" nifi.nar.library.directory.test-login "$instance/lib-test-login"
+    set_prop "$props" nifi.security.user.login.identity.provider test-login-provider
+    hash="$(python3 -c 'import base64, hashlib, secrets, sys
+password = open(sys.argv[1], encoding="utf-8").read().encode("utf-8")
+salt, rounds = secrets.token_bytes(16), 100000
+key = hashlib.pbkdf2_hmac("sha256", password, salt, rounds)
+print("pbkdf2-sha256$%d$%s$%s" % (rounds, base64.b64encode(salt).decode(), base64.b64encode(key).decode()))' \
+        "$login_dir/password")" || die "could not hash the login's password"
+    cat > "$instance/conf/login-identity-providers.xml" <<XML
+<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<!-- Secured test instance (tests/nifi/nifi.sh start, secure option): kinesnow's test-only login provider. -->
+<loginIdentityProviders>
+    <provider>
+        <identifier>test-login-provider</identifier>
+        <class>com.kinesnow.tests.login.TestLoginIdentityProvider</class>
+        <property name="Username">$(cat "$login_dir/username")</property>
+        <property name="Password Hash">$hash</property>
+    </provider>
+</loginIdentityProviders>
+XML
+}
+
+# NiFi's file-based managed authorizer with the login's username as Initial Admin; a cluster node's also knows every
+# node's DN (Initial User Identity and Node Identity).
+configure_authorizer() {
+    local props="$1" file="$instance/conf/authorizers.xml"
+    set_prop "$props" nifi.security.user.authorizer managed-authorizer
+    local admin; admin="$(cat "$login_dir/username")"
+    local -a servers=(); [ "$clustered" = 0 ] || IFS=',' read -r -a servers <<< "$zk_servers"
+    local users="" nodes="" i
+    for i in "${!servers[@]}"; do
+        users+="        <property name=\"Initial User Identity $((i + 2))\">$(node_dn $((i + 1)))</property>"$'\n'
+        nodes+="        <property name=\"Node Identity $((i + 1))\">$(node_dn $((i + 1)))</property>"$'\n'
+    done
+    cat > "$file" <<XML
+<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<!-- Secured test instance (tests/nifi/nifi.sh start, secure option): NiFi's file-based managed authorizer. -->
+<authorizers>
+    <userGroupProvider>
+        <identifier>file-user-group-provider</identifier>
+        <class>org.apache.nifi.authorization.FileUserGroupProvider</class>
+        <property name="Users File">./conf/users.xml</property>
+        <property name="Initial User Identity 1">$admin</property>
+$users    </userGroupProvider>
+    <accessPolicyProvider>
+        <identifier>file-access-policy-provider</identifier>
+        <class>org.apache.nifi.authorization.FileAccessPolicyProvider</class>
+        <property name="User Group Provider">file-user-group-provider</property>
+        <property name="Authorizations File">./conf/authorizations.xml</property>
+        <property name="Initial Admin Identity">$admin</property>
+$nodes        <property name="Node Group"></property>
+    </accessPolicyProvider>
+    <authorizer>
+        <identifier>managed-authorizer</identifier>
+        <class>org.apache.nifi.authorization.StandardManagedAuthorizer</class>
+        <property name="Access Policy Provider">file-access-policy-provider</property>
+    </authorizer>
+</authorizers>
+XML
+}
+
+# Fresh secured instance: HTTPS only, keystore and truststore, test login provider, managed authorizer.
+configure_security() {
+    local props="$1" dir="$instance/conf/tls"
+    ensure_ca
+    ensure_login
+    if [ "$clustered" = 1 ]; then issue_certificate "kinesnow-node-$zk_id"; else issue_certificate kinesnow-nifi; fi
+    set_prop "$props" nifi.web.http.host ""
+    set_prop "$props" nifi.web.http.port ""
+    set_prop "$props" nifi.web.https.host 127.0.0.1
+    set_prop "$props" nifi.web.https.port "$port"
+    set_prop "$props" nifi.security.keystore "$dir/keystore.p12"
+    set_prop "$props" nifi.security.keystoreType PKCS12
+    set_prop "$props" nifi.security.keystorePasswd "$(cat "$dir/keystore.password")"
+    set_prop "$props" nifi.security.keyPasswd "$(cat "$dir/keystore.password")"
+    set_prop "$props" nifi.security.truststore "$dir/truststore.p12"
+    set_prop "$props" nifi.security.truststoreType PKCS12
+    set_prop "$props" nifi.security.truststorePasswd "$(cat "$dir/truststore.password")"
+    set_prop "$props" nifi.remote.input.secure true
+    configure_test_login "$props"
+    configure_authorizer "$props"
+}
+
 # Cluster node settings (fresh instance only): cluster properties, embedded ZooKeeper peer, ZooKeeper state provider.
 configure_cluster_node() {
     local props="$1" conf="$instance/conf"
@@ -125,7 +310,8 @@ configure_cluster_node() {
     IFS=',' read -r -a servers <<< "$zk_servers"
     [ "$zk_id" -ge 1 ] && [ "$zk_id" -le "${#servers[@]}" ] || die "--embedded-zookeeper-id $zk_id is not in 1..${#servers[@]}"
     set_prop "$props" nifi.cluster.is.node true
-    set_prop "$props" nifi.cluster.protocol.is.secure false
+    if [ "$secure" = 1 ]; then set_prop "$props" nifi.cluster.protocol.is.secure true
+    else set_prop "$props" nifi.cluster.protocol.is.secure false; fi
     set_prop "$props" nifi.cluster.node.address 127.0.0.1
     set_prop "$props" nifi.cluster.node.protocol.port "$protocol_port"
     set_prop "$props" nifi.cluster.load.balance.host 127.0.0.1
@@ -185,7 +371,7 @@ do_status() {
     local pid
     if ! pid="$(our_pid)"; then echo "stopped (instance $instance)"; return 3; fi
     if api_up; then
-        echo "running pid=$pid url=http://127.0.0.1:$port/nifi instance=$instance"; return 0
+        echo "running pid=$pid url=$scheme://127.0.0.1:$port/nifi instance=$instance"; return 0
     fi
     echo "starting-or-unresponsive pid=$pid instance=$instance"; return 1
 }
@@ -220,6 +406,7 @@ do_start() {
         [ -n "$sensitive_key" ] || sensitive_key="$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
         set_prop "$props" nifi.sensitive.props.key "$sensitive_key"
         [ "$clustered" = 0 ] || configure_cluster_node "$props"
+        [ "$secure" = 0 ] || configure_security "$props"
         [ -z "$scheduling_timeout" ] || set_prop "$props" nifi.processor.scheduling.timeout "$scheduling_timeout"
 
         local n=0 src f
@@ -267,7 +454,13 @@ do_start() {
         echo "MGMT_PORT=$mgmt_port"
         echo "NIFI_HOME=$home"
         echo "NIFI_VERSION=$version"
-        echo "URL=http://127.0.0.1:$port/nifi-api"
+        echo "URL=$scheme://127.0.0.1:$port/nifi-api"
+        if [ "$secure" = 1 ]; then
+            echo "SECURE=1"
+            echo "TLS_DIR=$tls_dir"
+            echo "CA_FILE=$tls_dir/ca.pem"
+            echo "LOGIN_DIR=$login_dir"
+        fi
         if [ "$clustered" = 1 ]; then
             echo "CLUSTER_PROTOCOL_PORT=$protocol_port"
             echo "CLUSTER_LOAD_BALANCE_PORT=$lb_port"
@@ -288,7 +481,7 @@ do_start() {
     local deadline; deadline=$(( $(date +%s) + timeout ))
     while :; do
         if api_up; then
-            echo "NiFi up on http://127.0.0.1:$port/nifi-api after $(elapsed "$t0") s (PID $pid, instance $instance)"
+            echo "NiFi up on $scheme://127.0.0.1:$port/nifi-api after $(elapsed "$t0") s (PID $pid, instance $instance)"
             return 0
         fi
         if ! kill -0 "$pid" 2>/dev/null; then
