@@ -217,7 +217,7 @@ def add_flow(env, label: str, s: Settings, with_bad: bool, repair: bool = False,
     if repair:
         fixer = c.add_processor(group, STANDARD + "ReplaceText", name="Repair", position=(400, 300), properties={
             "Evaluation Mode": "Entire text", "Replacement Strategy": "Regex Replace",
-            "Search Value": "(?s)^(.*)$", "Replacement Value": '{"REPAIRED": "$1"}'})["id"]
+            "Regular Expression": "(?s)^(.*)$", "Replacement Value": '{"REPAIRED": "$1"}'})["id"]
         queues["repair.failure"] = c.connect(group, fixer, funnel(c, group, (800, 300)), ["failure"],
                                              destination_type="FUNNEL")["id"]
         c.connect(group, fixer, sink, ["success"])
@@ -246,7 +246,7 @@ def add_flow(env, label: str, s: Settings, with_bad: bool, repair: bool = False,
     else:
         queues["failure"] = c.connect(group, sink, funnel(c, group, (-400, 600)), ["failure"],
                                       destination_type="FUNNEL")["id"]
-    for pid in (consumer, sink):
+    for pid in [consumer, sink] + ([fixer, kept] if repair else []):
         validation = c.processor_validation(pid)
         assert validation["status"] == "VALID", (label, validation)
     flow = Flow(label, stream, f"{DB}.{table}", group, consumer, sink, queues, loop=loop)
@@ -377,34 +377,62 @@ def test_good_records_after_bad_ones_load_as_fast_as_without_them(env, settings)
 
 # ---- 2. repaired records -----------------------------------------------------------------------------------
 
-REPAIR_VARIANTS = [v for v in variants() if v.name in ("defaults", "shipped")]
+REPAIRED_FROM_PARSE_FAILURE_SKIPPED = pytest.mark.xfail(strict=True, reason=(
+    "issue 51, hole 3 for parse.failure: a record ConsumeKinesis sent to parse.failure (LINE_DELIMITED + "
+    "INJECT_METADATA), repaired by ReplaceText and sent to PutSnowflake with its attributes, is routed to success "
+    "with snowflake.rows.skipped=1 (a replay) and is not in the table, with NIFI_COMMIT and SNOWFLAKE_COMMIT alike; "
+    "941e36e reloads repaired records that PutSnowflake itself sent to invalid/empty, not these"))
 
 
-@pytest.mark.parametrize("settings", REPAIR_VARIANTS, ids=lambda s: s.name)
+def repair_variants() -> list:
+    by_name = {v.name: v for v in variants()}
+    shipped = by_name["shipped"]
+    nifi_commit = dict(shipped.consumer, **{"Failover Position": "NIFI_COMMIT"})
+    return [by_name["defaults"],
+            pytest.param(shipped, marks=REPAIRED_FROM_PARSE_FAILURE_SKIPPED, id="shipped"),
+            pytest.param(Settings("shipped-nifi-commit", nifi_commit, shipped.sink, "consumer"),
+                         marks=REPAIRED_FROM_PARSE_FAILURE_SKIPPED, id="shipped-nifi-commit")]
+
+
+@pytest.mark.parametrize("settings", repair_variants(), ids=lambda s: s.name)
 def test_repaired_records_load_at_least_once_and_good_ones_exactly_once(env, settings):
     c, sf = env["nifi"].client, env["sf"]
     flow = add_flow(env, f"{settings.name}-repaired", settings, with_bad=True, repair=True)
     repaired_texts = sorted(d.decode() for d in BAD_AFTER.values())
 
-    def all_repaired_in() -> bool:
+    def settled() -> bool:  # every repaired record in the table, or every repaired FlowFile routed to success
         got = {r["REPAIRED"] for r in repaired_rows(sf, flow.table)}
-        return got >= set(repaired_texts)
+        return got >= set(repaired_texts) or c.connection_queue_count(flow.queues["success.repaired"]) >= len(BAD_AFTER)
 
-    run_until_loaded(env, [flow], done_extra=all_repaired_in)
+    run_until_loaded(env, [flow], done_extra=settled)
     result = tally(sf, flow)
     table = describe([flow], {flow.label: result})
     rows = repaired_rows(sf, flow.table)
     counts = {t: sum(1 for r in rows if r["REPAIRED"] == t) for t in repaired_texts}
-    success = [json.loads(b)["REPAIRED"] for b in queued_contents(c, flow.queues["success.repaired"])]
+    success = repaired_successes(c, flow.queues["success.repaired"])
     print(f"\n{settings.name} repaired:\n{table}\nrepaired rows in the table: {counts}; repaired FlowFiles "
-          f"PutSnowflake sent to success: {sorted(success)}")
+          f"PutSnowflake sent to success: {json.dumps(success, indent=1)}")
 
     assert not result["missing"] and not result["twice"], f"good records lost or twice:\n{table}"
+    in_table = {t for t, n in counts.items() if n >= 1}
+    reported = {f["REPAIRED"] for f in success}
+    assert reported <= in_table, f"success reported repaired records the table lacks: {success}; table: {counts}"
     assert all(n >= 1 for n in counts.values()), f"repaired records not in the table: {counts}"
-    assert set(success) <= {t for t, n in counts.items() if n >= 1}, (success, counts)
     assert c.connection_queue_count(flow.queues["repair.failure"]) == 0
     assert c.connection_queue_count(flow.queues["failure"]) == 0
     assert "done" in flow.times, f"not settled in {DEADLINE} s:\n{table}"
+
+
+def repaired_successes(c, queue: str) -> list:
+    """The repaired FlowFiles PutSnowflake routed to success: their content's REPAIRED and the attributes
+    PutSnowflake and ConsumeKinesis wrote (snowflake.*, kinesnow.*)."""
+    from consumer_flow import flowfile_content, list_queue
+    out = []
+    for summary in list_queue(c, queue):
+        attributes = c.get(f"flowfile-queues/{queue}/flowfiles/{summary['uuid']}")["flowFile"]["attributes"]
+        out.append({"REPAIRED": json.loads(flowfile_content(c, queue, summary["uuid"]))["REPAIRED"],
+                    **{k: v for k, v in sorted(attributes.items()) if k.startswith(("snowflake.", "kinesnow."))}})
+    return out
 
 
 def repaired_rows(sf: Standin, table: str) -> list:
