@@ -122,6 +122,8 @@ def env(local_services, shared_nifi, tmp_path_factory):
     state = {"sf": sf, "key_file": key_file, "nifi": shared_nifi, "streams": [], "apps": [], "tables": 0}
     try:
         sf.register_user(ACCOUNT, USER, public_key)
+        # The standard processors' bundle, looked up once (listing NiFi's processor types is slow on a busy machine).
+        state["standard"] = shared_nifi.client.find_processor_type(STANDARD + "ReplaceText")["bundle"]
         yield state
     finally:
         try:
@@ -222,13 +224,15 @@ def add_flow(env, label: str, s: Settings, with_bad: bool, repair: bool = False,
     queues = {}
     rejected = ["invalid", "empty"]
     if repair:
-        fixer = c.add_processor(group, STANDARD + "ReplaceText", name="Repair", position=(400, 300), properties={
+        fixer = c.add_processor(group, STANDARD + "ReplaceText", bundle=env["standard"], name="Repair",
+                                position=(400, 300), properties={
             "Evaluation Mode": "Entire text", "Replacement Strategy": "Regex Replace",
             "Regular Expression": "(?s)^(.*)$", "Replacement Value": '{"REPAIRED": "$1"}'})["id"]
         queues["repair.failure"] = c.connect(group, fixer, funnel(c, group, (800, 300)), ["failure"],
                                              destination_type="FUNNEL")["id"]
         c.connect(group, fixer, sink, ["success"])
-        kept = c.add_processor(group, STANDARD + "RouteOnContent", name="Repaired ones", position=(0, 600),
+        kept = c.add_processor(group, STANDARD + "RouteOnContent", bundle=env["standard"],
+                               name="Repaired ones", position=(0, 600),
                                auto_terminate=["unmatched"], properties={
                                    "Match Requirement": "content must contain match", "repaired": "REPAIRED"})["id"]
         c.connect(group, sink, kept, ["success"])
