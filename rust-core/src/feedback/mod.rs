@@ -35,8 +35,10 @@
 //! Memory: keys are the consumers of this JVM; shards per key are capped ([`MAX_SHARDS_PER_KEY`]);
 //! beyond the cap a report is dropped, which only leaves a lease row's position behind. A chain
 //! key keeps at most [`MAX_SKIPS`] parse-failure spans not yet committed, over all its shards and
-//! chains (about 100 bytes each); beyond that one is dropped,
-//! which can only break the chain (the per-node channels, at least once), never extend it.
+//! chains (about 100 bytes each), and one chain at most [`MAX_SKIPS_PER_CHAIN`] of them, so one
+//! shard's flood of malformed records cannot use up the others' room. Spans that touch are joined
+//! (`spans`), so a run of malformed records is one span. Beyond either bound a span is dropped,
+//! which can only break that chain (the per-node channels, at least once), never extend it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
@@ -46,6 +48,9 @@ use crate::kinesis::position::Position;
 pub const MAX_SHARDS_PER_KEY: usize = 100_000;
 /// Parse-failure spans a key (all its shards' chains) keeps until their committed positions pass them.
 pub const MAX_SKIPS: usize = 65_536;
+/// Parse-failure spans one chain keeps (a share of [`MAX_SKIPS`]), so that one shard's flood of
+/// malformed records breaks that shard's chain alone, not every shard's of the key.
+pub const MAX_SKIPS_PER_CHAIN: usize = MAX_SKIPS / 64;
 /// Leases of a shard whose chains the board keeps (the latest ones; FlowFiles of older leases are
 /// superseded by the time they come).
 pub const CHAINS_PER_SHARD: usize = 4;
@@ -104,9 +109,9 @@ struct ChainState {
     /// lease started); a PutSnowflake that stops rewinds `end` to it.
     committed: Option<Position>,
     /// `parse.failure` spans not yet passed: (the record before, the last record).
-    skips: Vec<Span>,
+    skips: Spans,
     /// Spans `end` passed over and `committed` not yet: a rewind puts them back in `skips`.
-    passed: Vec<Span>,
+    passed: Spans,
     /// The destination (database, schema, pipe) whose shared channel the chain is: the first one a
     /// PutSnowflake of this JVM put the lease's FlowFiles into.
     destination: Option<String>,
@@ -123,16 +128,7 @@ pub struct Skip {
     pub last: Position,
 }
 
-/// Records routed to `parse.failure`: (the record before them, the last of them).
-type Span = (Option<Position>, Position);
-
-fn reaches(previous: Option<&Position>, end: Option<&Position>) -> bool {
-    match (previous, end) {
-        (None, _) => true,
-        (Some(_), None) => false,
-        (Some(p), Some(end)) => !crate::kinesis::position::is_after(p, end),
-    }
-}
+use spans::{reaches, Spans};
 
 fn extend(end: &mut Option<Position>, last: &Position) {
     if end.as_ref().is_none_or(|e| crate::kinesis::position::is_after(last, e)) {
@@ -149,55 +145,65 @@ impl ChainState {
         extend(&mut self.end, last);
     }
 
-    /// Moves the end over every parse-failure span that follows on from it.
-    fn pass_skips(&mut self) {
-        while let Some(i) = self.skips.iter().position(|(previous, _)| self.reaches(previous.as_ref())) {
-            let span = self.skips.swap_remove(i);
+    /// Moves the end over every parse-failure span that follows on from it; a span Snowflake's
+    /// committed position reaches too is let go at once. Returns how many spans the chain holds
+    /// fewer than before.
+    fn pass_skips(&mut self) -> usize {
+        let before = self.spans();
+        while let Some(span) = self.skips.take_reached(self.end.as_ref()) {
             self.extend(&span.1);
-            self.passed.push(span);
+            self.passed.insert(span);
         }
+        self.release_committed();
+        before.saturating_sub(self.spans())
     }
 
     /// Snowflake committed the lease's records up to `last`: so are the spans that follow on.
-    /// Returns how many spans it let go.
+    /// Returns how many spans the chain holds fewer than before.
     fn commit(&mut self, last: &Position) -> usize {
+        let before = self.spans();
         extend(&mut self.committed, last);
-        let mut released = 0;
-        while let Some(i) =
-            self.passed.iter().position(|(previous, _)| reaches(previous.as_ref(), self.committed.as_ref()))
-        {
-            let (_, span_last) = self.passed.swap_remove(i);
+        self.release_committed();
+        before.saturating_sub(self.spans())
+    }
+
+    fn release_committed(&mut self) {
+        while let Some((_, span_last)) = self.passed.take_reached(self.committed.as_ref()) {
             extend(&mut self.committed, &span_last);
-            released += 1;
         }
-        released
     }
 
     fn spans(&self) -> usize {
         self.skips.len() + self.passed.len()
     }
 
-    fn rewind(&mut self) {
+    /// Returns how many spans the chain holds fewer than before (joined ones).
+    fn rewind(&mut self) -> usize {
+        let before = self.spans();
         self.end = self.committed.clone();
-        self.skips.append(&mut self.passed);
+        for span in self.passed.take_all() {
+            self.skips.insert(span);
+        }
+        before.saturating_sub(self.spans())
     }
 
     /// A FlowFile put in after `previous` did not load: the chain ends before it again, or at what
     /// Snowflake committed when that is later; spans passed beyond the new end count again.
-    fn unput(&mut self, previous: Option<&Position>) {
+    /// Returns how many spans the chain holds fewer than before (joined ones).
+    fn unput(&mut self, previous: Option<&Position>) -> usize {
         let mut target = previous.cloned();
         if later(self.committed.as_ref(), target.as_ref()) {
             target = self.committed.clone();
         }
         if !later(self.end.as_ref(), target.as_ref()) {
-            return;
+            return 0;
         }
+        let before = self.spans();
         self.end = target;
-        let end = self.end.clone();
-        let (back, kept): (Vec<Span>, Vec<Span>) =
-            self.passed.drain(..).partition(|(_, last)| later(Some(last), end.as_ref()));
-        self.passed = kept;
-        self.skips.extend(back);
+        for span in self.passed.take_ending_after(self.end.as_ref()) {
+            self.skips.insert(span);
+        }
+        before.saturating_sub(self.spans())
     }
 }
 
@@ -368,8 +374,8 @@ impl Board {
             tenure: counter,
             end: start.clone(),
             committed: start,
-            skips: Vec::new(),
-            passed: Vec::new(),
+            skips: Spans::default(),
+            passed: Spans::default(),
             destination: None,
         });
         chains.sort_by_key(|c| c.tenure);
@@ -380,6 +386,13 @@ impl Board {
         state.spans -= before - after;
     }
 
+    /// The chain of lease `tenure` of `shard`, and the key's count of spans (which its changes keep).
+    fn chain_and_spans(&mut self, key: &LinkKey, shard: &str, tenure: u64) -> Option<(&mut ChainState, &mut usize)> {
+        let state = self.keys.get_mut(key)?;
+        let chain = state.chains.get_mut(shard)?.iter_mut().find(|c| c.tenure == tenure)?;
+        Some((chain, &mut state.spans))
+    }
+
     fn chain_of(&mut self, key: &LinkKey, shard: &str, tenure: u64) -> Option<&mut ChainState> {
         self.keys.get_mut(key)?.chains.get_mut(shard)?.iter_mut().find(|c| c.tenure == tenure)
     }
@@ -387,15 +400,12 @@ impl Board {
     /// The engine routed the records after `previous` through `last` of lease `tenure` to
     /// `parse.failure`: they never reach PutSnowflake, and the chain passes over them.
     pub fn skipped(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<Position>, last: Position) {
-        let Some(state) = self.keys.get_mut(key) else { return };
-        if state.spans >= MAX_SKIPS {
+        let Some((chain, spans)) = self.chain_and_spans(key, shard, tenure) else { return };
+        if *spans >= MAX_SKIPS || chain.spans() >= MAX_SKIPS_PER_CHAIN {
             return;
         }
-        let Some(chain) = state.chains.get_mut(shard).and_then(|c| c.iter_mut().find(|c| c.tenure == tenure)) else {
-            return;
-        };
-        chain.skips.push((previous, last));
-        state.spans += 1;
+        let added = chain.skips.insert((previous, last));
+        *spans = spans.saturating_add_signed(added);
     }
 
     /// Parse-failure spans the key keeps (for tests and the bound).
@@ -406,10 +416,10 @@ impl Board {
     /// Whether a FlowFile of lease `tenure` whose first record follows `previous` follows on from
     /// what this JVM put of that lease into the shard's shared channel.
     pub fn chain(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<&Position>) -> Chain {
-        let Some(chain) = self.chain_of(key, shard, tenure) else {
+        let Some((chain, spans)) = self.chain_and_spans(key, shard, tenure) else {
             return Chain::Unknown;
         };
-        chain.pass_skips();
+        *spans -= chain.pass_skips();
         if chain.reaches(previous) {
             Chain::Linked
         } else {
@@ -442,9 +452,8 @@ impl Board {
 
     /// Snowflake committed a FlowFile of lease `tenure` ending at `last` in the shard's shared channel.
     pub fn committed_in_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, last: &Position) {
-        let Some(state) = self.keys.get_mut(key) else { return };
-        if let Some(chain) = state.chains.get_mut(shard).and_then(|c| c.iter_mut().find(|c| c.tenure == tenure)) {
-            state.spans -= chain.commit(last);
+        if let Some((chain, spans)) = self.chain_and_spans(key, shard, tenure) {
+            *spans -= chain.commit(last);
         }
     }
 
@@ -453,8 +462,8 @@ impl Board {
     /// after it no longer follow on until it comes again (issue 34: else they commit past it, and
     /// its rows are skipped when the user sends it back).
     pub fn unput_from_channel(&mut self, key: &LinkKey, shard: &str, tenure: u64, previous: Option<&Position>) {
-        if let Some(chain) = self.chain_of(key, shard, tenure) {
-            chain.unput(previous);
+        if let Some((chain, spans)) = self.chain_and_spans(key, shard, tenure) {
+            *spans -= chain.unput(previous);
         }
     }
 
@@ -463,8 +472,8 @@ impl Board {
     /// order (an offload, a load-balanced connection), so only what Snowflake committed counts as
     /// in the channel. A FlowFile after it that arrives first then no longer follows on.
     pub fn rewind_chain(&mut self, key: &LinkKey, shard: &str, tenure: u64) {
-        if let Some(chain) = self.chain_of(key, shard, tenure) {
-            chain.rewind();
+        if let Some((chain, spans)) = self.chain_and_spans(key, shard, tenure) {
+            *spans -= chain.rewind();
         }
     }
 
@@ -557,6 +566,7 @@ pub fn board() -> MutexGuard<'static, Board> {
 }
 
 pub mod parse_failures;
+mod spans;
 
 #[cfg(test)]
 mod tests {
@@ -773,29 +783,44 @@ mod tests {
     }
 
     /// Issue 34, item 6: spans were bounded per chain (10,000, four chains per shard, any number
-    /// of shards): gigabytes at 256 shards with a high parse-failure rate.
+    /// of shards): gigabytes at 256 shards with a high parse-failure rate. Now the key has a bound
+    /// and each chain a share of it.
     #[test]
-    fn parse_failure_spans_are_bounded_per_key_and_released_when_committed_or_evicted() {
+    fn parse_failure_spans_are_bounded_per_key_and_per_chain_and_released_when_committed_or_evicted() {
         let mut b = Board::default();
         let k = key();
-        for shard in 0..16 {
+        let shards = MAX_SKIPS / MAX_SKIPS_PER_CHAIN + 16;
+        for shard in 0..shards {
             b.took_here(&k, "engine", &format!("s{shard}"), 1, Some(at("0", None)));
         }
-        for n in 0..(MAX_SKIPS as u64 + 100) {
-            let shard = format!("s{}", n % 16);
-            b.skipped(&k, &shard, 1, Some(at(&(n + 1).to_string(), None)), at(&(n + 2).to_string(), None));
+        // Spans with a good record between them (so none joins another), round robin over the shards.
+        for n in 0..(MAX_SKIPS as u64 + 20_000) {
+            let shard = format!("s{}", n % shards as u64);
+            b.skipped(&k, &shard, 1, Some(at(&(2 * n + 1).to_string(), None)), at(&(2 * n + 2).to_string(), None));
         }
         assert_eq!(b.spans(&k), MAX_SKIPS, "the key's bound, whatever the number of shards");
-        b.took_here(&k, "engine", "s0", 2, None);
-        for counter in 3..=6 {
+        for n in 0..(2 * MAX_SKIPS_PER_CHAIN as u64) {
+            b.skipped(&k, "s0", 2, Some(at(&(2 * n + 1).to_string(), None)), at(&(2 * n + 2).to_string(), None));
+        }
+        assert_eq!(b.spans(&k), MAX_SKIPS, "a lease not taken here keeps nothing");
+        let s0 = b.spans(&k);
+        for counter in 2..=6 {
             b.took_here(&k, "engine", "s0", counter, None);
         }
-        assert_eq!(b.spans(&k), MAX_SKIPS - MAX_SKIPS / 16, "an evicted chain lets its spans go");
-        // s1's first span follows on from its lease's start once the records before it are in.
-        b.put_in_channel(&k, "s1", 1, &at("2", None));
-        assert_eq!(b.chain(&k, "s1", 1, Some(&at("3", None))), Chain::Linked);
-        b.committed_in_channel(&k, "s1", 1, &at("2", None));
-        assert_eq!(b.spans(&k), MAX_SKIPS - MAX_SKIPS / 16 - 1, "a committed span is let go");
+        let evicted = s0 - b.spans(&k);
+        assert!(evicted > 0 && evicted <= MAX_SKIPS_PER_CHAIN, "an evicted chain lets its spans go ({evicted})");
+        let before = b.spans(&k);
+        // s1's first span is 3 -> 4 (n = 1): it follows on once record 3 is in.
+        b.put_in_channel(&k, "s1", 1, &at("3", None));
+        assert_eq!(b.chain(&k, "s1", 1, Some(&at("4", None))), Chain::Linked);
+        b.committed_in_channel(&k, "s1", 1, &at("3", None));
+        assert_eq!(b.spans(&k), before - 1, "a committed span is let go");
+        let mut one = Board::default();
+        one.took_here(&k, "engine", "s", 1, Some(at("0", None)));
+        for n in 0..(2 * MAX_SKIPS_PER_CHAIN as u64) {
+            one.skipped(&k, "s", 1, Some(at(&(2 * n + 1).to_string(), None)), at(&(2 * n + 2).to_string(), None));
+        }
+        assert_eq!(one.spans(&k), MAX_SKIPS_PER_CHAIN, "one chain's share");
     }
 
     #[test]
@@ -821,5 +846,41 @@ mod tests {
         assert_eq!(p.clone().max(Loaded::FromTrimHorizon), p);
         assert_eq!(p.clone().max(Loaded::Through(at("7", None))), Loaded::Through(at("7", None)));
         assert_eq!(Loaded::Through(at("7", None)).max(p), Loaded::Through(at("7", None)));
+    }
+
+    /// Issue 51, hole 6: one application's span budget was shared by all its shards, so one
+    /// shard's flood of malformed records (its PutSnowflake stopped or behind) filled it, and every
+    /// other shard's next malformed record was dropped: their chains broke (at least once).
+    #[test]
+    fn one_shards_flood_of_parse_failures_leaves_the_other_shards_chains_whole() {
+        let mut b = Board::default();
+        let k = key();
+        for shard in ["flood", "calm"] {
+            b.took_here(&k, "engine", shard, 1, Some(at("0", None)));
+        }
+        // Every other record of shard "flood" malformed: spans with good records between them.
+        for n in 0..70_000u64 {
+            b.skipped(&k, "flood", 1, Some(at(&(2 * n + 1).to_string(), None)), at(&(2 * n + 2).to_string(), None));
+        }
+        b.skipped(&k, "calm", 1, Some(at("5", None)), at("6", None));
+        b.put_in_channel(&k, "calm", 1, &at("5", None));
+        assert_eq!(b.chain(&k, "calm", 1, Some(&at("6", None))), Chain::Linked, "record 6 went to parse.failure");
+        assert!(b.spans(&k) <= 65_536, "the key's bound holds");
+    }
+
+    /// Issue 51, hole 6: a span per malformed record, so a long run of them (a producer writing
+    /// garbage for a while) filled the budget and broke the chain at its end.
+    #[test]
+    fn a_run_of_malformed_records_costs_one_span() {
+        let mut b = Board::default();
+        let k = key();
+        b.took_here(&k, "engine", "s", 1, Some(at("0", None)));
+        for n in 0..100_000u64 {
+            b.skipped(&k, "s", 1, Some(at(&n.to_string(), None)), at(&(n + 1).to_string(), None));
+        }
+        assert_eq!(b.spans(&k), 1);
+        assert_eq!(b.chain(&k, "s", 1, Some(&at("100000", None))), Chain::Linked, "the run is passed over whole");
+        b.committed_in_channel(&k, "s", 1, &at("0", None));
+        assert_eq!(b.spans(&k), 0, "committed through its start: let go");
     }
 }
