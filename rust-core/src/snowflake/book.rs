@@ -397,6 +397,10 @@ pub struct ChannelBook {
     arrivals: u64,
     /// Since when FlowFiles wait with nothing lined up (`None`: nothing waits, or the line just moved).
     stuck_since: Option<Instant>,
+    /// A shared channel's line end when its waiting FlowFiles were sent back (see
+    /// [`ChannelBook::send_back_stuck`]), and the Order Wait they waited.
+    stuck_at: Option<Option<OffsetToken>>,
+    stuck_wait: Duration,
     gaps: VecDeque<Gap>,
     appends: VecDeque<Append>,
     last_append: Option<Instant>,
@@ -439,6 +443,8 @@ impl ChannelBook {
             waiting: BTreeMap::new(),
             arrivals: 0,
             stuck_since: None,
+            stuck_at: None,
+            stuck_wait: ORDER_WAIT,
             gaps: VecDeque::new(),
             appends: VecDeque::new(),
             last_append: None,
@@ -500,6 +506,10 @@ impl ChannelBook {
         let mut p = Pending::new(work, self.delivery, now, self.accepted);
         let mut done = Vec::new();
         match self.delivery {
+            Delivery::ExactlyOnce if self.open && self.behind_stuck_line(&p) => {
+                let message = self.stuck_message(&p, self.stuck_wait);
+                done.push(self.outcome(p, Route::Reload, message));
+            }
             Delivery::ExactlyOnce => {
                 self.wait(p);
                 if self.open {
@@ -597,16 +607,7 @@ impl ChannelBook {
         }
         let Some((_, p)) = self.waiting.pop_first() else { return (Vec::new(), None) };
         if p.shared {
-            let message = format!(
-                "it waited {} s for the records before it (up to offset token {}), which never came to channel {}; a \
-                 shard's shared channel never goes on without records another node may load, so it goes back to the \
-                 queue to be loaded at least once through the at-least-once channels",
-                order_wait.as_secs(),
-                p.follows.key().map(|t| t.to_string()).unwrap_or_default(),
-                self.name
-            );
-            self.stuck_since = None;
-            return (vec![self.outcome(p, Route::Reload, message)], None);
+            return (self.send_back_stuck(p, order_wait), None);
         }
         let mut passed = None;
         if self.high.as_ref().is_none_or(|h| p.lowest() > h) {
@@ -627,6 +628,44 @@ impl ChannelBook {
         done.extend(self.complete());
         self.stuck_since = None;
         (done, passed)
+    }
+
+    /// A shard's shared channel waited Order Wait for records that never came: it never goes on
+    /// without them (another node may load them), so `first` and every FlowFile waiting behind the
+    /// gap go back to the queue for the at-least-once channels, and so does each shared FlowFile
+    /// that comes while the line stays stuck there (the rest of a lease's tail), without waiting
+    /// an Order Wait of its own.
+    fn send_back_stuck(&mut self, first: Pending, order_wait: Duration) -> Vec<Done> {
+        self.stuck_since = None;
+        self.stuck_at = Some(self.high.clone());
+        self.stuck_wait = order_wait;
+        let waiting = std::mem::take(&mut self.waiting).into_values().filter(|p| p.shared);
+        let all: Vec<Pending> = std::iter::once(first).chain(waiting).collect();
+        let mut done = Vec::with_capacity(all.len());
+        for p in all {
+            let message = self.stuck_message(&p, order_wait);
+            done.push(self.outcome(p, Route::Reload, message));
+        }
+        done
+    }
+
+    fn stuck_message(&self, p: &Pending, order_wait: Duration) -> String {
+        format!(
+            "the records before it (up to offset token {}) did not come to channel {} within {} s; a shard's shared \
+             channel never goes on without records another node may load, so it goes back to the queue to be loaded \
+             at least once through the at-least-once channels",
+            p.follows.key().map(|t| t.to_string()).unwrap_or_default(),
+            self.name,
+            order_wait.as_secs()
+        )
+    }
+
+    /// Whether the shared channel's line still stands where it was found stuck (see
+    /// [`Self::send_back_stuck`]) and `p` waits for records beyond it.
+    fn behind_stuck_line(&self, p: &Pending) -> bool {
+        p.shared
+            && self.stuck_at.as_ref() == Some(&self.high)
+            && p.follows.key().is_some_and(|before| self.high.as_ref().is_none_or(|h| before > *h))
     }
 
     /// The FlowFiles waiting for an earlier one that have waited at least `min_wait`, given back

@@ -581,3 +581,30 @@ fn a_flow_file_passing_over_records_that_never_load_remembers_them_unless_they_c
     let replay = book.accept(following(5, &[2, 3], Some(1)), now);
     assert_eq!((replay[0].outcome.route, replay[0].outcome.rows_skipped), (Route::Success, 2), "a replay, skipped");
 }
+
+/// Issue 51, hole 5: a shard's shared channel sent back one waiting FlowFile per Order Wait when
+/// the records before them never came (after a restart, with this NiFi's passes gone), so a lease
+/// tail of many FlowFiles took that many Order Waits to reach the at-least-once channels.
+#[test]
+fn a_shared_channel_stuck_at_a_gap_sends_back_all_that_wait_behind_it_and_what_comes_after_at_once() {
+    let start = Instant::now();
+    let wait = Duration::from_secs(60);
+    let shared = |id, previous: u64, tokens: &[u64]| Work { shared: true, ..after(id, Some(previous), tokens) };
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(10)), 0);
+    for (id, n) in (1..=5).zip(12..) {
+        assert!(book.accept(shared(id, n, &[n + 1]), start).is_empty(), "record 11 never comes");
+    }
+    assert_eq!(book.pass_stuck(start, wait), (vec![], None), "the clock starts");
+    let (done, passed) = book.pass_stuck(start + Duration::from_secs(61), wait);
+    assert_eq!(passed, None, "a shared channel never passes a gap");
+    assert_eq!(ids(&done), vec![1, 2, 3, 4, 5], "every FlowFile behind the gap goes back at once");
+    assert!(done.iter().all(|d| d.outcome.route == Route::Reload));
+    let later = book.accept(shared(6, 17, &[18]), start + Duration::from_secs(62));
+    assert_eq!(ids(&later), vec![6], "the lease's tail after them goes back as it comes");
+    assert_eq!(later[0].outcome.route, Route::Reload);
+    let filled = book.accept(shared(7, 10, &[11]), start + Duration::from_secs(63));
+    assert!(filled.is_empty(), "the record before the gap came after all: lined up");
+    assert_eq!(send_all(&mut book, start).unwrap().0, t(11));
+    assert!(book.accept(shared(8, 12, &[13]), start + Duration::from_secs(64)).is_empty(), "the line moved: it waits");
+}
