@@ -1448,3 +1448,42 @@ fn a_repaired_record_is_loaded_not_skipped_as_a_replay() {
     assert_eq!((outcome.route, outcome.rows_skipped), (Route::Success, 0), "{outcome:?}");
     assert_exactly_once(&standin, 4);
 }
+
+/// Issue 51, hole 2. A FlowFile that failed and came back after Order Wait (its session held, then
+/// `failure` looped back and penalized) finds its records passed over as a gap: it loads at least
+/// once. The gaps lived only in the writer's memory, so a stop and start of PutSnowflake in
+/// between (any property change) made the late FlowFile a "replay" below the committed token:
+/// success with its row skipped, not in the table. Now the gaps are kept in the processor's local
+/// state (the engine's status entry `passed.gaps`, given back as a fact at the next start).
+#[test]
+fn a_gap_passed_before_a_restart_still_sends_its_late_flow_file_to_the_at_least_once_channel() {
+    let standin = Standin::start("gap-restart", 100);
+    create_events(&standin, "");
+    let shard = "shardId-000000000000";
+    let good = |seq: u64| format!("{{\"n\": {seq}, \"seq\": {seq}}}").into_bytes();
+    let config = config(&standin, &[("Order Wait", "2 sec")]);
+    let sink = Sink::start(&config);
+    sink.submit(vec![
+        kinesis_record(1, shard, 1, None, &good(1)),
+        kinesis_record(3, shard, 3, Some(2), &good(3)),
+        kinesis_record(4, shard, 4, Some(3), &good(4)),
+    ]);
+    let outcomes = sink.outcomes(3, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 3, "record 2 never came within Order Wait: {outcomes:?}");
+    let status = sink.engine().status_map();
+    let kept = status.iter().find(|(k, _)| k == "passed.gaps").map(|(_, v)| v.clone()).unwrap_or_default();
+    sink.stop();
+
+    let again = config_of(&standin, INSTANCE, &[("Order Wait", "2 sec"), ("PutSnowflake Passed Gaps", &kept)]);
+    let sink = Sink::start(&again);
+    let late = kinesis_record(2, shard, 2, Some(1), &good(2));
+    sink.submit(vec![late.clone()]);
+    let first = sink.outcomes(1, Duration::from_secs(30)).remove(&2).unwrap();
+    assert_eq!(first.route, Route::Reload, "not skipped as a replay: {first:?}");
+    let mut at_least_once = late;
+    at_least_once.attributes.insert("kinesnow.delivery".into(), "at-least-once".into());
+    sink.submit(vec![at_least_once]);
+    let loaded = sink.outcomes(1, Duration::from_secs(30)).remove(&2).unwrap();
+    assert_eq!((loaded.route, loaded.rows_skipped), (Route::Success, 0), "{loaded:?}");
+    assert_exactly_once(&standin, 4);
+}

@@ -21,6 +21,9 @@ pub const DEFAULT_ORDER_WAIT: Duration = Duration::from_secs(60);
 /// Not a property: this PutSnowflake's own id, which Java keeps in the processor's local state and
 /// passes on every start. It is part of every channel name (see `snowflake::naming`).
 pub const INSTANCE: &str = "PutSnowflake Instance";
+/// Not a property: the gaps this PutSnowflake's channels passed over, as its local state kept them
+/// (see `snowflake::gap_memory`), which Java passes on every start.
+pub const PASSED_GAPS: &str = "PutSnowflake Passed Gaps";
 
 pub const PROPERTY_NAMES: &[&str] = &[
     ACCOUNT_IDENTIFIER,
@@ -112,6 +115,8 @@ pub struct PutSnowflakeConfig {
     pub channel_prefix: String,
     /// This processor instance's id (`INSTANCE`); the engine refuses to start without one.
     pub instance: Option<String>,
+    /// The gaps kept in the local state (`PASSED_GAPS`); empty when none.
+    pub passed_gaps: String,
     /// The NiFi node (a fact Java passes, see `consume_kinesis::NODE_IDENTITY`); empty in validation.
     pub node: String,
     /// The HTTP proxy of every Snowflake call (facts from the Proxy Configuration Service).
@@ -180,6 +185,7 @@ impl PutSnowflakeConfig {
             r.problem(CHANNEL_PREFIX, format!("'{channel_prefix}' may only hold letters, digits, '_' and '-'"));
         }
         let instance = r.optional(INSTANCE);
+        let passed_gaps = r.optional(PASSED_GAPS).unwrap_or_default();
         let node = r.optional(super::consume_kinesis::NODE_IDENTITY).unwrap_or_default();
         let proxy = super::proxy::Proxy::read(&mut r);
         let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 8 * MIB, 1024, 16 * MIB);
@@ -210,6 +216,7 @@ impl PutSnowflakeConfig {
             schema_evolution,
             channel_prefix,
             instance,
+            passed_gaps,
             node,
             proxy,
             max_batch_size,

@@ -360,6 +360,16 @@ struct Append {
     flow_files: Vec<i64>,
 }
 
+/// A gap a channel passed over, as it is kept across restarts (`gap_memory`): every token above
+/// `after` (`None`: from the start) and below `before`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedGap {
+    pub after: Option<OffsetToken>,
+    pub before: OffsetToken,
+    /// How long ago it was passed.
+    pub age: Duration,
+}
+
 /// Records the line passed over: every token above `after` (`None`: from the start) and below
 /// `before`.
 struct Gap {
@@ -402,6 +412,8 @@ pub struct ChannelBook {
     stuck_at: Option<Option<OffsetToken>>,
     stuck_wait: Duration,
     gaps: VecDeque<Gap>,
+    /// Gaps passed over (or restored) in the book's life: tells a new one from none.
+    gaps_passed: u64,
     appends: VecDeque<Append>,
     last_append: Option<Instant>,
     /// When the last [`APPENDS_PER_SECOND`] appends were answered, oldest first.
@@ -446,6 +458,7 @@ impl ChannelBook {
             stuck_at: None,
             stuck_wait: ORDER_WAIT,
             gaps: VecDeque::new(),
+            gaps_passed: 0,
             appends: VecDeque::new(),
             last_append: None,
             answers: VecDeque::with_capacity(APPENDS_PER_SECOND),
@@ -611,9 +624,6 @@ impl ChannelBook {
         }
         let mut passed = None;
         if self.high.as_ref().is_none_or(|h| p.lowest() > h) {
-            if self.gaps.len() >= MAX_GAPS {
-                self.gaps.pop_front();
-            }
             let after = self.high.as_ref().map(|t| t.to_string()).unwrap_or_else(|| "none".into());
             passed = Some(format!(
                 "no FlowFile brought the records after offset token {after} and before {} within {} s; the channel goes \
@@ -621,7 +631,7 @@ impl ChannelBook {
                 p.lowest(),
                 order_wait.as_secs()
             ));
-            self.gaps.push_back(Gap { after: self.high.clone(), before: p.lowest().clone(), at: now });
+            self.push_gap(Gap { after: self.high.clone(), before: p.lowest().clone(), at: now });
         }
         let mut done: Vec<Done> = self.line_up_one(p).into_iter().collect();
         done.extend(self.line_up_waiting());
@@ -1039,10 +1049,41 @@ impl ChannelBook {
         if self.high.as_ref().is_some_and(|h| h >= named) || *p.lowest() <= *named {
             return;
         }
+        self.push_gap(Gap { after: self.high.clone(), before: p.lowest().clone(), at: now });
+    }
+
+    fn push_gap(&mut self, gap: Gap) {
         if self.gaps.len() >= MAX_GAPS {
             self.gaps.pop_front();
         }
-        self.gaps.push_back(Gap { after: self.high.clone(), before: p.lowest().clone(), at: now });
+        self.gaps.push_back(gap);
+        self.gaps_passed += 1;
+    }
+
+    /// How many gaps the book passed over (or was given back) in its life.
+    pub fn gaps_passed(&self) -> u64 {
+        self.gaps_passed
+    }
+
+    /// The gaps the book remembers, oldest first, for `gap_memory`.
+    pub fn gaps(&self, now: Instant) -> Vec<PassedGap> {
+        self.gaps
+            .iter()
+            .map(|g| PassedGap {
+                after: g.after.clone(),
+                before: g.before.clone(),
+                age: now.saturating_duration_since(g.at),
+            })
+            .collect()
+    }
+
+    /// Gaps passed over before this book was made (its writer's predecessor, or before a restart):
+    /// FlowFiles that bring their records go to the at-least-once channels, as for its own.
+    pub fn restore_gaps(&mut self, gaps: Vec<PassedGap>, now: Instant) {
+        for g in gaps {
+            let at = now.checked_sub(g.age).unwrap_or(now);
+            self.push_gap(Gap { after: g.after, before: g.before, at });
+        }
     }
 
     fn push_line(&mut self, p: Pending) {

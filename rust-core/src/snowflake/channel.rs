@@ -27,6 +27,7 @@ use super::offset::OffsetToken;
 use super::request_size::{self, next_take, Take, TooLarge};
 use super::rows::Delivery;
 use super::status::StatusWatch;
+use super::gap_memory::GapMemory;
 use super::views::{ChannelViews, ViewEntry};
 use super::writers::{Flights, Retire};
 use crate::contract::counters::put_snowflake::SinkCounter;
@@ -50,6 +51,8 @@ pub struct ChannelSettings {
     pub counters: Arc<SinkCounters>,
     /// What View State shows of the open channels, shared by the engine's writers.
     pub views: Arc<ChannelViews>,
+    /// The gaps every channel passed over, kept across restarts (see `gap_memory`).
+    pub gap_memory: Arc<GapMemory>,
 }
 
 /// The back-off between reopens of a channel another writer keeps reopening: jittered, doubling
@@ -83,6 +86,8 @@ pub struct ChannelWriter {
     view: ViewEntry,
     /// The next append's body, prepared while the last append was in flight.
     ahead: Option<Ahead>,
+    /// How many gaps the book had passed when its gaps were last given to `gap_memory`.
+    gaps_kept: u64,
 }
 
 /// A channel warns about FlowFiles given back at most this often.
@@ -130,9 +135,13 @@ impl ChannelWriter {
         status: StatusWatch,
     ) -> Self {
         let view = settings.views.enter(&name);
+        let mut book = ChannelBook::new(name, delivery);
+        book.restore_gaps(settings.gap_memory.of(book.name()), Instant::now());
+        let gaps_kept = book.gaps_passed();
         Self {
             view,
-            book: ChannelBook::new(name, delivery),
+            gaps_kept,
+            book,
             api,
             settings,
             work,
@@ -239,9 +248,20 @@ impl ChannelWriter {
         }
     }
 
-    fn deliver(&self, done: Vec<Done>) {
+    fn deliver(&mut self, done: Vec<Done>) {
+        // Before the outcomes: a gap passed over is kept before the FlowFiles after it succeed.
+        self.keep_gaps();
         for d in done {
             self.flights.finish(d);
+        }
+    }
+
+    /// Gives the book's gaps to `gap_memory` when it passed over a new one.
+    fn keep_gaps(&mut self) {
+        let passed = self.book.gaps_passed();
+        if passed != self.gaps_kept {
+            self.gaps_kept = passed;
+            self.settings.gap_memory.record(self.book.name(), self.book.gaps(Instant::now()));
         }
     }
 

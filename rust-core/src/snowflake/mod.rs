@@ -1,7 +1,8 @@
 //! The Snowpipe Streaming v2 client behind PutSnowflake: authentication (`auth`), the REST calls
 //! (`api`), FlowFile-to-row mapping (`rows`, making `row`s), offset tokens (`offset`), channel
 //! names (`naming`), the destinations a FlowFile's names resolve to (`destinations`), a channel's
-//! bookkeeping and order (`book`) and its writer task (`channel`), the running writers (`writers`,
+//! bookkeeping and order (`book`), the gaps it passed over kept across restarts (`gap_memory`), and
+//! its writer task (`channel`), the running writers (`writers`,
 //! watched through `supervise`), parent-before-child (`lineage`), the exactly-once path across
 //! nodes with `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit
 //! tracking (`status`), which queued FlowFiles to take (`take_order`) and the engine the processor
@@ -13,6 +14,7 @@ pub mod book;
 pub mod channel;
 pub mod destinations;
 pub mod freshness;
+pub mod gap_memory;
 pub mod lineage;
 pub mod link;
 pub mod naming;

@@ -37,6 +37,7 @@ use super::rows::{
     Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB,
     ATTR_PARENT_SHARDS, FRAGMENT_PREFIX,
 };
+use super::gap_memory;
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
@@ -93,6 +94,7 @@ impl SinkSettings {
                 order_wait: config.order_wait,
                 counters: Default::default(),
                 views: Default::default(),
+                gap_memory: Default::default(),
             },
             max_in_flight_bytes: config.max_in_flight_size,
             status_interval: Duration::from_millis(250),
@@ -278,8 +280,9 @@ pub enum SinkError {
 
 impl SinkEngine {
     /// Must run inside the runtime (it spawns the status poller).
-    pub fn start(config: &PutSnowflakeConfig, settings: SinkSettings) -> Result<Self, SinkError> {
+    pub fn start(config: &PutSnowflakeConfig, mut settings: SinkSettings) -> Result<Self, SinkError> {
         let instance = settings.instance.clone().ok_or(SinkError::NoInstance)?;
+        settings.channel.gap_memory = Arc::new(restored_gaps(config, settings.component));
         let credentials = Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication)
             .map_err(ApiError::from)?;
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
@@ -338,6 +341,10 @@ impl SinkEngine {
     pub fn status_map(&self) -> Vec<(String, String)> {
         let mut lines = self.settings.channel.views.lines();
         lines.extend(self.lock_freshness().lines(SystemTime::now()));
+        let gaps = self.settings.channel.gap_memory.to_state();
+        if gaps != "{}" {
+            lines.push((gap_memory::STATE_KEY.to_owned(), gaps));
+        }
         lines
     }
 
@@ -1025,6 +1032,19 @@ impl Drop for SinkEngine {
 }
 
 /// The Kinesis arrival (ms) of the FlowFile's first record, from its attribute.
+/// The gaps the channels passed over before this start, as the local state kept them; unreadable
+/// ones are reported and forgotten (a FlowFile of such a gap that comes back would be skipped).
+fn restored_gaps(config: &PutSnowflakeConfig, component: u64) -> gap_memory::GapMemory {
+    gap_memory::GapMemory::restore(&config.passed_gaps).unwrap_or_else(|e| {
+        error!(
+            component,
+            "{e}; the gaps channels passed over before this start are forgotten: a FlowFile that brings their records \
+             from now on is skipped as a replay instead of loading at least once"
+        );
+        gap_memory::GapMemory::default()
+    })
+}
+
 fn arrival_ms(flow_file: &FlowFileIn) -> Option<i64> {
     flow_file.attributes.get(ATTR_ARRIVAL_MS).and_then(|a| a.trim().parse::<i64>().ok())
 }

@@ -318,6 +318,15 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** The local-state key of this processor's own id. */
     static final String INSTANCE_STATE_KEY = "instance.id";
 
+    /**
+     * The gaps this processor's channels passed over (the engine's {@code snowflake::gap_memory::STATE_KEY}): kept in
+     * the local state across stops and restarts, and handed back to the engine at the start.
+     */
+    static final String PASSED_GAPS_STATE_KEY = "passed.gaps";
+
+    /** The engine's fact that takes {@link #PASSED_GAPS_STATE_KEY}'s value (its {@code put_snowflake::PASSED_GAPS}). */
+    static final String PASSED_GAPS_FACT = "PutSnowflake Passed Gaps";
+
     /** A FlowFile batch waits this long for its outcomes when nothing else is to be done. */
     private static final long OUTCOME_WAIT_MILLIS = 100;
     private static final int MAX_FLOW_FILES_PER_SUBMIT = 10_000;
@@ -328,7 +337,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private final NativeComponent rules = new NativeComponent(NativeBridge.PUT_SNOWFLAKE);
     private final RowSink engine;
     private final EngineCounters engineCounters = new EngineCounters(PutSnowflakeCounters.ENGINE, PutSnowflakeCounters.GAUGES);
-    private final StatusState status = new StatusState(java.util.Set.of(INSTANCE_STATE_KEY));
+    private final StatusState status =
+            new StatusState(java.util.Set.of(INSTANCE_STATE_KEY), java.util.Set.of(PASSED_GAPS_STATE_KEY));
     /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
     private final List<HeldSession> held = new ArrayList<>();
     private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
@@ -415,6 +425,16 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
     }
 
+    /** The gaps the local state kept ({@link #PASSED_GAPS_STATE_KEY}); empty when none or unreadable. */
+    static String passedGaps(final StateManager state) {
+        try {
+            final String kept = state.getState(Scope.LOCAL).get(PASSED_GAPS_STATE_KEY);
+            return kept == null ? "" : kept;
+        } catch (final IOException e) {
+            throw new UncheckedIOException("PutSnowflake cannot read the gaps its channels passed over from the local state", e);
+        }
+    }
+
     @Override
     public void migrateProperties(final PropertyConfiguration config) {
         PropertyRenames.apply(config, PutSnowflakeSpecs.RENAMED);
@@ -424,7 +444,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     public void onScheduled(final ProcessContext context) {
         final String instance = instanceId(context.getStateManager());
         engine.open(context, getLogger(), NativeComponent.withFacts(ProxyService.facts(context), "PutSnowflake Instance", instance,
-                NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider())));
+                NativeComponent.NODE_IDENTITY, NativeComponent.nodeIdentity(getNodeTypeProvider()),
+                PASSED_GAPS_FACT, passedGaps(context.getStateManager())));
         transitBase = "snowflake://" + accountForProvenance(context);
         status.start(context.getStateManager(), getLogger(), engine::status);
     }
@@ -446,6 +467,12 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     @OnStopped
     public void onStopped(final ProcessContext context) {
         status.stop();
+        // The gaps passed over until now are written before the engine closes (they survive the clear).
+        try {
+            status.update(context.getStateManager(), getLogger(), engine::status);
+        } catch (final RuntimeException e) {
+            getLogger().debug("View State not updated at stop: {}", e.getMessage()); // the engine never started
+        }
         status.clear(context.getStateManager(), getLogger());
         engine.close();
         for (final HeldSession h : held) {

@@ -19,12 +19,15 @@ import org.apache.nifi.logging.ComponentLog;
  * Nothing reads the status back; stopping the processor clears it, so View State never shows a stopped engine's work
  * as current. Entries the processor keeps in the same state for itself ({@code kept}, such as PutSnowflake's
  * {@code instance.id}) are carried over into every write and survive the clear; when they cannot be read, nothing is
- * written.
+ * written. Entries the engine keeps ({@code engineKept}, such as PutSnowflake's {@code passed.gaps}) are written from
+ * its lines like the status (absent from them: removed), and survive the clear as last written.
  */
 final class StatusState {
     static final long INTERVAL_SECONDS = 5;
 
     private final Set<String> kept;
+
+    private final Set<String> engineKept;
 
     private ScheduledExecutorService writer;
 
@@ -68,7 +71,12 @@ final class StatusState {
     }
 
     StatusState(final Set<String> kept) {
+        this(kept, Set.of());
+    }
+
+    StatusState(final Set<String> kept, final Set<String> engineKept) {
         this.kept = Set.copyOf(kept);
+        this.engineKept = Set.copyOf(engineKept);
     }
 
     /** Writes {@code lines} (key, value, key, value...) if they changed since the last write. */
@@ -94,31 +102,39 @@ final class StatusState {
 
     /** {@code status} with the kept entries as the state holds them now. */
     private Map<String, String> withKept(final StateManager state, final Map<String, String> status) throws IOException {
-        if (kept.isEmpty()) {
+        return withKept(state, status, kept);
+    }
+
+    /** {@code status} with the entries of {@code keep} as the state holds them now. */
+    private static Map<String, String> withKept(final StateManager state, final Map<String, String> status,
+            final Set<String> keep) throws IOException {
+        if (keep.isEmpty()) {
             return status;
         }
         final Map<String, String> all = new LinkedHashMap<>();
         state.getState(Scope.LOCAL).toMap().forEach((key, value) -> {
-            if (kept.contains(key)) {
+            if (keep.contains(key)) {
                 all.put(key, value);
             }
         });
         status.forEach((key, value) -> {
-            if (!kept.contains(key)) {
+            if (!keep.contains(key)) {
                 all.put(key, value);
             }
         });
         return all;
     }
 
-    /** Clears the status (the processor stopped). */
+    /** Clears the status (the processor stopped); the kept entries and the engine's stay. */
     void clear(final StateManager state, final ComponentLog log) {
         written = Map.of();
+        final Set<String> keep = new java.util.HashSet<>(kept);
+        keep.addAll(engineKept);
         try {
-            if (kept.isEmpty()) {
+            if (keep.isEmpty()) {
                 state.clear(Scope.LOCAL);
             } else {
-                state.setState(withKept(state, Map.of()), Scope.LOCAL);
+                state.setState(withKept(state, Map.of(), keep), Scope.LOCAL);
             }
         } catch (final IOException e) {
             log.warn("View State not cleared (the status of each shard or channel): {}", e.getMessage());

@@ -54,4 +54,23 @@ class StatusStateTest {
         status.clear(state, log);
         assertEquals(Map.of(), state.getState(Scope.LOCAL).toMap());
     }
+
+    /** PutSnowflake's passed gaps: written from the engine's lines, gone when the engine has none, kept by the clear. */
+    @Test
+    void theEnginesKeptEntryIsWrittenFromItsLinesAndSurvivesTheClear() throws IOException {
+        final MockStateManager state = new MockStateManager(new LocalStateUser());
+        state.setState(Map.of("instance.id", "a1b2c3d4e5f6", "passed.gaps", "{\"old\":[]}"), Scope.LOCAL);
+        final StatusState status = new StatusState(Set.of("instance.id"), Set.of("passed.gaps"));
+
+        status.update(state, log, () -> new String[] {"channel.x", "open", "passed.gaps", "{\"x\":[[null,\"6\",1]]}"});
+        assertEquals(Map.of("instance.id", "a1b2c3d4e5f6", "channel.x", "open", "passed.gaps", "{\"x\":[[null,\"6\",1]]}"),
+                state.getState(Scope.LOCAL).toMap());
+        status.clear(state, log);
+        assertEquals(Map.of("instance.id", "a1b2c3d4e5f6", "passed.gaps", "{\"x\":[[null,\"6\",1]]}"),
+                state.getState(Scope.LOCAL).toMap(), "the gaps survive a stop");
+        status.update(state, log, () -> new String[] {"channel.x", "open"});
+        assertEquals(Map.of("instance.id", "a1b2c3d4e5f6", "channel.x", "open"), state.getState(Scope.LOCAL).toMap(),
+                "forgotten once the engine keeps none");
+        assertEquals("", PutSnowflake.passedGaps(state));
+    }
 }
