@@ -3,7 +3,7 @@
 //! names (`naming`), the destinations a FlowFile's names resolve to (`destinations`), a channel's
 //! bookkeeping and order (`book`) and its writer task (`channel`), the running writers (`writers`,
 //! watched through `supervise`), parent-before-child (`lineage`), the exactly-once path across
-//! nodes with `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit
+//! nodes with `SNOWFLAKE_COMMIT` (`link` decides, `router` routes and parks), the first row's shape check (`row_probe`), commit
 //! tracking (`status`), which queued FlowFiles to take (`take_order`) and the engine the processor
 //! drives (`sink`).
 
@@ -18,6 +18,7 @@ pub mod link;
 pub mod naming;
 pub mod offset;
 pub mod request_size;
+pub mod router;
 pub mod row;
 pub mod row_probe;
 pub mod rows;
