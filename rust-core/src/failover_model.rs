@@ -2,7 +2,9 @@
 //! turn, each with its own JVM (its own [`Board`]), NiFi queue (kept across a kill), consumer
 //! tenure and PutSnowflake channel book (the real [`ChannelBook`]) on the shard's one shared
 //! Snowflake channel; the real decisions of `consumer::resume` (where a take resumes, what it
-//! writes) and `snowflake::link` (shared channel, superseded, retry, per-node). Random sequences
+//! writes) and PutSnowflake's `snowflake::router` (each node's own [`Router`], fed the board's
+//! facts as the sink feeds it, with the model's clock: shared channel, superseded, parked, waiting
+//! for an earlier FlowFile, per-node, the wait limit). Random sequences
 //! of reads (NiFi commits at once, so the checkpoint may run far ahead of Snowflake), checkpoint
 //! writes carrying the loaded position, reports, takes of a dead or paused node's lease, graceful
 //! releases followed by an offload of the queue to the other node, kills and restarts, pauses,
@@ -16,9 +18,15 @@
 //! At the end, with every service answering and every node alive: every record is in the table
 //! (none skipped unloaded) and, again, none twice.
 //!
+//! Time passes only where a step says so (`ParkExpires`, `ParkLimit`, the end): a parked FlowFile's
+//! wait for its holder to be replaced runs out only while that holder is alive, unless waits add
+//! up while it is dead (a take that came late: the router then loads at least once, which the
+//! check allows).
+//!
 //! `PROPTEST_CASES` sets the number of cases (default 2000).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use proptest::prelude::*;
 use tokio::time::Instant;
@@ -28,8 +36,9 @@ use crate::feedback::{Board, LinkKey, Loaded, ShardTenure};
 use crate::kinesis::position::Position;
 use crate::lease::{Checkpoint, LoadedOnTake};
 use crate::snowflake::book::{ChannelBook, Done, Follows, Refilled, Route, Work};
-use crate::snowflake::link::{self, Decision, Tracked};
+use crate::snowflake::link::{LeaseId, Tracked};
 use crate::snowflake::offset::OffsetToken;
+use crate::snowflake::router::{Arrival, LeaseFacts, Order, Router, RouterSettings, Way};
 use crate::snowflake::rows::{Delivery, Row};
 
 const SHARD: &str = "shardId-000000000000";
@@ -41,6 +50,26 @@ fn key() -> LinkKey {
 
 fn node_name(n: usize) -> String {
     format!("node-{n}")
+}
+
+/// The Order Wait of the model's PutSnowflakes: shorter than a held lease's wait (twice the
+/// consumers' failover timeout of 7 s, plus 5 s), so an order wait can pass alone.
+const ORDER_WAIT: Duration = Duration::from_secs(10);
+const HELD_WAIT: Duration = Duration::from_secs(19);
+const RETRY_LIMIT: Duration = Duration::from_secs(300);
+
+/// Node `n`'s PutSnowflake router, started at `now`. It warms up until its consumer reads the
+/// table (the product waits a minute; a consumer reads within a second): the warm-up never ends
+/// by time here, and the board's reads say when a consumer has read.
+fn router(n: usize, now: Instant) -> Router<FlowFile> {
+    let settings = RouterSettings {
+        node: node_name(n),
+        order_wait: ORDER_WAIT,
+        retry_limit: RETRY_LIMIT,
+        warm_up: Duration::from_secs(100 * 365 * 24 * 3600),
+        unpark_interval: Duration::ZERO,
+    };
+    Router::new(settings, now)
 }
 
 #[derive(Debug, Clone)]
@@ -218,18 +247,15 @@ struct Node {
     /// The open this node's book belongs to.
     handle: Option<u64>,
     taken: BTreeMap<i64, FlowFile>,
-    /// FlowFiles PutSnowflake parked, with the board's scan count when each was first parked, and
-    /// whether it waits for an earlier FlowFile of its lease (`Decision::AwaitChain`).
-    parked: Vec<(FlowFile, u64, bool)>,
-    /// The leases (counters) whose FlowFiles this node's PutSnowflake put into the shared channel.
-    put_in: std::collections::BTreeSet<u64>,
+    /// PutSnowflake's router: its parked FlowFiles, reports, the leases it put into the channel.
+    router: Router<FlowFile>,
     /// FlowFiles whose rows the book asked for again (dropped once appended, then the channel
     /// reopened): Java hands them over at its next submission.
     asked: Vec<i64>,
 }
 
 impl Node {
-    fn new() -> Self {
+    fn new(n: usize, now: Instant) -> Self {
         Self {
             alive: true,
             scanned: false,
@@ -241,8 +267,7 @@ impl Node {
             book: ChannelBook::new("shared".into(), Delivery::ExactlyOnce),
             handle: None,
             taken: BTreeMap::new(),
-            parked: Vec::new(),
-            put_in: Default::default(),
+            router: router(n, now),
             asked: Vec::new(),
         }
     }
@@ -296,13 +321,14 @@ impl Coverage {
 
 impl Model {
     fn new() -> Self {
+        let now = Instant::now();
         Self {
             records: 0,
             row: TableRow::default(),
             channel: Channel::default(),
-            nodes: [Node::new(), Node::new()],
+            nodes: [Node::new(0, now), Node::new(1, now)],
             next_id: 1,
-            now: Instant::now(),
+            now,
             at_least_once: Default::default(),
             coverage: Coverage::default(),
         }
@@ -329,11 +355,7 @@ impl Model {
             Step::Append { node, rows } => self.append(node as usize, usize::from(rows)),
             Step::Commit { appends } => self.commit(usize::from(appends)),
             Step::Report { node } => self.report(node as usize),
-            Step::ParkExpires { node } => {
-                if self.nodes[node as usize].alive {
-                    self.unpark(node as usize, true);
-                }
-            }
+            Step::ParkExpires { node } => self.park_expires(node as usize),
             Step::ParkLimit { node } => self.park_limit(node as usize),
             Step::Balance { node, n } => self.balance(node as usize, usize::from(n)),
             Step::Reorder { node, a, b } => {
@@ -481,8 +503,9 @@ impl Model {
     /// PutSnowflake stops: FlowFiles without an outcome (parked ones too) return to the queue's front.
     fn stop_put_snowflake(&mut self, n: usize) {
         let node = &mut self.nodes[n];
+        let stopped = std::mem::replace(&mut node.router, router(n, self.now)).stop();
         let mut taken: Vec<FlowFile> = std::mem::take(&mut node.taken).into_values().collect();
-        taken.extend(std::mem::take(&mut node.parked).into_iter().map(|(f, _, _)| f));
+        taken.extend(stopped.parked.into_iter().map(|u| u.item));
         taken.sort_by_key(|f| f.id);
         for f in taken.into_iter().rev() {
             node.queue.push_front(f);
@@ -490,8 +513,8 @@ impl Model {
         node.book = ChannelBook::new("shared".into(), Delivery::ExactlyOnce);
         node.handle = None;
         node.asked.clear();
-        for tenure in std::mem::take(&mut node.put_in) {
-            node.board.rewind_chain(&key(), SHARD, tenure);
+        for lease in stopped.rewind {
+            node.board.rewind_chain(&lease.key, &lease.shard, lease.tenure);
         }
     }
 
@@ -521,99 +544,81 @@ impl Model {
         self.resend(n);
         for _ in 0..count {
             let Some(f) = self.nodes[n].queue.pop_front() else { break };
-            self.decide(n, f, None, false);
+            self.decide(n, f);
         }
-        self.unpark(n, false);
+        self.unpark(n);
     }
 
-    /// Decides the parked FlowFiles again; with `expire`, as after the wait for a holder to be
-    /// replaced.
-    fn unpark(&mut self, n: usize, expire: bool) {
-        let parked = std::mem::take(&mut self.nodes[n].parked);
-        for (f, at_scan, _) in parked {
-            self.decide(n, f, Some(at_scan), expire);
+    /// The router decides the parked FlowFiles again (as the sink's outcomes call does).
+    fn unpark(&mut self, n: usize) {
+        let scans = self.nodes[n].board.scans(&key());
+        let due = self.nodes[n].router.unpark_due(scans, self.now);
+        for u in due {
+            self.decide(n, u.item);
         }
     }
 
-    fn decide(&mut self, n: usize, f: FlowFile, parked_at: Option<u64>, expire: bool) {
-        {
-            let first = *f.records.first().expect("a FlowFile holds records");
-            let tracked = Tracked {
-                key: key(),
-                shard_id: SHARD.into(),
-                node: node_name(f.node),
-                tenure: f.tenure,
-                last: position(*f.records.last().expect("a FlowFile holds records")),
-                previous: (first > 1).then(|| position(first - 1)),
-            };
-            let chain = self.nodes[n].board.chain(&key(), SHARD, f.tenure, tracked.previous.as_ref());
-            let view = self.nodes[n].board.tenure(&key(), SHARD);
-            let scans = self.nodes[n].board.scans(&key());
-            let held_here = self.nodes[n].board.held_here(&key(), SHARD);
-            let view = link::View {
-                held_here,
-                known: scans > 0,
-                tenure: view,
-                fresh: parked_at.is_some_and(|at| scans > at),
-                chain,
-            };
-            // As the sink: a FlowFile waiting for an earlier one of its lease holds nothing up.
-            let behind_parked = self.nodes[n].parked.iter().any(|(_, _, awaits)| !awaits);
-            // A parked FlowFile's wait for a holder to be replaced runs out only while that holder is
-            // alive (`ParkExpires`): a dead or paused holder is replaced within the wait.
-            let wait_over =
-                expire && self.row.holder.is_some_and(|(h, inc)| self.active(h) && self.nodes[h].incarnation == inc);
-            let decision = if behind_parked {
-                Decision::Park
-            } else {
-                link::decide(&tracked, &node_name(n), view, !self.nodes[n].scanned, wait_over)
-            };
-            match &decision {
-                Decision::Shared => self.coverage.shared += 1,
-                Decision::Superseded { .. } => self.coverage.superseded += 1,
-                Decision::Park => self.coverage.parked += 1,
-                Decision::AwaitChain { .. } => self.coverage.awaited += 1,
-                Decision::PerNode { .. } => self.coverage.per_node += 1,
+    /// Time passes for parked FlowFiles: the wait for a holder to be replaced while that holder is
+    /// alive (a dead or paused holder is replaced within it), else the order wait alone.
+    fn park_expires(&mut self, n: usize) {
+        if !self.nodes[n].alive {
+            return;
+        }
+        let holder_alive = self.row.holder.is_some_and(|(h, inc)| self.active(h) && self.nodes[h].incarnation == inc);
+        self.now += if holder_alive { HELD_WAIT } else { ORDER_WAIT };
+        self.unpark(n);
+    }
+
+    /// The FlowFile's way, by node `n`'s router on the facts of its board, as the sink takes it.
+    fn decide(&mut self, n: usize, f: FlowFile) {
+        let first = *f.records.first().expect("a FlowFile holds records");
+        let tracked = Tracked {
+            lease: LeaseId { key: key(), shard: SHARD.into(), tenure: f.tenure },
+            node: node_name(f.node),
+            last: position(*f.records.last().expect("a FlowFile holds records")),
+            previous: (first > 1).then(|| position(first - 1)),
+        };
+        let facts = LeaseFacts::read(&mut self.nodes[n].board, &tracked.lease, tracked.previous.as_ref(), DESTINATION);
+        let arrival =
+            Arrival { id: f.id, tracked: &tracked, destination: DESTINATION, bytes: 1, arrival_ms: None, item: &f };
+        let way = self.nodes[n].router.route(&arrival, &facts, self.now);
+        match &way {
+            Way::Shared(Order::Chain) => self.coverage.shared += 1,
+            Way::Shared(Order::Book) => self.coverage.park_limits += 1,
+            Way::Superseded { .. } => self.coverage.superseded += 1,
+            Way::Parked { awaits_chain: false } => self.coverage.parked += 1,
+            Way::Parked { awaits_chain: true } => self.coverage.awaited += 1,
+            Way::PerNode { .. } => self.coverage.per_node += 1,
+        }
+        match way {
+            Way::Shared(Order::Chain) => {
+                self.nodes[n].board.put_in_channel(&key(), SHARD, f.tenure, &tracked.last);
+                self.line_up(n, f, Follows::Unknown);
             }
-            match decision {
-                Decision::Shared => {
-                    self.nodes[n].board.put_in_channel(&key(), SHARD, f.tenure, &tracked.last);
-                    self.nodes[n].put_in.insert(f.tenure);
-                    let rows = f
-                        .records
-                        .iter()
-                        .map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) })
-                        .collect();
-                    self.nodes[n].taken.insert(f.id, f.clone());
-                    let done = self.nodes[n].book.accept(
-                        Work {
-                            flow_file_id: f.id,
-                            rows,
-                            bytes: 1,
-                            follows: Follows::Unknown,
-                            shared: true,
-                            resent: false,
-                            passes: None,
-                        },
-                        self.now,
-                    );
-                    self.settle(n, done);
-                }
-                Decision::Superseded { .. } => {}
-                // The wait limit is not modelled: a parked FlowFile waits for its decision.
-                Decision::Park => self.nodes[n].parked.push((f, parked_at.unwrap_or(scans), false)),
-                // It waits for the earlier FlowFile of its lease until the order wait runs out.
-                Decision::AwaitChain { .. } if !expire => {
-                    self.nodes[n].parked.push((f, parked_at.unwrap_or(scans), true))
-                }
-                // At least once through the node's own channel: loaded as it comes, and its records
-                // may load once more later (the documented limit of a load-balanced connection).
-                Decision::PerNode { .. } | Decision::AwaitChain { .. } => {
-                    self.channel.table.extend(&f.records);
-                    self.at_least_once.extend(&f.records);
-                }
+            // Nobody decided its lease within the wait limit: ordered by the book, which never
+            // passes a gap.
+            Way::Shared(Order::Book) => {
+                let follows = if first > 1 { Follows::After(token(first - 1)) } else { Follows::Nothing };
+                self.line_up(n, f, follows);
+            }
+            Way::Superseded { .. } | Way::Parked { .. } => {}
+            // At least once through the node's own channel: loaded as it comes, and its records
+            // may load once more later (the documented limit of a load-balanced connection).
+            Way::PerNode { .. } => {
+                self.channel.table.extend(&f.records);
+                self.at_least_once.extend(&f.records);
             }
         }
+    }
+
+    /// Into the shared channel's book.
+    fn line_up(&mut self, n: usize, f: FlowFile, follows: Follows) {
+        let rows =
+            f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
+        self.nodes[n].taken.insert(f.id, f.clone());
+        let work = Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true, resent: false, passes: None };
+        let done = self.nodes[n].book.accept(work, self.now);
+        self.settle(n, done);
     }
 
     /// The writer asks for the rows of FlowFiles lined up without them.
@@ -694,8 +699,10 @@ impl Model {
         self.settle(n, done);
     }
 
-    /// Outcomes: a success tells the node's board what Snowflake has; a failure goes back.
+    /// Outcomes: a success tells the node's board what Snowflake has (through the router, as the
+    /// sink does); a failure goes back.
     fn settle(&mut self, n: usize, done: Vec<Done>) {
+        let outcomes: Vec<_> = done.iter().map(|d| d.outcome.clone()).collect();
         for d in done {
             let Some(f) = self.nodes[n].taken.remove(&d.outcome.flow_file_id) else { continue };
             match d.outcome.route {
@@ -707,9 +714,6 @@ impl Model {
                             f.id
                         );
                     }
-                    let last = position(*f.records.last().unwrap());
-                    self.nodes[n].board.committed_in_channel(&key(), SHARD, f.tenure, &last);
-                    self.nodes[n].board.report(&key(), DESTINATION, SHARD, last);
                 }
                 Route::Failure => self.nodes[n].queue.push_front(f),
                 // Back to the queue for the at-least-once channels: loaded there, maybe once more later.
@@ -720,30 +724,18 @@ impl Model {
                 other => panic!("unexpected route {other:?}"),
             }
         }
+        let settled = self.nodes[n].router.settled(&outcomes);
+        settled.tell(&mut self.nodes[n].board);
     }
 
-    /// As the sink at its wait limit: parked FlowFiles (not those waiting for an earlier one of their
-    /// lease) go into the shared channel, ordered by the book; then the book's order wait passes.
+    /// The sink's wait limit passes: parked FlowFiles nobody decided go into the shared channel,
+    /// ordered by the book; then the book's order wait passes too.
     fn park_limit(&mut self, n: usize) {
         if !self.nodes[n].alive {
             return;
         }
-        let (limit, kept): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.nodes[n].parked).into_iter().partition(|(_, _, awaits)| !awaits);
-        self.nodes[n].parked = kept;
-        for (f, _, _) in limit {
-            self.coverage.park_limits += 1;
-            let first = *f.records.first().expect("a FlowFile holds records");
-            let follows = if first > 1 { Follows::After(token(first - 1)) } else { Follows::Nothing };
-            let rows =
-                f.records.iter().map(|r| Row { json: r.to_string().into_bytes().into(), token: token(*r) }).collect();
-            self.nodes[n].taken.insert(f.id, f.clone());
-            let done = self.nodes[n].book.accept(
-                Work { flow_file_id: f.id, rows, bytes: 1, follows, shared: true, resent: false, passes: None },
-                self.now,
-            );
-            self.settle(n, done);
-        }
+        self.now += RETRY_LIMIT;
+        self.unpark(n);
         let (done, passed) = self.nodes[n].book.pass_stuck(self.now, std::time::Duration::ZERO);
         let (done2, _) = self.nodes[n].book.pass_stuck(self.now, std::time::Duration::ZERO);
         assert!(passed.is_none(), "a shared channel never passes a gap");
@@ -776,7 +768,7 @@ impl Model {
                 self.checkpoint(n);
                 self.submit(n, 10);
                 // Time passes: parked FlowFiles' waits run out (a held lease's holder is alive).
-                self.unpark(n, true);
+                self.park_expires(n);
                 self.park_limit(n);
                 self.open(n);
                 self.append(n, 50);
@@ -785,7 +777,7 @@ impl Model {
                 self.check_no_duplicates();
             }
             let queues_empty =
-                self.nodes.iter().all(|n| n.queue.is_empty() && n.taken.is_empty() && n.parked.is_empty());
+                self.nodes.iter().all(|n| n.queue.is_empty() && n.taken.is_empty() && n.router.parked().0 == 0);
             let all_read = self.nodes.iter().any(|n| n.tenure.as_ref().is_some_and(|t| t.next > self.records));
             if queues_empty && all_read && self.channel.uncommitted.is_empty() {
                 break;

@@ -1486,4 +1486,56 @@ fn a_gap_passed_before_a_restart_still_sends_its_late_flow_file_to_the_at_least_
     let loaded = sink.outcomes(1, Duration::from_secs(30)).remove(&2).unwrap();
     assert_eq!((loaded.route, loaded.rows_skipped), (Route::Success, 0), "{loaded:?}");
     assert_exactly_once(&standin, 4);
+
+/// A FlowFile of a tracking consumer (`SNOWFLAKE_COMMIT`) read on node `n1` by lease 1 of shard 0.
+fn tracked_record(id: i64, seq: u64, previous: Option<u64>) -> FlowFileIn {
+    let shard = "shardId-000000000000";
+    let mut flow_file = kinesis_record(id, shard, seq, previous, &format!("{{\"n\": {seq}}}").into_bytes());
+    flow_file.attributes.insert("kinesnow.stream.arn".into(), "arn:aws:kinesis:us-east-1:1:stream/orders".into());
+    flow_file.attributes.insert("kinesnow.node".into(), "n1".into());
+    flow_file.attributes.insert("kinesnow.lease.counter".into(), "1".into());
+    if previous.is_none() {
+        flow_file.attributes.remove("kinesnow.previous.sequence.number");
+    }
+    flow_file
+}
+
+/// Issue 51, hole 4. FlowFiles 2 and 3 of a lease come before FlowFile 1 (NiFi's queue keeps no
+/// order) and wait for it in the engine, filling Max In-Flight Size: Java asks `capacity()` before
+/// it takes FlowFiles, so FlowFile 1 could never come in, and after Order Wait the lease went per
+/// node (at least once). Now the waiting ones go back to the queue (`retry`, penalized) when the
+/// budget is full, FlowFile 1 comes in, and all three load once through the shared channel.
+#[test]
+fn flow_files_waiting_for_an_earlier_one_give_the_budget_back_for_it() {
+    let standin = Standin::start("parked-budget", 100);
+    create_events(&standin, "");
+    let board = kinesnow_core::feedback::BoardHandle::new();
+    let key = kinesnow_core::feedback::LinkKey {
+        stream: "arn:aws:kinesis:us-east-1:1:stream/orders".into(),
+        application: "orders-app".into(),
+    };
+    board.lock().took_here(&key, "engine", "shardId-000000000000", 1, None);
+    let (one, two, three) = (tracked_record(1, 1, None), tracked_record(2, 2, Some(1)), tracked_record(3, 3, Some(2)));
+    let budget = (two.content.len() + three.content.len()) as u64;
+    let sink = Sink::start_with(&config(&standin, &[("Order Wait", "600 sec"), ("Node Identity", "n1")]), |s| {
+        s.board = board.clone();
+        s.max_in_flight_bytes = budget;
+    });
+    sink.submit(vec![two.clone(), three.clone()]);
+    assert_eq!(sink.engine().capacity(), 0, "FlowFiles 2 and 3 wait for FlowFile 1 and fill the budget");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut given_back = HashMap::new();
+    while given_back.len() < 2 {
+        assert!(Instant::now() < deadline, "the waiting FlowFiles still hold the budget: {given_back:?}");
+        given_back.extend(sink.collect(Duration::from_millis(200)).into_iter().map(|o| (o.flow_file_id, o)));
+    }
+    assert!(given_back.values().all(|o| o.route == Route::Retry), "{given_back:?}");
+    assert_eq!(sink.engine().capacity(), budget, "the budget is free for FlowFile 1");
+    sink.submit(vec![one]);
+    sink.submit(vec![two, three]);
+    let outcomes = sink.outcomes(3, Duration::from_secs(30));
+    assert_eq!(routes(&outcomes, Route::Success), 3, "{outcomes:?}");
+    assert!(outcomes.values().all(|o| o.rows_skipped == 0), "{outcomes:?}");
+    assert_exactly_once(&standin, 3);
+    assert!(board.lock().loaded(&key, "shardId-000000000000").is_some(), "the lease's position was reported");
 }

@@ -17,7 +17,9 @@
 //! forgotten first, which can only make a FlowFile wait for a record that never comes (the channel
 //! then passes over the gap after its order wait), never skip one.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 #[cfg(test)]
 use std::sync::LazyLock;
 
@@ -27,7 +29,7 @@ pub const MAX_NOTED: usize = 65_536;
 
 /// The flow a note belongs to: the consumer's Application Name (empty when the FlowFile does not
 /// name one), region (empty when unknown) and stream name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub application: String,
     pub region: String,
@@ -40,44 +42,117 @@ impl Scope {
     }
 }
 
-/// A record: its flow, shard id, sequence number, sub-sequence number.
-type RecordKey = (Scope, String, String, Option<u64>);
+/// A flow's parts, owned ([`Scope`]) or borrowed ([`ScopeRef`]): notes are looked up by either,
+/// so a lookup copies nothing.
+pub trait ScopeKey {
+    /// Application Name, region, stream.
+    fn parts(&self) -> (&str, &str, &str);
+}
+
+/// A [`Scope`] by borrowed parts.
+#[derive(Debug, Clone, Copy)]
+pub struct ScopeRef<'a> {
+    pub application: &'a str,
+    pub region: &'a str,
+    pub stream: &'a str,
+}
+
+impl ScopeKey for Scope {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.application, &self.region, &self.stream)
+    }
+}
+
+impl ScopeKey for ScopeRef<'_> {
+    fn parts(&self) -> (&str, &str, &str) {
+        (self.application, self.region, self.stream)
+    }
+}
+
+impl<'a> Borrow<dyn ScopeKey + 'a> for Scope {
+    fn borrow(&self) -> &(dyn ScopeKey + 'a) {
+        self
+    }
+}
+
+impl Hash for dyn ScopeKey + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state)
+    }
+}
+
+impl PartialEq for dyn ScopeKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn ScopeKey + '_ {}
+
+// Hashed and compared as its parts, as `Borrow` requires.
+impl Hash for Scope {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state)
+    }
+}
+
+impl PartialEq for Scope {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Scope {}
+
+/// A noted record: its flow, shard and position (oldest first, for the bound).
+type Noted = (Scope, String, Position);
 
 #[derive(Default)]
 pub struct ParseFailures {
-    /// Each record routed to `parse.failure` -> the record read before it (`None`: none).
-    before: HashMap<RecordKey, Option<Position>>,
-    order: VecDeque<RecordKey>,
-}
-
-fn key(scope: &Scope, shard: &str, p: &Position) -> RecordKey {
-    (scope.clone(), shard.to_owned(), p.sequence_number.clone(), p.sub_sequence_number)
+    /// Per flow and shard, each record that never loads -> the record read before it (`None`: none).
+    before: HashMap<Scope, HashMap<String, HashMap<Position, Option<Position>>>>,
+    order: VecDeque<Noted>,
 }
 
 impl ParseFailures {
     /// The records of `shard` after `previous` up to `last` never load (`previous` was read just
     /// before them; `None`: none, from the shard's start).
-    pub fn note(&mut self, scope: &Scope, shard: &str, previous: Option<Position>, last: &Position) {
-        let k = key(scope, shard, last);
-        if self.before.insert(k.clone(), previous).is_none() {
-            self.order.push_back(k);
+    pub fn note(&mut self, scope: &dyn ScopeKey, shard: &str, previous: Option<Position>, last: &Position) {
+        let (application, region, stream) = scope.parts();
+        let scope = Scope::new(application, region, stream);
+        let shards = self.before.entry(scope.clone()).or_default();
+        if shards.entry(shard.to_owned()).or_default().insert(last.clone(), previous).is_none() {
+            self.order.push_back((scope, shard.to_owned(), last.clone()));
         }
         while self.order.len() > MAX_NOTED {
             if let Some(old) = self.order.pop_front() {
-                self.before.remove(&old);
+                self.forget(&old);
             }
+        }
+    }
+
+    fn forget(&mut self, (scope, shard, last): &Noted) {
+        let Some(shards) = self.before.get_mut(scope) else { return };
+        if let Some(records) = shards.get_mut(shard) {
+            records.remove(last);
+            if records.is_empty() {
+                shards.remove(shard);
+            }
+        }
+        if shards.is_empty() {
+            self.before.remove(scope);
         }
     }
 
     /// The record a FlowFile whose record before is `previous` really follows on from: back over
     /// every record routed to `parse.failure` (`None`: none before it).
-    pub fn before_failures(&self, scope: &Scope, shard: &str, previous: Position) -> Option<Position> {
-        if self.is_empty() {
+    pub fn before_failures(&self, scope: &dyn ScopeKey, shard: &str, previous: Position) -> Option<Position> {
+        let Some(records) = self.before.get(scope).and_then(|shards| shards.get(shard)) else {
             return Some(previous);
-        }
+        };
         let mut current = previous;
         for _ in 0..=MAX_NOTED {
-            match self.before.get(&key(scope, shard, &current)) {
+            match records.get(&current) {
                 Some(Some(earlier)) => current = earlier.clone(),
                 Some(None) => return None,
                 None => return Some(current),

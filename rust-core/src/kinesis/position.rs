@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 
 /// The last record (or sub-record) that has been delivered and committed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Position {
     pub sequence_number: String,
     /// `None` for a record that was not aggregated (the whole record is covered).

@@ -300,15 +300,54 @@ impl ChannelWriter {
     async fn append(&mut self) {
         let limit = self.settings.max_batch_bytes.min(MAX_UNCOMPRESSED_REQUEST);
         let mut take = self.book.rows_fitting(limit);
-        let mut ready = self.take_ahead(take).await;
+        let ready = self.take_ahead(take).await;
+        let Some((ndjson_len, end, compressed)) = self.compose(&mut take, ready).await else { return };
+        let Some(continuation) = self.continuation.clone() else {
+            self.book.close();
+            return;
+        };
+        self.book.attempted(Instant::now());
+        let offset_token = end.to_string();
+        let request = async {
+            let result =
+                self.api.append_rows(self.book.name(), &continuation, &offset_token, compressed, ndjson_len).await;
+            (result, Instant::now())
+        };
+        // The request goes out first (join! polls it first); then, while it is in flight, the
+        // next body is built and handed to the blocking pool to compress.
+        let ((result, answered), ahead) = tokio::join!(request, async { self.prepare_ahead(take, limit) });
+        self.book.answered(answered, ndjson_len);
+        match result {
+            Ok(next) => {
+                self.backoff.reset();
+                self.continuation = Some(next);
+                for (id, bytes) in self.book.appended(take, end, Instant::now()) {
+                    self.flights.release(id, bytes);
+                }
+                self.status.set_awaiting(true);
+                self.ahead = ahead;
+            }
+            // The body prepared behind a failed append is dropped: after a retry, a reopen or a
+            // failure the next append is composed from the book again.
+            Err(e) => self.on_error("append", e).await,
+        }
+    }
+
+    /// The next append's body: the oldest `take` unsent rows (`ready` when prepared ahead), fewer
+    /// when compressed they do not fit one request, compressed. `None` when nothing is to be sent
+    /// (nothing unsent, or the rows failed: they went to failure).
+    async fn compose(
+        &mut self,
+        take: &mut usize,
+        mut ready: Option<Composed>,
+    ) -> Option<(usize, OffsetToken, Vec<u8>)> {
         loop {
             let (ndjson_len, end, compressed) = match ready.take() {
                 Some(ready) => ready,
                 None => {
-                    let Some((body, end)) = self.book.body(take) else { return };
+                    let (body, end) = self.book.body(*take)?;
                     let ndjson_len = body.len();
-                    let Some(result) = compressed(compress_off_thread(body)).await else { return };
-                    (ndjson_len, end, result)
+                    (ndjson_len, end, compressed(compress_off_thread(body)).await?)
                 }
             };
             let compressed = match compressed {
@@ -321,15 +360,12 @@ impl ChannelWriter {
                     );
                     let done = self.book.fail_unsent(&format!("the rows could not be compressed: {e}"));
                     self.deliver(done);
-                    return;
+                    return None;
                 }
             };
-            match next_take(take, compressed.len()) {
-                Take::Send => {}
-                Take::Fewer(fewer) => {
-                    take = fewer;
-                    continue;
-                }
+            match next_take(*take, compressed.len()) {
+                Take::Send => return Some((ndjson_len, end, compressed)),
+                Take::Fewer(fewer) => *take = fewer,
                 Take::RowTooLarge => {
                     // `sink` refuses such a row before it reaches a channel, measured the same way;
                     // never send one: Snowflake would refuse the request.
@@ -343,39 +379,9 @@ impl ChannelWriter {
                     let done =
                         self.book.fail_unsent(&format!("a row is too large for any append request: {too_large}"));
                     self.deliver(done);
-                    return;
+                    return None;
                 }
             }
-            let Some(continuation) = self.continuation.clone() else {
-                self.book.close();
-                return;
-            };
-            self.book.attempted(Instant::now());
-            let offset_token = end.to_string();
-            let request = async {
-                let result =
-                    self.api.append_rows(self.book.name(), &continuation, &offset_token, compressed, ndjson_len).await;
-                (result, Instant::now())
-            };
-            // The request goes out first (join! polls it first); then, while it is in flight, the
-            // next body is built and handed to the blocking pool to compress.
-            let ((result, answered), ahead) = tokio::join!(request, async { self.prepare_ahead(take, limit) });
-            self.book.answered(answered, ndjson_len);
-            match result {
-                Ok(next) => {
-                    self.backoff.reset();
-                    self.continuation = Some(next);
-                    for (id, bytes) in self.book.appended(take, end, Instant::now()) {
-                        self.flights.release(id, bytes);
-                    }
-                    self.status.set_awaiting(true);
-                    self.ahead = ahead;
-                }
-                // The body prepared behind a failed append is dropped: after a retry, a reopen or a
-                // failure the next append is composed from the book again.
-                Err(e) => self.on_error("append", e).await,
-            }
-            return;
         }
     }
 

@@ -170,6 +170,11 @@ impl<D: OpenDestination> OpenDestinations<D> {
         Ok(d)
     }
 
+    /// The destination if it is open; never opens one.
+    pub fn if_open(&self, key: &DestinationKey) -> Option<Arc<D>> {
+        self.lock().get(key).cloned()
+    }
+
     /// Closes every idle destination; returns how many.
     pub fn retire_idle(&self) -> usize {
         retire_idle(&mut self.lock())
@@ -323,5 +328,17 @@ mod tests {
             OpenError::Failed { key: "D.S.BROKEN".into(), reason: "no client".into() }
         );
         assert!(set.is_empty(), "a failed open takes no room");
+    }
+
+    #[test]
+    fn looking_among_open_destinations_opens_none() {
+        let (idle, opened, closed) =
+            (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let set = set(2, idle, opened.clone(), closed);
+        assert!(set.if_open(&key("D", "S", "A")).is_none());
+        assert_eq!((opened.load(Ordering::SeqCst), set.len()), (0, 0), "nothing opened");
+        let a = set.get(&key("D", "S", "A")).unwrap();
+        assert!(Arc::ptr_eq(&a, &set.if_open(&key("D", "S", "A")).unwrap()));
+        assert_eq!(opened.load(Ordering::SeqCst), 1);
     }
 }

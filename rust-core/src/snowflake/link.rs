@@ -1,6 +1,7 @@
 //! FlowFiles of a consumer that tracks what Snowflake has (ConsumeKinesis' Failover Position
 //! `SNOWFLAKE_COMMIT`, see `feedback`): which channel they take, and the position their success
-//! reports. Pure decisions; the sink engine does the rest.
+//! reports. Pure decisions; `router` applies them (with its own rules first, the waits and the
+//! parking lot) and the sink engine does the rest.
 //!
 //! Such a FlowFile carries its consumer (`kinesnow.stream.arn`, `kinesnow.application.name`), the
 //! NiFi node that read it (`kinesnow.node`) and the lease counter of the tenure that read it
@@ -47,13 +48,21 @@ pub use crate::contract::attributes::LEASE_COUNTER as ATTR_LEASE_COUNTER;
 pub use crate::contract::attributes::NODE as ATTR_NODE;
 pub use crate::contract::attributes::STREAM_ARN as ATTR_STREAM_ARN;
 
+/// One lease of a shard: its consumer, the shard and the lease counter of the tenure that read it.
+/// A chain, a report and the broken set are per lease.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseId {
+    pub key: LinkKey,
+    pub shard: String,
+    pub tenure: u64,
+}
+
 /// A FlowFile of a tracking consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tracked {
-    pub key: LinkKey,
-    pub shard_id: String,
+    /// The lease that read it.
+    pub lease: LeaseId,
     pub node: String,
-    pub tenure: u64,
     /// The FlowFile's last record: what its success reports loaded.
     pub last: Position,
     /// The record its lease read just before its first one (`None`: none, from the shard's start).
@@ -99,10 +108,12 @@ pub fn tracked(attributes: &HashMap<String, String>) -> Option<Tracked> {
         None => None,
     };
     Some(Tracked {
-        key: LinkKey { stream: get(ATTR_STREAM_ARN)?.to_owned(), application: get(ATTR_APPLICATION)?.to_owned() },
-        shard_id: get(ATTR_SHARD)?.to_owned(),
+        lease: LeaseId {
+            key: LinkKey { stream: get(ATTR_STREAM_ARN)?.to_owned(), application: get(ATTR_APPLICATION)?.to_owned() },
+            shard: get(ATTR_SHARD)?.to_owned(),
+            tenure: get(ATTR_LEASE_COUNTER)?.parse().ok()?,
+        },
         node: get(ATTR_NODE)?.to_owned(),
-        tenure: get(ATTR_LEASE_COUNTER)?.parse().ok()?,
         last: Position::new(last_sequence, last_sub),
         previous,
     })
@@ -138,7 +149,7 @@ pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_
                 reason: format!(
                     "it was read on NiFi node '{}' and no ConsumeKinesis of Application Name '{}' runs on this node to tell \
                      whether that node's lease is over",
-                    tracked.node, tracked.key.application
+                    tracked.node, tracked.lease.key.application
                 ),
             }
         };
@@ -147,9 +158,9 @@ pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_
         return Decision::Park;
     }
     match view.tenure {
-        Some(v) if v.counter > tracked.tenure => Decision::Superseded { current: v.counter },
-        Some(v) if v.counter == tracked.tenure && !v.held => Decision::Park,
-        Some(v) if v.counter == tracked.tenure && !held_wait_over => Decision::Park,
+        Some(v) if v.counter > tracked.lease.tenure => Decision::Superseded { current: v.counter },
+        Some(v) if v.counter == tracked.lease.tenure && !v.held => Decision::Park,
+        Some(v) if v.counter == tracked.lease.tenure && !held_wait_over => Decision::Park,
         Some(_) => Decision::PerNode {
             reason: format!(
                 "it was read on NiFi node '{}' while that node still holds the lease (is the connection from ConsumeKinesis \
@@ -158,7 +169,7 @@ pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_
             ),
         },
         None => Decision::PerNode {
-            reason: format!("it was read on NiFi node '{}' and the lease row of shard {} no longer tracks Snowflake's position", tracked.node, tracked.shard_id),
+            reason: format!("it was read on NiFi node '{}' and the lease row of shard {} no longer tracks Snowflake's position", tracked.node, tracked.lease.shard),
         },
     }
 }
@@ -172,14 +183,14 @@ pub fn decide(tracked: &Tracked, my_node: &str, view: View, warming: bool, held_
 /// JVM's engine did not take that lease: a restart) parks the FlowFile until a later lease supersedes
 /// it; the sink sends it to the per-node channels if none comes in time.
 fn local(tracked: &Tracked, view: View, warming: bool) -> Decision {
-    if view.held_here == Some(tracked.tenure) {
+    if view.held_here == Some(tracked.lease.tenure) {
         return by_chain(tracked, view.chain);
     }
     if !view.fresh {
         return if view.known || warming { Decision::Park } else { by_chain(tracked, view.chain) };
     }
     match view.tenure {
-        Some(v) if v.counter > tracked.tenure => Decision::Superseded { current: v.counter },
+        Some(v) if v.counter > tracked.lease.tenure => Decision::Superseded { current: v.counter },
         _ => by_chain(tracked, view.chain),
     }
 }
@@ -193,7 +204,7 @@ fn by_chain(tracked: &Tracked, chain: Chain) -> Decision {
                 "a FlowFile that lease {} of shard {} read before this one never reached this PutSnowflake (is the connection \
                  from ConsumeKinesis load-balanced, or are FlowFiles filtered out on the way?); the rest of that lease's \
                  FlowFiles on this node go the same way",
-                tracked.tenure, tracked.shard_id
+                tracked.lease.tenure, tracked.lease.shard
             ),
         },
     }
@@ -251,7 +262,7 @@ mod tests {
     #[test]
     fn reads_the_tracking_and_refuses_any_part_missing_or_malformed() {
         let t = tracked(&attributes("n1", "4")).expect("tracked");
-        assert_eq!((t.node.as_str(), t.tenure, t.last.clone()), ("n1", 4, Position::new("4960", Some(3))));
+        assert_eq!((t.node.as_str(), t.lease.tenure, t.last.clone()), ("n1", 4, Position::new("4960", Some(3))));
         for name in [ATTR_STREAM_ARN, ATTR_APPLICATION, ATTR_NODE, ATTR_LEASE_COUNTER, ATTR_SHARD, ATTR_LAST_SEQUENCE] {
             let mut a = attributes("n1", "4");
             a.remove(name);
@@ -279,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn own_nodes_flow_files_share_the_channel_and_others_follow_the_tenure() {
+    fn own_nodes_flow_files_share_the_channel_by_their_chain() {
         let t = tracked(&attributes("n1", "4")).unwrap();
         let unknown = View { held_here: None, known: false, tenure: None, fresh: false, chain: Chain::Unknown };
         assert_eq!(
@@ -336,6 +347,12 @@ mod tests {
             Decision::Shared,
             "its engine stopped, the chain is known"
         );
+    }
+
+    #[test]
+    fn another_nodes_flow_files_follow_the_tenure() {
+        let t = tracked(&attributes("n1", "4")).unwrap();
+        let unknown = View { held_here: None, known: false, tenure: None, fresh: false, chain: Chain::Unknown };
         let fresh = |tenure| View { held_here: None, known: true, tenure, fresh: true, chain: Chain::Unknown };
         let held = |counter| Some(ShardTenure { counter, held: true });
         assert_eq!(

@@ -4,7 +4,7 @@
 //! bookkeeping and order (`book`), the gaps it passed over kept across restarts (`gap_memory`), and
 //! its writer task (`channel`), the running writers (`writers`,
 //! watched through `supervise`), parent-before-child (`lineage`), the exactly-once path across
-//! nodes with `SNOWFLAKE_COMMIT` (`link`), the first row's shape check (`row_probe`), commit
+//! nodes with `SNOWFLAKE_COMMIT` (`link` decides, `router` routes and parks), the first row's shape check (`row_probe`), commit
 //! tracking (`status`), which queued FlowFiles to take (`take_order`) and the engine the processor
 //! drives (`sink`).
 
@@ -20,6 +20,7 @@ pub mod link;
 pub mod naming;
 pub mod offset;
 pub mod request_size;
+pub mod router;
 pub mod row;
 pub mod row_probe;
 pub mod rows;

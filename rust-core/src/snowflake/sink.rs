@@ -8,7 +8,7 @@
 //! no outcome yet is not taken twice. So Java never has a reason to roll back a session whose
 //! FlowFiles were partly handed over.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,11 +28,12 @@ use super::destinations::{
 };
 use super::freshness::{self, Freshness, ShardKey};
 use super::lineage::LineageGate;
-use super::link::ATTR_APPLICATION;
-use super::link::{self, Decision};
+use super::link::{self, Tracked, ATTR_APPLICATION};
 use super::naming::ChannelNames;
 use super::offset::OffsetToken;
 use super::request_size;
+use super::router::{Arrival, LeaseFacts, Order, Router, RouterSettings, Way};
+use super::row::Row;
 use super::rows::{
     Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB,
     ATTR_PARENT_SHARDS, FRAGMENT_PREFIX,
@@ -42,8 +43,8 @@ use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
-use crate::feedback::parse_failures::Scope;
-use crate::feedback::{BoardHandle, LinkKey, Reported};
+use crate::feedback::parse_failures::ScopeRef;
+use crate::feedback::BoardHandle;
 use crate::kinesis::position::Position;
 
 /// How often the Freshness Warning looks at the shards (when outcomes are collected).
@@ -149,6 +150,23 @@ fn open_destination(api: Arc<SnowflakeApi>, settings: &SinkSettings, sink: Outco
 /// What the gate holds for a FlowFile: its destination, channel, delivery and rows.
 type Routed = (DestinationKey, String, Delivery, Work);
 
+/// A FlowFile taken with rows: where they go, where they came from, how they are delivered.
+struct Taken {
+    destination: DestinationKey,
+    source: Source,
+    delivery: Delivery,
+}
+
+fn router_settings(settings: &SinkSettings) -> RouterSettings {
+    RouterSettings {
+        node: settings.node.clone(),
+        order_wait: settings.channel.order_wait,
+        retry_limit: settings.retry_limit,
+        warm_up: settings.warm_up,
+        unpark_interval: UNPARK_INTERVAL,
+    }
+}
+
 /// One open destination: its API client's writers and status poller.
 pub struct DestinationTasks {
     writers: Writers,
@@ -178,9 +196,9 @@ pub struct SinkEngine {
     /// Holds a child shard's FlowFiles until its parents' FlowFiles have their outcomes; knows
     /// every FlowFile handed to a writer and without an outcome taken by Java yet.
     gate: Mutex<LineageGate<Routed>>,
-    /// FlowFiles of tracking consumers (see `link`): what their success tells `feedback`, where
-    /// they were last sent back to the queue, and the warnings given.
-    links: Mutex<Links>,
+    /// FlowFiles of tracking consumers (see `router`): their ways, what their success tells
+    /// `feedback`, the parked ones and the warnings given.
+    router: Mutex<Router<FlowFileIn>>,
     /// FlowFiles whose channel asked for their rows again (`Route::Resend`), by id: the channel.
     /// Their next submission is their rows, not a new FlowFile.
     resending: Mutex<HashMap<i64, String>>,
@@ -188,84 +206,12 @@ pub struct SinkEngine {
     freshness: Mutex<Freshness>,
     /// When the Freshness Warning looks next.
     next_freshness_check: Mutex<Instant>,
-    started: Instant,
 }
-
-/// What a tracked FlowFile's success reports to `feedback`, and where its lease's chain goes back
-/// to when it fails instead.
-struct Report {
-    key: LinkKey,
-    destination: String,
-    shard_id: String,
-    tenure: u64,
-    last: Position,
-    previous: Option<Position>,
-    /// Kinesis arrival (ms) of the FlowFile's first record.
-    arrival_ms: Option<i64>,
-}
-
-impl Report {
-    fn of(tracked: &link::Tracked, destination: &impl std::fmt::Display, flow_file: &FlowFileIn) -> Self {
-        Self {
-            arrival_ms: arrival_ms(flow_file),
-            key: tracked.key.clone(),
-            destination: destination.to_string(),
-            shard_id: tracked.shard_id.clone(),
-            tenure: tracked.tenure,
-            last: tracked.last.clone(),
-            previous: tracked.previous.clone(),
-        }
-    }
-}
-
-/// Who keeps a shared channel's FlowFiles in their shard's order.
-enum Order {
-    /// `link`'s chain: the FlowFile follows on from what this JVM put of its lease into the channel.
-    Chain,
-    /// The channel's book, by the record before the FlowFile (`book::Follows`), never passing a gap.
-    Book,
-}
-
-struct Parked {
-    flow_file: FlowFileIn,
-    key: LinkKey,
-}
-
-#[derive(Default)]
-struct Links {
-    reports: HashMap<i64, Report>,
-    /// The leases (key, shard, counter) whose FlowFiles this engine put into a shared channel:
-    /// their chains rewind to what Snowflake committed when it stops.
-    put_in: HashSet<(LinkKey, String, u64)>,
-    /// FlowFiles waiting for a decision (their bytes count as in flight), whether each waits for an
-    /// earlier FlowFile of its lease (`Decision::AwaitChain`), and when and at which scan of their
-    /// consumer each was first parked (an entry goes once its FlowFile is decided).
-    parked: Vec<Parked>,
-    /// The ids in `parked`, and per shard how many of them hold the shard's next ones up (those not
-    /// waiting for an earlier FlowFile of their lease): asked for every FlowFile, so not a scan.
-    parked_ids: HashSet<i64>,
-    parked_holding: HashMap<(LinkKey, String), usize>,
-    parked_since: HashMap<i64, (Instant, u64)>,
-    /// When the parked FlowFiles were last decided again, and their consumers' table reads then.
-    last_unpark: Option<(Instant, u64)>,
-    warned: HashMap<String, Instant>,
-    /// Leases (key, shard, counter) one of whose FlowFiles waited the order wait in vain for an
-    /// earlier one: the rest of that lease's FlowFiles here go per-node at once, without waiting
-    /// (a load-balanced connection, a filter). At most [`MAX_BROKEN_LEASES`], the oldest forgotten.
-    broken: HashSet<(LinkKey, String, u64)>,
-    broken_order: VecDeque<(LinkKey, String, u64)>,
-}
-
-/// Leases remembered as broken on this node (a forgotten one costs one more order wait).
-const MAX_BROKEN_LEASES: usize = 10_000;
 
 /// Parked FlowFiles are decided again when their consumers have read the lease table since, or
 /// after this long (their waits are counted in seconds), not on every outcome call: deciding one
 /// maps its content again.
 const UNPARK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// A warning about one consumer's topology is repeated at most this often.
-const LINK_REWARN: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -318,6 +264,7 @@ impl SinkEngine {
         let destinations = OpenDestinations::new(settings.max_destinations, opener);
         // The configured destination opens at start, so what cannot make a client fails the start as before.
         destinations.get(&rule.configured()).map_err(|e| ApiError::Protocol(e.to_string()))?;
+        let router = Router::new(router_settings(&settings), Instant::now());
         Ok(Self {
             names: ChannelNames::new(&settings.channel_prefix, &instance),
             rule,
@@ -327,11 +274,10 @@ impl SinkEngine {
             outcomes_rx: tokio::sync::Mutex::new(outcomes_rx),
             in_flight_bytes,
             gate: Mutex::new(LineageGate::default()),
-            links: Mutex::new(Links::default()),
+            router: Mutex::new(router),
             resending: Mutex::new(HashMap::new()),
             freshness: Mutex::new(Freshness::default()),
             next_freshness_check: Mutex::new(Instant::now()),
-            started: Instant::now(),
         })
     }
 
@@ -374,7 +320,7 @@ impl SinkEngine {
                 self.resubmit(flow_file, &channel);
                 continue;
             }
-            if self.lock_gate().contains(id) || self.lock_links().parked_ids.contains(&id) {
+            if self.lock_gate().contains(id) || self.lock_router().is_parked(id) {
                 // Submitted again (a session rolled back) while its first submission is under way.
                 continue;
             }
@@ -412,49 +358,58 @@ impl SinkEngine {
                 )
             }
             Prepared::Rows { source, delivery, rows } => {
-                let oversized = rows
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, row)| request_size::check_row(&row.json).err().map(|t| (i, t)));
-                if let Some((index, too_large)) = oversized {
-                    return self.refuse_too_large(&flow_file, &destination, rows.len(), index, too_large);
-                }
-                self.note_taken(&flow_file, &source);
-                let shared = match self.link_decision(&flow_file, &source, delivery, &destination, rows.len()) {
-                    Ok(shared) => shared,
-                    Err(()) => return, // decided already (superseded, or back to the queue)
-                };
-                // What the rows hold until their outcome: the content's buffer when they are slices of it.
-                let bytes = super::rows::held_bytes(&flow_file, &rows);
-                let (channel, parents, key) = match &shared {
-                    Some((t, _)) => {
-                        let channel = link::shared_channel(&self.settings.channel_prefix, &t.key, &t.shard_id);
-                        let parents = parent_ids(&flow_file)
-                            .map(|p| link::shared_channel(&self.settings.channel_prefix, &t.key, p))
-                            .collect();
-                        (channel.clone(), parents, channel)
-                    }
-                    None => (
-                        self.names.channel(&source, delivery),
-                        self.parent_keys(&source, &flow_file),
-                        self.names.lineage_key(&source),
-                    ),
-                };
-                // A shard's shared channel gets its FlowFiles in order from `link`'s chains, unless the
-                // book is to order them (see `Order`).
-                let (follows, passes) = match &shared {
-                    Some((_, Order::Chain)) => (Follows::Unknown, None),
-                    Some((_, Order::Book)) | None => follows(&self.settings.board, &flow_file, &source, delivery),
-                };
-                let shared = shared.is_some();
-                let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared, resent: false, passes };
-                self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
-                let admitted =
-                    self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
-                if let Some(routed) = admitted {
-                    self.dispatch(routed);
-                }
+                self.take_rows(flow_file, Taken { destination, source, delivery }, rows)
             }
+        }
+    }
+
+    /// A FlowFile mapped to rows: refused when a row is too large, else routed (see `router`) and
+    /// handed to its channel unless it is decided here already (superseded) or parked.
+    fn take_rows(&self, flow_file: FlowFileIn, taken: Taken, rows: Vec<Row>) {
+        let oversized =
+            rows.iter().enumerate().find_map(|(i, row)| request_size::check_row(&row.json).err().map(|t| (i, t)));
+        if let Some((index, too_large)) = oversized {
+            return self.refuse_too_large(&flow_file, &taken.destination, rows.len(), index, too_large);
+        }
+        self.note_taken(&flow_file, &taken.source);
+        let shared = match self.tracked_way(&flow_file, &taken, rows.len()) {
+            Ok(shared) => shared,
+            Err(()) => return, // decided already (superseded, or parked)
+        };
+        self.hand_over(flow_file, taken, rows, shared);
+    }
+
+    /// Lines the FlowFile's rows up in its channel (behind its parents' channels).
+    fn hand_over(&self, flow_file: FlowFileIn, taken: Taken, rows: Vec<Row>, shared: Option<(Tracked, Order)>) {
+        let Taken { destination, source, delivery } = taken;
+        // What the rows hold until their outcome: the content's buffer when they are slices of it.
+        let bytes = super::rows::held_bytes(&flow_file, &rows);
+        let (channel, parents, key) = match &shared {
+            Some((t, _)) => {
+                let channel = link::shared_channel(&self.settings.channel_prefix, &t.lease.key, &t.lease.shard);
+                let parents = parent_ids(&flow_file)
+                    .map(|p| link::shared_channel(&self.settings.channel_prefix, &t.lease.key, p))
+                    .collect();
+                (channel.clone(), parents, channel)
+            }
+            None => (
+                self.names.channel(&source, delivery),
+                self.parent_keys(&source, &flow_file),
+                self.names.lineage_key(&source),
+            ),
+        };
+        // A shard's shared channel gets its FlowFiles in order from `link`'s chains, unless the
+        // book is to order them (see `Order`).
+        let (follows, passes) = match &shared {
+            Some((_, Order::Chain)) => (Follows::Unknown, None),
+            Some((_, Order::Book)) | None => follows(&self.settings.board, &flow_file, &source, delivery),
+        };
+        let shared = shared.is_some();
+        let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared, resent: false, passes };
+        self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
+        let admitted = self.lock_gate().admit(flow_file.id, &key, parents, (destination, channel, delivery, work));
+        if let Some(routed) = admitted {
+            self.dispatch(routed);
         }
     }
 
@@ -553,11 +508,20 @@ impl SinkEngine {
         };
         let tracked = link::tracked(attributes);
         if let Some(t) = &tracked {
-            self.settings.board.lock().skipped(&t.key, &t.shard_id, t.tenure, t.previous.clone(), t.last.clone());
+            let lease = &t.lease;
+            self.settings.board.lock().skipped(
+                &lease.key,
+                &lease.shard,
+                lease.tenure,
+                t.previous.clone(),
+                t.last.clone(),
+            );
         }
-        let Ok(open) = self.destinations.get(destination) else { return };
+        // Only an open destination can have channels where later FlowFiles wait.
+        let Some(open) = self.destinations.if_open(destination) else { return };
         let mut channels = vec![self.names.channel(&source, Delivery::ExactlyOnce)];
-        channels.extend(tracked.map(|t| link::shared_channel(&self.settings.channel_prefix, &t.key, &t.shard_id)));
+        channels
+            .extend(tracked.map(|t| link::shared_channel(&self.settings.channel_prefix, &t.lease.key, &t.lease.shard)));
         for channel in channels {
             open.writers.pass(&channel, Work::pass(follows.clone(), upto.clone()));
         }
@@ -576,255 +540,180 @@ impl SinkEngine {
         }
     }
 
-    /// The tracked FlowFile's way (see `link`): `Ok(Some)` for its shard's shared channel,
+    /// The tracked FlowFile's way (see `router`): `Ok(Some)` for its shard's shared channel,
     /// `Ok(None)` for the per-node channels, `Err` when it is decided here already (superseded)
     /// or parked until it can be.
-    fn link_decision(
-        &self,
-        flow_file: &FlowFileIn,
-        source: &Source,
-        delivery: Delivery,
-        destination: &DestinationKey,
-        rows: usize,
-    ) -> Result<Option<(link::Tracked, Order)>, ()> {
-        if delivery != Delivery::ExactlyOnce || !matches!(source, Source::Shard { .. }) {
+    fn tracked_way(&self, flow_file: &FlowFileIn, taken: &Taken, rows: usize) -> Result<Option<(Tracked, Order)>, ()> {
+        if taken.delivery != Delivery::ExactlyOnce || !matches!(taken.source, Source::Shard { .. }) {
             return Ok(None);
         }
         let Some(tracked) = link::tracked(&flow_file.attributes) else { return Ok(None) };
-        let (view, scans, failover, held_here, chain, other_destination) = {
-            let mut board = self.settings.board.lock();
-            let (key, shard) = (&tracked.key, &tracked.shard_id);
-            let other = board.chain_destination(key, shard, tracked.tenure, &destination.to_string());
-            let chain = board.chain(key, shard, tracked.tenure, tracked.previous.as_ref());
-            (board.tenure(key, shard), board.scans(key), board.failover(key), board.held_here(key, shard), chain, other)
+        let destination = taken.destination.to_string();
+        let facts = self.lease_facts(&tracked, &destination);
+        let arrival = Arrival {
+            id: flow_file.id,
+            tracked: &tracked,
+            destination: &destination,
+            bytes: flow_file.content.len() as u64,
+            arrival_ms: arrival_ms(flow_file),
+            item: flow_file,
         };
-        let id = flow_file.id;
-        let mut links = self.lock_links();
-        let seen = links.parked_since.get(&id).copied();
-        // A shard's FlowFiles keep their order: behind a parked one, the next ones wait too (but not
-        // behind one that waits for an earlier FlowFile of its lease: that one may be this one).
-        let behind_parked = links.parked_holding.contains_key(&(tracked.key.clone(), tracked.shard_id.clone()));
-        let view = link::View {
-            held_here,
-            known: scans > 0,
-            tenure: view,
-            fresh: seen.is_some_and(|(_, at_scan)| scans > at_scan),
-            chain,
-        };
-        let warming = self.started.elapsed() < self.settings.warm_up;
-        // A dead holder is replaced within its failover timeout (and a lease pass): wait twice that.
-        let held_wait = failover.unwrap_or(Duration::from_secs(7)) * 2 + Duration::from_secs(5);
-        let held_wait_over = seen.is_some_and(|(first, _)| first.elapsed() >= held_wait);
-        let lease = (tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure);
-        let known_broken = chain == crate::feedback::Chain::Broken && links.broken.contains(&lease);
-        let decision = if let Some(other) = other_destination {
-            Decision::PerNode {
-                reason: format!(
-                    "lease {} of shard {} is loaded into {other} by another PutSnowflake of this NiFi, and exactly once                      across failover holds for one destination per Application Name",
-                    tracked.tenure, tracked.shard_id
-                ),
-            }
-        } else if known_broken {
-            Decision::PerNode {
-                reason: format!(
-                    "a FlowFile that lease {} of shard {} read before another one never reached this PutSnowflake (is the \
-                     connection from ConsumeKinesis load-balanced, or are FlowFiles filtered out on the way?); the rest of \
-                     that lease's FlowFiles on this node go the same way",
-                    tracked.tenure, tracked.shard_id
-                ),
-            }
-        } else if behind_parked {
-            Decision::Park
-        } else {
-            link::decide(&tracked, &self.settings.node, view, warming, held_wait_over)
-        };
-        match decision {
-            Decision::Shared => {
-                links.parked_since.remove(&id);
-                self.settings.board.lock().put_in_channel(
-                    &tracked.key,
-                    &tracked.shard_id,
-                    tracked.tenure,
-                    &tracked.last,
-                );
-                if links.put_in.len() < crate::feedback::MAX_SHARDS_PER_KEY {
-                    links.put_in.insert((tracked.key.clone(), tracked.shard_id.clone(), tracked.tenure));
+        let way = {
+            let mut router = self.lock_router();
+            let way = router.route(&arrival, &facts, Instant::now());
+            match way {
+                Way::Shared(Order::Chain) => {
+                    let lease = &tracked.lease;
+                    self.settings.board.lock().put_in_channel(&lease.key, &lease.shard, lease.tenure, &tracked.last);
                 }
-                links.reports.insert(id, Report::of(&tracked, destination, flow_file));
-                Ok(Some((tracked, Order::Chain)))
+                // Its bytes count as in flight while it waits.
+                Way::Parked { .. } => _ = self.in_flight_bytes.fetch_add(arrival.bytes, Ordering::AcqRel),
+                _ => {}
             }
-            Decision::Superseded { current } => {
-                links.parked_since.remove(&id);
-                drop(links);
-                let message = format!(
-                    "superseded: read on node '{}' by lease {} of shard {}, whose lease {current} has read these records \
-                     again from what Snowflake had and loads them; nothing was sent",
-                    tracked.node, tracked.tenure, tracked.shard_id
-                );
-                let _ = self.outcomes_tx.send(Outcome {
-                    flow_file_id: id,
-                    route: Route::Success,
-                    channel: link::shared_channel(&self.settings.channel_prefix, &tracked.key, &tracked.shard_id),
-                    offset_token: String::new(),
-                    message,
-                    rows_sent: 0,
-                    rows_skipped: rows as u32,
-                });
+            way
+        };
+        match way {
+            Way::Shared(order) => {
+                if order == Order::Book {
+                    self.note_book_order(flow_file.id, &tracked);
+                }
+                Ok(Some((tracked, order)))
+            }
+            Way::PerNode { warning } => {
+                if let Some(reason) = warning {
+                    self.warn_per_node(&tracked, &reason);
+                }
+                Ok(None)
+            }
+            Way::Superseded { current } => {
+                self.superseded(flow_file.id, &tracked, current, rows);
                 Err(())
             }
-            Decision::Park => {
-                let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));
-                if first.elapsed() < self.settings.retry_limit || behind_parked {
-                    self.park(&mut links, flow_file, &tracked, false);
-                    return Err(());
-                }
-                links.parked_since.remove(&id);
-                // Nobody took the lease over within the wait (its shard ended, ConsumeKinesis is stopped,
-                // NiFi restarted): the shared channel, ordered by the book. Rows Snowflake committed there
-                // are skipped (another tenure or node loaded them, or this one before a kill -9), a gap
-                // before it is never passed over, and a FlowFile that waits for one goes back for the
-                // at-least-once channels. The per-node channels would load rows the next tenure reloads.
-                info!(
-                    component = self.settings.component,
-                    "FlowFile {id}: shard {}'s lease {} was neither taken over nor known to this node within {} s; it goes \
-                     into the shard's shared channel in the order of its records",
-                    tracked.shard_id,
-                    tracked.tenure,
-                    self.settings.retry_limit.as_secs()
-                );
-                links.reports.insert(id, Report::of(&tracked, destination, flow_file));
-                Ok(Some((tracked, Order::Book)))
-            }
-            Decision::AwaitChain { reason } => {
-                let (first, _) = *links.parked_since.entry(id).or_insert((Instant::now(), scans));
-                if first.elapsed() < self.settings.channel.order_wait {
-                    self.park(&mut links, flow_file, &tracked, true);
-                    return Err(());
-                }
-                links.parked_since.remove(&id);
-                if links.broken.insert(lease.clone()) {
-                    links.broken_order.push_back(lease);
-                    if links.broken_order.len() > MAX_BROKEN_LEASES {
-                        if let Some(old) = links.broken_order.pop_front() {
-                            links.broken.remove(&old);
-                        }
-                    }
-                }
-                Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
-                Ok(None)
-            }
-            Decision::PerNode { reason } => {
-                links.parked_since.remove(&id);
-                Self::warn_per_node(&mut links, self.settings.component, &tracked, &reason);
-                Ok(None)
-            }
+            Way::Parked { .. } => Err(()),
         }
     }
 
-    fn park(&self, links: &mut Links, flow_file: &FlowFileIn, tracked: &link::Tracked, awaits_chain: bool) {
-        links.parked_ids.insert(flow_file.id);
-        if !awaits_chain {
-            *links.parked_holding.entry((tracked.key.clone(), tracked.shard_id.clone())).or_default() += 1;
-        }
-        links.parked.push(Parked { flow_file: flow_file.clone(), key: tracked.key.clone() });
-        self.in_flight_bytes.fetch_add(flow_file.content.len() as u64, Ordering::AcqRel);
+    /// What the board knows of the tracked FlowFile's lease, read under one lock of the board.
+    fn lease_facts(&self, tracked: &Tracked, destination: &str) -> LeaseFacts {
+        let mut board = self.settings.board.lock();
+        LeaseFacts::read(&mut board, &tracked.lease, tracked.previous.as_ref(), destination)
     }
 
-    /// Decides the parked FlowFiles again (the consumer of their key has read the table since,
-    /// or their wait is over); those still undecidable stay parked.
-    fn unpark(&self) {
-        let parked = {
-            let mut links = self.lock_links();
-            if links.parked.is_empty() {
-                return;
-            }
-            let scans = {
-                let board = self.settings.board.lock();
-                let keys: std::collections::BTreeSet<&LinkKey> = links.parked.iter().map(|p| &p.key).collect();
-                keys.into_iter().map(|key| board.scans(key)).sum::<u64>()
-            };
-            let now = Instant::now();
-            if links
-                .last_unpark
-                .is_some_and(|(at, seen)| seen == scans && now.saturating_duration_since(at) < UNPARK_INTERVAL)
-            {
-                return;
-            }
-            links.last_unpark = Some((now, scans));
-            links.parked_ids.clear();
-            links.parked_holding.clear();
-            std::mem::take(&mut links.parked)
-        };
-        for Parked { flow_file, .. } in parked {
-            self.in_flight_bytes.fetch_sub(flow_file.content.len() as u64, Ordering::AcqRel);
-            self.submit(vec![flow_file]);
-        }
-    }
-
-    fn warn_per_node(links: &mut Links, component: u64, tracked: &link::Tracked, reason: &str) {
-        let now = Instant::now();
-        let subject = format!("{}/{}", tracked.key.stream, tracked.key.application);
-        if links.warned.get(&subject).is_some_and(|t| now.saturating_duration_since(*t) < LINK_REWARN) {
-            return;
-        }
-        links.warned.insert(subject, now);
-        warn!(
-            component,
-            "FlowFiles of stream '{}' (Application Name '{}') are loaded at least once, through this node's own channels, not \
-             exactly once: {reason}. Exactly once across failover needs ConsumeKinesis and PutSnowflake on the same node, with \
-             no load-balanced connection between them",
-            tracked.key.stream,
-            tracked.key.application
+    /// Nobody took the lease over within the wait (its shard ended, ConsumeKinesis is stopped, NiFi
+    /// restarted): the shared channel, ordered by the book. Rows Snowflake committed there are
+    /// skipped (another tenure or node loaded them, or this one before a kill -9), a gap before it is
+    /// never passed over, and a FlowFile that waits for one goes back for the at-least-once channels.
+    /// The per-node channels would load rows the next tenure reloads.
+    fn note_book_order(&self, id: i64, tracked: &Tracked) {
+        info!(
+            component = self.settings.component,
+            "FlowFile {id}: shard {}'s lease {} was neither taken over nor known to this node within {} s; it goes \
+             into the shard's shared channel in the order of its records",
+            tracked.lease.shard,
+            tracked.lease.tenure,
+            self.settings.retry_limit.as_secs()
         );
     }
 
-    fn lock_links(&self) -> std::sync::MutexGuard<'_, Links> {
-        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    /// Success without loading: lease `current` re-read the FlowFile's records and loads them.
+    fn superseded(&self, id: i64, tracked: &Tracked, current: u64, rows: usize) {
+        let lease = &tracked.lease;
+        let message = format!(
+            "superseded: read on node '{}' by lease {} of shard {}, whose lease {current} has read these records \
+             again from what Snowflake had and loads them; nothing was sent",
+            tracked.node, lease.tenure, lease.shard
+        );
+        let _ = self.outcomes_tx.send(Outcome {
+            flow_file_id: id,
+            route: Route::Success,
+            channel: link::shared_channel(&self.settings.channel_prefix, &lease.key, &lease.shard),
+            offset_token: String::new(),
+            message,
+            rows_sent: 0,
+            rows_skipped: rows as u32,
+        });
+    }
+
+    /// Decides the parked FlowFiles again (the consumer of their key has read the table since,
+    /// or their wait is over); those still undecidable stay parked. While the in-flight budget is
+    /// full, those waiting for an earlier FlowFile of their lease go back to the queue first
+    /// (penalized, `retry`), so that one can be taken.
+    fn unpark(&self) {
+        let now = Instant::now();
+        let (given_back, unparked) = {
+            let mut router = self.lock_router();
+            let keys = router.parked_keys();
+            if keys.is_empty() {
+                return;
+            }
+            let given_back = if self.budget_full() { router.give_back_awaiting(now) } else { Vec::new() };
+            let scans = {
+                let board = self.settings.board.lock();
+                keys.iter().map(|key| board.scans(key)).sum::<u64>()
+            };
+            (given_back, router.unpark_due(scans, now))
+        };
+        if !given_back.is_empty() {
+            info!(
+                component = self.settings.component,
+                "{} FlowFile(s) waiting for an earlier one of their lease go back to the queue, penalized: Max In-Flight \
+                 Size is full, and the one they wait for may not get in otherwise",
+                given_back.len()
+            );
+        }
+        for parked in given_back {
+            self.in_flight_bytes.fetch_sub(parked.bytes, Ordering::AcqRel);
+            let message = "given back to the queue: it waits for an earlier FlowFile of its lease, and PutSnowflake's \
+                           in-flight budget is full";
+            self.immediate(parked.id, Route::Retry, String::new(), message.into());
+        }
+        for parked in unparked {
+            self.in_flight_bytes.fetch_sub(parked.bytes, Ordering::AcqRel);
+            self.submit(vec![parked.item]);
+        }
+    }
+
+    /// The in-flight budget is used up: Java hands nothing over until some is given back.
+    fn budget_full(&self) -> bool {
+        self.in_flight_bytes.load(Ordering::Acquire) >= self.settings.max_in_flight_bytes
+    }
+
+    fn warn_per_node(&self, tracked: &Tracked, reason: &str) {
+        warn!(
+            component = self.settings.component,
+            "FlowFiles of stream '{}' (Application Name '{}') are loaded at least once, through this node's own channels, not \
+             exactly once: {reason}. Exactly once across failover needs ConsumeKinesis and PutSnowflake on the same node, with \
+             no load-balanced connection between them",
+            tracked.lease.key.stream,
+            tracked.lease.key.application
+        );
+    }
+
+    fn lock_router(&self) -> std::sync::MutexGuard<'_, Router<FlowFileIn>> {
+        self.router.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Tells `feedback` what the tracked FlowFiles among `outcomes` have in Snowflake; a shared
     /// channel's FlowFile that did not load (`failure`, or back to the queue) takes its lease's chain
     /// back to before it, so the FlowFiles after it wait for it when it is sent back.
     fn report_loaded(&self, outcomes: &[Outcome]) {
-        let mut reports = Vec::new();
-        let mut unloaded = Vec::new();
-        {
-            let mut links = self.lock_links();
-            for o in outcomes {
-                match (links.reports.remove(&o.flow_file_id), o.route) {
-                    (Some(r), Route::Success) => reports.push(r),
-                    // Its rows are committed; some were rejected into the error table.
-                    (Some(_), Route::Invalid) | (None, _) => {}
-                    (Some(r), _) => unloaded.push(r),
-                }
-            }
-        }
-        if reports.is_empty() && unloaded.is_empty() {
+        let settled = self.lock_router().settled(outcomes);
+        if settled.loaded.is_empty() && settled.unloaded.is_empty() {
             return;
         }
-        let mut board = self.settings.board.lock();
-        for r in unloaded {
-            board.unput_from_channel(&r.key, &r.shard_id, r.tenure, r.previous.as_ref());
-        }
-        for r in reports {
-            board.committed_in_channel(&r.key, &r.shard_id, r.tenure, &r.last);
-            let reported = board.report(&r.key, &r.destination, &r.shard_id, r.last);
-            if let (Reported::Recorded, Some(arrival)) = (&reported, r.arrival_ms) {
-                board.report_arrival(&r.key, &r.shard_id, arrival);
-            }
-            if let Reported::Conflicted { first, newly: true } = reported {
-                warn!(
-                    component = self.settings.component,
-                    "rows of stream '{}' (Application Name '{}') are loaded into {} and {}: Snowflake's committed position cannot \
-                     be told to ConsumeKinesis for two tables, so it is no longer told (a node that takes a shard over reads it \
-                     again from the last position known, which loads nothing twice but reads more); keep one PutSnowflake \
-                     destination per Application Name for exactly once at the least cost",
-                    r.key.stream,
-                    r.key.application,
-                    first,
-                    r.destination
-                );
-            }
+        let conflicts = settled.tell(&mut self.settings.board.lock());
+        for (r, first) in conflicts {
+            warn!(
+                component = self.settings.component,
+                "rows of stream '{}' (Application Name '{}') are loaded into {} and {}: Snowflake's committed position cannot \
+                 be told to ConsumeKinesis for two tables, so it is no longer told (a node that takes a shard over reads it \
+                 again from the last position known, which loads nothing twice but reads more); keep one PutSnowflake \
+                 destination per Application Name for exactly once at the least cost",
+                r.lease.key.stream,
+                r.lease.key.application,
+                first,
+                r.destination
+            );
         }
     }
 
@@ -1009,17 +898,12 @@ impl SinkEngine {
     /// come back behind later ones.
     pub fn stop(&self) {
         self.destinations.close_all();
-        let put_in = {
-            let mut links = self.lock_links();
-            links.parked.clear();
-            links.parked_ids.clear();
-            links.parked_holding.clear();
-            std::mem::take(&mut links.put_in)
-        };
-        if !put_in.is_empty() {
+        // The parked FlowFiles' sessions roll back with the rest.
+        let rewind = self.lock_router().stop().rewind;
+        if !rewind.is_empty() {
             let mut board = self.settings.board.lock();
-            for (key, shard, tenure) in put_in {
-                board.rewind_chain(&key, &shard, tenure);
+            for lease in rewind {
+                board.rewind_chain(&lease.key, &lease.shard, lease.tenure);
             }
         }
     }
@@ -1067,11 +951,15 @@ fn follows(
         Some(None) => (Follows::Nothing, None),
         Some(Some(previous)) => {
             let named = token_of(&previous);
-            let scope = note_scope(&flow_file.attributes, source);
-            let follows = board
-                .parse_failures()
-                .before_failures(&scope, shard_id, previous)
-                .map_or(Follows::Nothing, follows_record);
+            let follows = {
+                let noted = board.parse_failures();
+                if noted.is_empty() {
+                    follows_record(previous)
+                } else {
+                    let scope = note_scope(&flow_file.attributes, source);
+                    noted.before_failures(&scope, shard_id, previous).map_or(Follows::Nothing, follows_record)
+                }
+            };
             let passes = named.filter(|n| follows != Follows::After(n.clone()));
             (follows, passes)
         }
@@ -1096,10 +984,12 @@ fn last_record(attributes: &HashMap<String, String>) -> Option<Position> {
 
 /// The flow whose never-loading records a FlowFile's follow on from (see `feedback::parse_failures`):
 /// its Application Name, region and stream, as ConsumeKinesis wrote them.
-fn note_scope(attributes: &HashMap<String, String>, source: &Source) -> Scope {
-    let Source::Shard { region, stream, .. } = source else { return Scope::default() };
+fn note_scope<'a>(attributes: &'a HashMap<String, String>, source: &'a Source) -> ScopeRef<'a> {
+    let Source::Shard { region, stream, .. } = source else {
+        return ScopeRef { application: "", region: "", stream: "" };
+    };
     let application = attributes.get(ATTR_APPLICATION).map(|a| a.trim()).unwrap_or_default();
-    Scope::new(application, region.as_deref().unwrap_or_default(), stream)
+    ScopeRef { application, region: region.as_deref().unwrap_or_default(), stream }
 }
 
 /// The parents named in `aws.kinesis.parent.shard.ids`.
