@@ -1486,6 +1486,7 @@ fn a_gap_passed_before_a_restart_still_sends_its_late_flow_file_to_the_at_least_
     let loaded = sink.outcomes(1, Duration::from_secs(30)).remove(&2).unwrap();
     assert_eq!((loaded.route, loaded.rows_skipped), (Route::Success, 0), "{loaded:?}");
     assert_exactly_once(&standin, 4);
+}
 
 /// A FlowFile of a tracking consumer (`SNOWFLAKE_COMMIT`) read on node `n1` by lease 1 of shard 0.
 fn tracked_record(id: i64, seq: u64, previous: Option<u64>) -> FlowFileIn {

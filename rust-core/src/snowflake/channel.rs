@@ -23,11 +23,11 @@ use tracing::{error, info, warn};
 
 use super::api::{ApiError, ChannelStatus, SnowflakeApi, MAX_UNCOMPRESSED_REQUEST};
 use super::book::{ChannelBook, Done, Refilled, Span, Work};
+use super::gap_memory::GapMemory;
 use super::offset::OffsetToken;
 use super::request_size::{self, next_take, Take, TooLarge};
 use super::rows::Delivery;
 use super::status::StatusWatch;
-use super::gap_memory::GapMemory;
 use super::views::{ChannelViews, ViewEntry};
 use super::writers::{Flights, Retire};
 use crate::contract::counters::put_snowflake::SinkCounter;

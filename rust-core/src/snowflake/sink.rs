@@ -27,6 +27,7 @@ use super::destinations::{
     DestinationKey, DestinationRule, OpenDestination, OpenDestinations, DEFAULT_MAX_DESTINATIONS,
 };
 use super::freshness::{self, Freshness, ShardKey};
+use super::gap_memory;
 use super::lineage::LineageGate;
 use super::link::{self, Tracked, ATTR_APPLICATION};
 use super::naming::ChannelNames;
@@ -38,7 +39,6 @@ use super::rows::{
     Delivery, FlowFileIn, Mapping, Prepared, Source, ATTR_ARRIVAL_MS, ATTR_LAST_SEQUENCE, ATTR_LAST_SUB,
     ATTR_PARENT_SHARDS, FRAGMENT_PREFIX,
 };
-use super::gap_memory;
 use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
