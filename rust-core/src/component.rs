@@ -2,7 +2,9 @@
 //! engine. The FFI layer keeps components behind handles; nothing here knows about Java.
 //!
 //! ConsumeKinesis's engine starts in the background ([`startup`]): `start` returns at once and the
-//! processor yields while [`Component::startup_status`] says the engine is not running yet.
+//! processor yields while [`Component::startup_status`] says the engine is not running yet. A batch
+//! taken from the engine is held as an [`outgoing`] batch until NiFi has it, and nacked if it never
+//! gets there.
 
 pub mod outgoing;
 pub mod startup;

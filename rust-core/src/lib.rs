@@ -5,9 +5,11 @@
 //! under [`ffi`]; `unsafe` only there and in `kinesis::digest` (one call into AWS-LC's MD5).
 //! Every other module is plain Rust, testable without a JVM.
 //!
-//! The modules stand in floors, each using only floors below it (checked by `layers`):
-//! `contract`, `error`, `runtime`, `secrets`; `counters`; `kinesis`, `config`; `aws`; `lease`; `feedback`; `consumer`,
-//! `snowflake`; `verify`, `component`; `ops`; `ffi`.
+//! The modules stand in floors, each using only floors below it (checked by `layers`, which also
+//! checks that every module is named on its parent's map, as here):
+//! `contract`, `error`, `runtime`, `secrets`; `counters`; `kinesis`; `config`; `aws`; `lease`;
+//! `feedback`; `consumer`, `snowflake`; `verify`, `component`; `ops`; `ffi`. Test-only on top:
+//! `failover_model`, the model test of exactly once across failover.
 
 pub mod aws;
 pub mod component;

@@ -1,7 +1,8 @@
 //! The operator's tool (`kinesnow_core::ops`, `tools/kinesnow-ctl`) against kinesis-local, dynalite
 //! and the Snowflake stand-in: `status` agrees with the lease table before and after a failover,
 //! and through the built binary; `audit` finds a duplicated and a missing row planted in a table
-//! and calls a complete table clean.
+//! and calls a complete table clean. Both take the stream's ARN as well as its name: kinesis-local
+//! looks a stream up by the ARN a request carries, so an ARN of another account finds nothing.
 
 use crate::{standin_support, support};
 
@@ -16,11 +17,12 @@ use kinesnow_core::lease::{LeaseStore, TableView};
 use kinesnow_core::ops::audit::{self, AuditReport, Table, Window};
 use kinesnow_core::ops::sql::SqlApi;
 use kinesnow_core::ops::status::{self, checkpoint_text, loaded_text, StatusReport, Target};
+use kinesnow_core::ops::Stream;
 use kinesnow_core::snowflake::api::{Destination, SnowflakeApi};
 use kinesnow_core::snowflake::auth::{Credentials, KeyPairSigner};
 use serde_json::json;
 use standin_support::{Standin, ACCOUNT, KEY, USER};
-use support::{aws, create_stream, log, put, settings, Emulators};
+use support::{arn_of, aws, create_stream, log, of_other_account, put, settings, Emulators};
 
 /// What status and the table must agree on, per shard row: (owner, counter, checkpoint, loaded).
 type Rows = BTreeMap<String, (Option<String>, Option<u64>, String, Option<String>)>;
@@ -55,7 +57,8 @@ fn status_rows(report: &StatusReport) -> Rows {
 /// make the comparison flaky; asserts status shows exactly the table's rows and nodes.
 async fn assert_status_agrees(c: &AwsClients, stream: &str, app: &str) -> StatusReport {
     let store = LeaseStore::new(c.dynamodb.clone(), app, stream);
-    let target = Target { kinesis: &c.kinesis, dynamodb: &c.dynamodb, stream, application: app };
+    let by_name = Stream::by_name(stream);
+    let target = Target { kinesis: &c.kinesis, dynamodb: &c.dynamodb, stream: &by_name, application: app };
     for _ in 0..10 {
         let before = store.scan().await.unwrap();
         let report = status::read(&target, true).await.unwrap();
@@ -143,6 +146,35 @@ async fn status_agrees_with_the_lease_table_through_a_failover() {
     let owners: Vec<&str> = json["shards"].as_array().unwrap().iter().map(|s| s["owner"].as_str().unwrap()).collect();
     assert_eq!(owners, [a.owner(), a.owner()]);
     assert_eq!(json["tombstones"].as_array().unwrap().len(), 1);
+    assert!(json.get("stream_arn").is_none(), "no ARN for a stream named by its name");
+
+    // Named by its ARN, the region taken from it: the same shards and owners, by the stream's name
+    // in the lease table; an ARN of another account reaches no stream.
+    let arn = arn_of(&c, "ops").await;
+    let by_arn = |arn: &str| {
+        ctl(&[
+            "status",
+            "--stream",
+            arn,
+            "--application",
+            "ops-app",
+            "--endpoint-url",
+            &e.kinesis,
+            "--dynamodb-endpoint-url",
+            &e.dynamodb,
+            "--json",
+        ])
+    };
+    let out = by_arn(&arn);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((json["stream"].as_str(), json["stream_arn"].as_str()), (Some("ops"), Some(arn.as_str())));
+    let owners: Vec<&str> = json["shards"].as_array().unwrap().iter().map(|s| s["owner"].as_str().unwrap()).collect();
+    assert_eq!(owners, [a.owner(), a.owner()], "the lease rows of the stream's name");
+    let out = by_arn(&of_other_account(&arn));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "another account's ARN reached a stream: {stderr}");
+    assert!(stderr.contains(&of_other_account(&arn)), "{stderr}");
     a.stop().await;
 }
 
@@ -337,12 +369,13 @@ fn audit_finds_a_planted_duplicate_and_missing_row_and_calls_a_complete_table_cl
     let sql = SqlApi::new(standin.url.parse().unwrap(), signer(), None, None, None, &Default::default()).unwrap();
     let table = |name: &str| Table { database: "DB".into(), schema: "PUBLIC".into(), name: name.into() };
 
-    let clean = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("CLEAN"), &window)).unwrap();
+    let audited = Stream::by_name("audited");
+    let clean = rt.block_on(audit::run(&c.kinesis, &audited, &sql, &table("CLEAN"), &window)).unwrap();
     assert!(clean.clean, "{}", audit::render(&clean));
     assert_eq!(clean.shards.len(), 2);
     assert_eq!(totals(&clean), (RECORDS as u64, RECORDS as u64, 0, 0, 0));
 
-    let found = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("DIRTY"), &window)).unwrap();
+    let found = rt.block_on(audit::run(&c.kinesis, &audited, &sql, &table("DIRTY"), &window)).unwrap();
     assert!(!found.clean);
     assert_eq!(totals(&found), (RECORDS as u64, RECORDS as u64, 1, 1, 0), "{}", audit::render(&found));
     let key = |h: &Held| kinesnow_core::contract::exactly_once::sharded_sequence_number(&h.1, 0);
@@ -357,20 +390,27 @@ fn audit_finds_a_planted_duplicate_and_missing_row_and_calls_a_complete_table_cl
         from: of_shard.first().unwrap().1.clone(),
         to: of_shard.last().unwrap().1.clone(),
     };
-    let one = rt.block_on(audit::run(&c.kinesis, "audited", &sql, &table("DIRTY"), &window)).unwrap();
+    let one = rt.block_on(audit::run(&c.kinesis, &audited, &sql, &table("DIRTY"), &window)).unwrap();
     assert_eq!(one.shards.len(), 1);
     assert_eq!(one.shards[0].duplicate_examples, [key(twice)]);
     assert_eq!(one.shards[0].in_kinesis, of_shard.len() as u64);
 
+    // Named by its ARN: the same records read by the ARN, the same rows of the stream's name.
+    let arn = rt.block_on(arn_of(&c, "audited"));
+    let by_arn = Stream::parse(&arn).unwrap();
+    let found_by_arn = rt.block_on(audit::run(&c.kinesis, &by_arn, &sql, &table("DIRTY"), &window)).unwrap();
+    assert_eq!((found_by_arn.stream.as_str(), found_by_arn.stream_arn.as_deref()), ("audited", Some(arn.as_str())));
+    assert_eq!(found_by_arn.shards, one.shards);
+
     // The built tool: exit code 1 and the problems named, 0 for the clean table.
     let key_file = std::env::temp_dir().join(format!("kinesnow-ctl-key-{}.p8", std::process::id()));
     std::fs::write(&key_file, KEY).unwrap();
-    let run = |name: &str| {
+    let run_on = |stream: &str, name: &str| {
         let (since, until) = (from_ms.to_string(), to_ms.to_string());
         ctl(&[
             "audit",
             "--stream",
-            "audited",
+            stream,
             "--region",
             "us-east-1",
             "--endpoint-url",
@@ -395,6 +435,7 @@ fn audit_finds_a_planted_duplicate_and_missing_row_and_calls_a_complete_table_cl
             &until,
         ])
     };
+    let run = |name: &str| run_on("audited", name);
     let out = run("DIRTY");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
@@ -402,5 +443,17 @@ fn audit_finds_a_planted_duplicate_and_missing_row_and_calls_a_complete_table_cl
     assert!(text.contains(&format!("missing shardedSequenceNumber {}", key(skipped))), "{text}");
     let out = run("CLEAN");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = run_on(&arn, "DIRTY");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with(&format!("STREAM audited ({arn})")), "{text}");
+    assert!(text.contains(&format!("missing shardedSequenceNumber {}", key(skipped))), "{text}");
+    let out = run_on(&of_other_account(&arn), "CLEAN");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "another account's ARN reached a stream: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let _ = std::fs::remove_file(&key_file);
 }

@@ -30,7 +30,7 @@ use kinesnow_core::kinesis::address::StreamRef;
 use kinesnow_core::kinesis::KinesisError;
 use kinesnow_core::lease::LeaseStore;
 use kinesnow_core::verify::{self, Outcome};
-use support::{aws, by_shard, create_stream, drain, log, put, settings, Emulators};
+use support::{arn_of, aws, by_shard, create_stream, drain, log, of_other_account, put, settings, Emulators};
 
 /// Every Kinesis request's operation and body, as sent.
 #[derive(Clone, Default, Debug)]
@@ -64,19 +64,6 @@ impl Intercept for Recorder {
         self.0.lock().unwrap().push((operation.to_owned(), body));
         Ok(())
     }
-}
-
-/// The stream's ARN as kinesis-local writes it (its region and account).
-async fn arn_of(c: &AwsClients, stream: &str) -> String {
-    let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
-    d.stream_description_summary().unwrap().stream_arn().to_owned()
-}
-
-/// The same stream name under another account.
-fn of_other_account(arn: &str) -> String {
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    assert_ne!(parts[4], "210987654321");
-    format!("{}:{}:{}:{}:210987654321:{}", parts[0], parts[1], parts[2], parts[3], parts[5])
 }
 
 fn by_arn(stream: &str, arn: &str, app: &str) -> EngineSettings {

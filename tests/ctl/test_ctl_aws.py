@@ -3,7 +3,8 @@ an External ID from a real STS (moto's server with IAM authentication, tests/sts
 caller's signature, its policy and the role's trust policy with its sts:ExternalId condition) and reads the stream
 and lease table (kinesis-local and dynalite, on free ports of their own) with the role's session; and every call
 goes through an authenticating HTTP proxy (tinyproxy) given by --proxy-host, --proxy-port and --proxy-user, its
-password from KINESNOW_PROXY_PASSWORD.
+password from KINESNOW_PROXY_PASSWORD. And `--stream` takes the stream's ARN, as ConsumeKinesis' Stream Name does: every
+Kinesis call then names the stream by it, the region comes from it, and the lease table is read by the name.
 
 Recording proxies (tests/sts/recording_proxy.py) in front of each service log which access key signed each call:
 kinesis-local and dynalite check no signatures, so what is asserted of their calls comes from those logs.
@@ -137,3 +138,41 @@ def test_every_call_goes_through_the_authenticating_proxy(ctl, emulators, sts):
         seen = proxy.requests()
         for what, url in (("STS", sts.facts["sts"]), ("Kinesis", kinesis), ("DynamoDB", dynamodb)):
             assert any(m == "POST" and t.startswith(url.rstrip("/") + "/") for m, t in seen), f"{what}: {seen}"
+
+
+def stream_arn(kinesis):
+    return kinesis_call("DescribeStreamSummary", {"StreamName": STREAM}, kinesis)["StreamDescriptionSummary"]["StreamARN"]
+
+
+def status_of(ctl, sts, stream, extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "KINESNOW_PROXY_PASSWORD"}
+    env.update({"AWS_ACCESS_KEY_ID": sts.facts["base"]["id"], "AWS_SECRET_ACCESS_KEY": sts.facts["base"]["secret"],
+                "AWS_EC2_METADATA_DISABLED": "true"})
+    return subprocess.run([ctl, "status", "--stream", stream, "--application", APP, "--json", *extra],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_status_names_the_stream_by_its_arn_in_every_kinesis_call(ctl, emulators, sts):
+    """kinesis-local looks a stream up by the ARN a request carries: an ARN of another account with the same name finds
+    nothing, so the ARN is what names the stream. The recording proxy shows each Kinesis call carrying StreamARN."""
+    kinesis, dynamodb = emulators
+    arn = stream_arn(kinesis)
+    region = arn.split(":")[3]
+    with Recorder(kinesis) as k:
+        run = status_of(ctl, sts, arn, ["--endpoint-url", k.url, "--dynamodb-endpoint-url", dynamodb])
+        assert run.returncode == 0, run.stderr
+        report = json.loads(run.stdout)
+        assert (report["stream"], report["stream_arn"]) == (STREAM, arn)
+        assert sorted(x["shard_id"] for x in report["shards"]) == ["shardId-000000000000", "shardId-000000000001"]
+        calls = k.requests()
+        assert calls and all(c["names"] == ["StreamARN"] for c in calls), calls
+    other = arn.replace(":" + arn.split(":")[4] + ":", ":210987654321:", 1)
+    assert other != arn
+    elsewhere = status_of(ctl, sts, other, ["--endpoint-url", kinesis, "--dynamodb-endpoint-url", dynamodb])
+    assert elsewhere.returncode == 2 and other in elsewhere.stderr, elsewhere.stdout + elsewhere.stderr
+    wrong_region = "eu-west-1" if region != "eu-west-1" else "us-west-2"
+    mismatch = status_of(ctl, sts, arn, ["--region", wrong_region, "--endpoint-url", kinesis])
+    assert mismatch.returncode == 2, mismatch.stdout
+    assert f"the stream ARN's region '{region}' is not the region '{wrong_region}'" in mismatch.stderr, mismatch.stderr
+    bad = status_of(ctl, sts, "arn:aws:kinesis:us-east-1:12345:stream/x", ["--endpoint-url", kinesis])
+    assert bad.returncode == 2 and "not a 12-digit AWS account ID" in bad.stderr, bad.stderr

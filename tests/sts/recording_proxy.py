@@ -6,7 +6,8 @@ Forwards every request to --upstream as it is and appends one JSON line per requ
     {"t": <epoch seconds>, "action": "Kinesis_20131202.GetRecords" | "AssumeRole" | ...,
      "key": <the access key ID of the SigV4 Authorization header, or null>,
      "token": <the first 16 hex digits of the SHA-256 of X-Amz-Security-Token, or null>,
-     "status": <the upstream's HTTP status>}
+     "status": <the upstream's HTTP status>,
+     "names": <which of StreamName and StreamARN a JSON request's body carries, e.g. ["StreamARN"]>}
 
 and, for an STS answer that issues credentials (AssumeRole, AssumeRoleWithWebIdentity):
 
@@ -51,6 +52,15 @@ def action(headers, body: bytes):
         return target
     form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
     return (form.get("Action") or [None])[0]
+
+
+def stream_names(body: bytes):
+    """Which of StreamName and StreamARN a JSON request body carries (Kinesis' calls name the stream so)."""
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        return []
+    return sorted(k for k in ("StreamName", "StreamARN") if isinstance(payload, dict) and k in payload)
 
 
 def issued(body: bytes):
@@ -100,7 +110,8 @@ def make_handler(upstream, log, lock):
                 conn.close()
             now = time.time()
             self.record({"t": now, "action": action(self.headers, body), "key": access_key(self.headers.get("Authorization")),
-                         "token": token_hash(self.headers.get("X-Amz-Security-Token")), "status": status})
+                         "token": token_hash(self.headers.get("X-Amz-Security-Token")), "status": status,
+                         "names": stream_names(body)})
             credentials = issued(payload) if status == 200 else None
             if credentials:
                 key, expires, token = credentials

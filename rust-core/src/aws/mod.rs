@@ -1,6 +1,9 @@
 //! AWS SDK clients built from the processor's settings: region, credentials (see `credentials`, and
-//! `credentials_service` for NiFi's credentials service), proxies (`http`), endpoint overrides (one for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. Retries are left to the
-//! engine, which knows Kinesis' limits better than a generic policy.
+//! `credentials_service` for NiFi's credentials service), proxies (`http`), endpoint overrides (one
+//! for Kinesis and DynamoDB, or DynamoDB's own), and timeouts. The SDK retries a failed attempt
+//! once (standard retry mode, at most 2 attempts); beyond that retries are left to the engine,
+//! which knows Kinesis' limits better than a generic policy. GetRecords' answers are read by
+//! `get_records`, with `records_answer` in place of the SDK's JSON codec.
 //!
 //! Every Kinesis client the engine makes for its fan-out pool has an HTTP client (connection pool)
 //! of its own: see [`AwsClients::separate_kinesis`].

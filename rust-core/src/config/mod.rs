@@ -1,8 +1,12 @@
 //! Typed settings parsed from a processor's property map, and every configuration rule.
 //!
-//! The Java processors declare the properties (names, defaults, allowed values) for NiFi's UI;
-//! whether a combination of values is valid is decided only here. A parse either yields a typed
-//! config or the full list of [`ConfigProblem`]s, each naming the property it is about.
+//! Property names, defaults and allowed values are written once in `contract::properties` (Java's
+//! descriptors take them from its generated twins and add descriptions and validators for NiFi's
+//! UI); whether a combination of values is valid is decided only here. A parse either yields a
+//! typed config or the full list of [`ConfigProblem`]s, each naming the property it is about.
+//!
+//! The map: `properties` is the property map and NiFi's value formats; `consume_kinesis` and
+//! `put_snowflake` are each processor's settings; `proxy` is the HTTP proxy both take.
 
 pub mod consume_kinesis;
 pub mod properties;

@@ -3,7 +3,9 @@
 //! `subscriber` with Enhanced Fan-Out; `budget`, `end_probe`), keeps every shard's batches and
 //! decisions without I/O (`ledger`, `state`), hands batches to NiFi as FlowFiles (`intake`,
 //! `output`), and writes each shard's checkpoint only when NiFi acknowledges that the batch
-//! holding its records is committed (`engine`, over the state its tasks share, `shared`).
+//! holding its records is committed (`engine`, over the state its tasks share, `shared`). What
+//! each shard is doing, worded for NiFi's View State, is `status`; the `watchdog` reports a shard
+//! stuck with records waiting. Test-only: `model`, the model test of the shard bookkeeping.
 
 pub mod budget;
 mod end_probe;

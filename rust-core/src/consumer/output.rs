@@ -2,8 +2,8 @@
 //! per record; one FlowFile per shard with the records joined by a demarcator, a newline for
 //! LINE_DELIMITED; or, for RECORD, one entry per record that the shim's Record Reader and Writer
 //! turn into FlowFiles) and the Output Strategy (bytes as they are, wrapped, or with
-//! `kinesisMetadata` injected). A record that must be JSON and is not goes to `parse.failure`
-//! whole, with the reason; nothing is dropped.
+//! `kinesisMetadata` injected, spliced in by `inject`). A record that must be JSON and is not goes
+//! to `parse.failure` whole, with the reason; nothing is dropped.
 //!
 //! A demarcator is not escaped: a record that contains it is written as it is, and a split on the
 //! demarcator downstream cuts that record in pieces.

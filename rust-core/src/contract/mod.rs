@@ -1,8 +1,11 @@
 //! What the engine and the Java processors must agree on, written once: FlowFile attribute names
-//! (`attributes`), the `kinesisMetadata` fields (`metadata`), each processor's property names, defaults and allowed values (`properties`) and
-//! the counters NiFi shows (`counters`), the exactly-once key (`exactly_once`), and the JNI layouts' magics and route codes (`wire`). Java gets the names and specs from generated, checked-in
-//! twins (`io.kinesnow.nifi.contract.Attributes`, `PropertySpecs`) and tests its own key against
-//! cases generated here; unit tests here keep them current. Depends on nothing but `std`.
+//! (`attributes`), the `kinesisMetadata` fields (`metadata`), each processor's property names,
+//! defaults and allowed values (`properties`), the counters NiFi shows (`counters`), the
+//! exactly-once key (`exactly_once`), and the JNI layouts' magics and route codes (`wire`). Java
+//! gets them from generated, checked-in twins in `io.kinesnow.nifi.contract` (`Attributes`,
+//! `KinesisMetadataFields`, `ConsumeKinesisSpecs` and `PutSnowflakeSpecs` of `PropertySpec`s,
+//! `ConsumeKinesisCounters`, `PutSnowflakeCounters`, `Wire`) and tests its own key against cases
+//! generated here; unit tests here keep them current. Depends on nothing but `std`.
 
 pub mod attributes;
 pub mod counters;

@@ -1,5 +1,8 @@
-//! The Kinesis side of the engine: the record model, positions, shard discovery, the polling
-//! reader's calls and limits, the Enhanced Fan-Out consumer, and KPL de-aggregation.
+//! The Kinesis side of the engine: the record model (`record`), positions (`position`), how calls
+//! name the stream (`address`: by name or ARN), the stream's description (`stream`) and shard
+//! discovery (`shards`), the polling reader's limits and back-off (`limiter`), the Enhanced Fan-Out
+//! consumer (`fan_out`), and KPL de-aggregation (`deaggregate`, over the messages of
+//! `kpl_messages` read in place by `kpl_view`, checked with `digest`'s MD5).
 
 pub mod address;
 pub mod deaggregate;

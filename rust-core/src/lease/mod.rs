@@ -17,6 +17,12 @@
 //!
 //! Rows are never deleted (Snowflake's IAM policy grants no `DeleteItem`): a removed row is a
 //! tombstone that every reader treats as absent (see `tombstone`).
+//!
+//! The map: `table` creates the table; `store` reads and writes its rows (every ownership write
+//! conditional on owner and lease counter); `node_row` is this engine's heartbeat slot,
+//! `membership` judges which nodes are alive and `balance` computes fair shares; `tombstone` is
+//! removal without DeleteItem; `migration` prepares the table when the processor is scheduled,
+//! migrating a legacy KCL table (read by `kcl`) under `migration_lock`.
 
 pub mod balance;
 pub mod kcl;

@@ -13,9 +13,9 @@ use aws_sdk_kinesis::types::ShardIteratorType;
 use serde::Serialize;
 
 use super::sql::{literal, ResultPages, Row, SqlApi};
-use super::OpsError;
+use super::{OpsError, Stream};
 use crate::contract::metadata as meta;
-use crate::kinesis::address::StreamRef;
+use crate::kinesis::address::{ForStream, StreamRef};
 use crate::kinesis::deaggregate::deaggregate;
 use crate::kinesis::position::compare_sequence_numbers;
 use crate::kinesis::record::KinesisRecord;
@@ -171,6 +171,9 @@ pub fn tally_sorted(shard_id: &str, rows: &[&str], records: &[&str]) -> ShardTal
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditReport {
     pub stream: String,
+    /// The stream's ARN, when the stream was named by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_arn: Option<String>,
     pub table: String,
     pub window: String,
     pub shards: Vec<ShardTally>,
@@ -249,7 +252,7 @@ impl Rows<'_> {
 /// One shard's records in the window, one GetRecords page at hand.
 struct Records<'a> {
     client: &'a aws_sdk_kinesis::Client,
-    stream: &'a str,
+    stream: StreamRef<'a>,
     shard: String,
     window: &'a Window,
     iterator: Option<String>,
@@ -261,11 +264,11 @@ struct Records<'a> {
 impl<'a> Records<'a> {
     async fn open(
         client: &'a aws_sdk_kinesis::Client,
-        stream: &'a str,
+        stream: StreamRef<'a>,
         shard: &str,
         window: &'a Window,
     ) -> Result<Records<'a>, OpsError> {
-        let request = client.get_shard_iterator().stream_name(stream).shard_id(shard);
+        let request = client.get_shard_iterator().for_stream(stream).shard_id(shard);
         let request = match window {
             Window::Time { from_ms, .. } => request
                 .shard_iterator_type(ShardIteratorType::AtTimestamp)
@@ -274,7 +277,7 @@ impl<'a> Records<'a> {
                 request.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(from)
             }
         };
-        let iterator = request.send().await.map_err(|e| kinesis_error(stream, shard, &e, e.code()))?;
+        let iterator = request.send().await.map_err(|e| kinesis_error(stream.as_str(), shard, &e, e.code()))?;
         Ok(Records {
             client,
             stream,
@@ -309,10 +312,11 @@ impl<'a> Records<'a> {
             return Ok(());
         };
         let out = loop {
-            match self.client.get_records().shard_iterator(&iterator).limit(PAGE_RECORDS).send().await {
+            let request = self.client.get_records().shard_iterator(&iterator).limit(PAGE_RECORDS);
+            match request.for_stream(self.stream).send().await {
                 Ok(out) => break out,
                 Err(e) => {
-                    let error = kinesis_error(self.stream, &self.shard, &e, e.code());
+                    let error = kinesis_error(self.stream.as_str(), &self.shard, &e, e.code());
                     if !matches!(&error, OpsError::Kinesis(crate::kinesis::KinesisError::Throttled { .. })) {
                         return Err(error);
                     }
@@ -369,22 +373,24 @@ fn kinesis_error(stream: &str, shard: &str, e: &(dyn std::error::Error + 'static
     .into()
 }
 
-/// Audits `table` against `stream` in `window`.
+/// Audits `table` against `stream` in `window`: the table's rows of the stream's name against the
+/// records Kinesis holds, read by the name or the ARN as the stream was named.
 pub async fn run(
     kinesis: &aws_sdk_kinesis::Client,
-    stream: &str,
+    stream: &Stream,
     sql: &SqlApi,
     table: &Table,
     window: &Window,
 ) -> Result<AuditReport, OpsError> {
     let mut shards: Vec<String> = match window {
         Window::Time { .. } => {
-            list_shards(kinesis, StreamRef::Name(stream)).await?.into_iter().map(|s| s.shard_id).collect()
+            list_shards(kinesis, stream.reference()).await?.into_iter().map(|s| s.shard_id).collect()
         }
         Window::Sequence { shard, .. } => vec![shard.clone()],
     };
     shards.sort();
-    let pages = sql.query(&statement(table, stream, window)).await.map_err(|e| OpsError::Snowflake(e.to_string()))?;
+    let pages =
+        sql.query(&statement(table, &stream.name, window)).await.map_err(|e| OpsError::Snowflake(e.to_string()))?;
     let mut rows = Rows { pages, page: Vec::new().into_iter(), head: None, without_key: 0 };
     let mut listed = shards.into_iter().peekable();
     let mut tallies = Vec::new();
@@ -398,14 +404,15 @@ pub async fn run(
             (None, None) => break,
         };
         let mut records = match in_kinesis {
-            true => Some(Records::open(kinesis, stream, &shard, window).await?),
+            true => Some(Records::open(kinesis, stream.reference(), &shard, window).await?),
             false => None,
         };
         tallies.push(merge_shard(&shard, &mut rows, records.as_mut()).await?);
     }
     let clean = tallies.iter().all(ShardTally::clean);
     Ok(AuditReport {
-        stream: stream.to_owned(),
+        stream: stream.name.clone(),
+        stream_arn: stream.arn.as_ref().map(ToString::to_string),
         table: table.qualified(),
         window: window.to_string(),
         shards: tallies,
@@ -448,7 +455,8 @@ fn take_record(records: &mut Option<&mut Records<'_>>) {
 
 /// The report as text: one line per shard, then the examples of what is wrong.
 pub fn render(report: &AuditReport) -> String {
-    let mut out = format!("STREAM {}  TABLE {}  WINDOW {}\n\n", report.stream, report.table, report.window);
+    let arn = super::status::arn_note(&report.stream_arn);
+    let mut out = format!("STREAM {}{arn}  TABLE {}  WINDOW {}\n\n", report.stream, report.table, report.window);
     out.push_str("SHARD                   ROWS  IN KINESIS  DUPLICATES  MISSING  UNEXPECTED\n");
     for s in &report.shards {
         out.push_str(&format!(

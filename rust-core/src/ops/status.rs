@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use serde::Serialize;
 
-use super::OpsError;
-use crate::kinesis::address::StreamRef;
+use super::{OpsError, Stream};
+use crate::kinesis::address::ForStream;
 use crate::kinesis::position::Position;
 use crate::kinesis::shards::{list_shards, ShardInfo};
 use crate::lease::table::{service_error, HASH_KEY, RANGE_KEY};
@@ -83,6 +83,9 @@ pub struct OtherRows {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StatusReport {
     pub stream: String,
+    /// The stream's ARN, when the stream was named by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_arn: Option<String>,
     pub application: String,
     pub shards: Vec<ShardStatus>,
     pub nodes: Vec<NodeRow>,
@@ -96,7 +99,7 @@ pub struct StatusReport {
 pub struct Target<'a> {
     pub kinesis: &'a aws_sdk_kinesis::Client,
     pub dynamodb: &'a aws_sdk_dynamodb::Client,
-    pub stream: &'a str,
+    pub stream: &'a Stream,
     /// The Application Name: the lease table's name.
     pub application: &'a str,
 }
@@ -104,11 +107,13 @@ pub struct Target<'a> {
 /// Reads the lease table and the stream; with `lag`, asks Kinesis how far each open shard's
 /// checkpoint is behind the tip.
 pub async fn read(target: &Target<'_>, lag: bool) -> Result<StatusReport, OpsError> {
-    let store = LeaseStore::new(target.dynamodb.clone(), target.application, target.stream);
+    let name = target.stream.name.as_str();
+    let store = LeaseStore::new(target.dynamodb.clone(), target.application, name);
     let view = store.scan().await?;
-    let other = other_rows(target.dynamodb, target.application, target.stream).await?;
-    let shards = list_shards(target.kinesis, StreamRef::Name(target.stream)).await?;
-    let mut report = assemble(target.stream, target.application, &shards, view, other);
+    let other = other_rows(target.dynamodb, target.application, name).await?;
+    let shards = list_shards(target.kinesis, target.stream.reference()).await?;
+    let mut report = assemble(name, target.application, &shards, view, other);
+    report.stream_arn = target.stream.arn.as_ref().map(ToString::to_string);
     if lag {
         for shard in report.shards.iter_mut().filter(|s| s.state == ShardState::Open) {
             shard.millis_behind_latest = millis_behind(target, shard).await?;
@@ -169,6 +174,7 @@ pub fn assemble(
         .collect();
     StatusReport {
         stream: stream.to_owned(),
+        stream_arn: None,
         application: application.to_owned(),
         shards: shard_rows,
         nodes,
@@ -243,7 +249,8 @@ pub fn classify(other: &mut OtherRows, id: &str, removed_at: Option<i64>) {
 /// MillisBehindLatest of one GetRecords (limit 1) after the shard's checkpoint (from TRIM_HORIZON
 /// without one); `None` for a finished shard.
 async fn millis_behind(target: &Target<'_>, shard: &ShardStatus) -> Result<Option<i64>, OpsError> {
-    let request = target.kinesis.get_shard_iterator().stream_name(target.stream).shard_id(&shard.shard_id);
+    let stream = target.stream.reference();
+    let request = target.kinesis.get_shard_iterator().for_stream(stream).shard_id(&shard.shard_id);
     let request = match shard.checkpoint.as_str() {
         "none" => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
         c if c.starts_with("SHARD_END") => return Ok(None),
@@ -254,7 +261,7 @@ async fn millis_behind(target: &Target<'_>, shard: &ShardStatus) -> Result<Optio
     };
     let kinesis_error = |e: &(dyn std::error::Error + 'static), code: Option<&str>| {
         crate::kinesis::KinesisError::from_sdk(
-            target.stream,
+            stream.as_str(),
             Some(&shard.shard_id),
             crate::kinesis::sdk_error_text(e),
             code.map(str::to_owned),
@@ -265,15 +272,21 @@ async fn millis_behind(target: &Target<'_>, shard: &ShardStatus) -> Result<Optio
         Err(e) => return Err(kinesis_error(&e, e.as_service_error().and_then(|s| s.meta().code())).into()),
     };
     let Some(iterator) = iterator else { return Ok(None) };
-    match target.kinesis.get_records().shard_iterator(iterator).limit(1).send().await {
+    match target.kinesis.get_records().shard_iterator(iterator).limit(1).for_stream(stream).send().await {
         Ok(out) => Ok(out.millis_behind_latest()),
         Err(e) => Err(kinesis_error(&e, e.as_service_error().and_then(|s| s.meta().code())).into()),
     }
 }
 
+/// ` (<arn>)` after the stream's name when it was named by its ARN.
+pub fn arn_note(arn: &Option<String>) -> String {
+    arn.as_ref().map_or_else(String::new, |a| format!(" ({a})"))
+}
+
 /// The report as a text table, shards first, then what else the table holds.
 pub fn render(report: &StatusReport) -> String {
-    let mut out = format!("STREAM {}  APPLICATION {}\n\n", report.stream, report.application);
+    let mut out =
+        format!("STREAM {}{}  APPLICATION {}\n\n", report.stream, arn_note(&report.stream_arn), report.application);
     let header = ["SHARD", "STATE", "OWNER", "NODE ROW", "COUNTER", "CHECKPOINT", "LOADED", "LAG (ms)"];
     let rows: Vec<[String; 8]> = report
         .shards

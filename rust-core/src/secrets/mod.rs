@@ -1,6 +1,6 @@
-//! Values that must never be printed (keys, passwords, tokens) and the credentials NiFi's AWS
-//! credentials service supplies. At the bottom of the engine: nothing here depends on another
-//! module of the crate.
+//! Values that must never be printed (keys, passwords, tokens: `secret`) and the credentials NiFi's
+//! AWS credentials service supplies (`credentials_service`). At the bottom of the engine: nothing
+//! here depends on another module of the crate.
 
 pub mod credentials_service;
 mod secret;

@@ -3,6 +3,9 @@
 //! probes only. The probes (I/O) gather facts; pure functions turn the facts into steps, so every
 //! verdict is unit-tested without a service. The steps cross JNI as alternating name, outcome and
 //! explanation (see `ffi::exports`), and Java makes NiFi's `ConfigVerificationResult`s of them.
+//!
+//! The map: `consume_kinesis` and `put_snowflake` are each processor's steps; `lease_census` reads
+//! whose the lease table is; `table_facts` reads the destination table's columns and settings.
 
 pub mod consume_kinesis;
 pub mod lease_census;

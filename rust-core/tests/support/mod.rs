@@ -119,6 +119,18 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         board: kinesnow_core::feedback::BoardHandle::process(),
     }
 }
+/// The stream's ARN as kinesis-local writes it (its region and account).
+pub async fn arn_of(c: &AwsClients, stream: &str) -> String {
+    let d = c.kinesis.describe_stream_summary().stream_name(stream).send().await.unwrap();
+    d.stream_description_summary().unwrap().stream_arn().to_owned()
+}
+
+/// The same stream name under another account.
+pub fn of_other_account(arn: &str) -> String {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    assert_ne!(parts[4], "210987654321");
+    format!("{}:{}:{}:{}:210987654321:{}", parts[0], parts[1], parts[2], parts[3], parts[5])
+}
 
 pub async fn create_stream(c: &AwsClients, stream: &str, shards: i32) {
     c.kinesis.create_stream().stream_name(stream).shard_count(shards).send().await.unwrap();

@@ -1,6 +1,7 @@
 //! `kinesnow-ctl`: the operator's command-line tool, a thin front end over `kinesnow_core::ops`.
 //! `status` shows each shard of a stream and Application Name as the lease table and Kinesis have
-//! it; `audit` compares a destination table with Kinesis in a window. Both only read.
+//! it; `audit` compares a destination table with Kinesis in a window. Both only read. `--stream`
+//! takes the stream's name or its ARN, as ConsumeKinesis' Stream Name does.
 //!
 //! Exit codes: 0 done (and, for `audit`, the table is clean); 1 `audit` found duplicates, missing
 //! or unexpected rows; 2 wrong usage or any other error (credentials, a service unreachable).
@@ -19,6 +20,7 @@ use kinesnow_core::config::PropertyMap;
 use kinesnow_core::ops::audit::{self, Table, Window};
 use kinesnow_core::ops::sql::SqlApi;
 use kinesnow_core::ops::status::{self, Target};
+use kinesnow_core::ops::Stream;
 use kinesnow_core::snowflake::auth::KeyPairSigner;
 
 /// The environment variable the private key's passphrase is read from (never a flag: flags show
@@ -47,10 +49,11 @@ enum Command {
 /// Where and as whom AWS is called, as ConsumeKinesis takes it.
 #[derive(Args)]
 struct AwsArgs {
-    /// The stream's name.
+    /// The stream's name, or its ARN (arn:aws:kinesis:<region>:<account>:stream/<name>, a stream of another
+    /// account): then every Kinesis call names the stream by the ARN, as ConsumeKinesis does.
     #[arg(long)]
     stream: String,
-    /// AWS region (else AWS_REGION, else AWS_DEFAULT_REGION).
+    /// AWS region (else the stream ARN's, else AWS_REGION, else AWS_DEFAULT_REGION); with an ARN, the ARN's region.
     #[arg(long)]
     region: Option<String>,
     /// A profile of the AWS shared config and credentials files; without it, the AWS default chain.
@@ -175,17 +178,25 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The settings the flags name, and the clients made from them.
-async fn aws_clients(args: &AwsArgs) -> Result<(AwsSettings, AwsClients), String> {
-    let region = args
-        .region
-        .clone()
-        .or_else(|| std::env::var("AWS_REGION").ok())
-        .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
-        .ok_or("no region: pass --region or set AWS_REGION")?;
+/// The stream the flags name, the settings, and the clients made from them.
+async fn aws_clients(args: &AwsArgs) -> Result<(Stream, AwsSettings, AwsClients), String> {
+    let stream = Stream::parse(&args.stream).map_err(|e| format!("--stream: {e}"))?;
+    let region = region(args.region.clone(), &stream, |name| std::env::var(name).ok())?;
     let settings = aws_settings(args, region, std::env::var(PROXY_PASSWORD_ENV).ok())?;
     let clients = clients(&settings).await;
-    Ok((settings, clients))
+    Ok((stream, settings, clients))
+}
+
+/// The region the calls go to: --region, else the stream ARN's, else the environment's; with an
+/// ARN it must be the ARN's region (the SDK sends every call to the client's region).
+fn region(flag: Option<String>, stream: &Stream, env: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let region = flag
+        .or_else(|| stream.arn.as_ref().map(|a| a.region.clone()))
+        .or_else(|| env("AWS_REGION"))
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+        .ok_or("no region: pass --region or set AWS_REGION")?;
+    stream.check_region(&region).map_err(|e| e.to_string())?;
+    Ok(region)
 }
 
 /// The flags as ConsumeKinesis' properties (and its proxy service's facts), read by the processor's
@@ -220,9 +231,8 @@ fn aws_settings(args: &AwsArgs, region: String, proxy_password: Option<String>) 
 }
 
 async fn run_status(args: StatusArgs) -> Result<ExitCode, String> {
-    let (_, c) = aws_clients(&args.aws).await?;
-    let target =
-        Target { kinesis: &c.kinesis, dynamodb: &c.dynamodb, stream: &args.aws.stream, application: &args.application };
+    let (stream, _, c) = aws_clients(&args.aws).await?;
+    let target = Target { kinesis: &c.kinesis, dynamodb: &c.dynamodb, stream: &stream, application: &args.application };
     let report = status::read(&target, !args.no_lag).await.map_err(|e| e.to_string())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
@@ -245,12 +255,12 @@ async fn run_audit(args: AuditArgs) -> Result<ExitCode, String> {
             .parse()
             .map_err(|e| format!("account URL: {e}"))?,
     };
-    let (settings, c) = aws_clients(&args.aws).await?;
+    let (stream, settings, c) = aws_clients(&args.aws).await?;
     // Snowflake's calls go through the same proxy as AWS', as PutSnowflake's through its proxy service.
     let sql = SqlApi::new(base, signer, args.role.clone(), args.warehouse.clone(), None, &settings.proxy)
         .map_err(|e| e.to_string())?;
     let table = Table { database: args.database.clone(), schema: args.schema.clone(), name: args.table.clone() };
-    let report = audit::run(&c.kinesis, &args.aws.stream, &sql, &table, &window).await.map_err(|e| e.to_string())?;
+    let report = audit::run(&c.kinesis, &stream, &sql, &table, &window).await.map_err(|e| e.to_string())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {
@@ -388,6 +398,19 @@ mod tests {
                 .is_err(),
             "a host without a port"
         );
+    }
+
+    #[test]
+    fn a_stream_arn_names_the_region_unless_told_and_must_agree_with_it() {
+        let arn = Stream::parse("arn:aws:kinesis:eu-west-1:210987654321:stream/orders").unwrap();
+        let env = |name: &str| (name == "AWS_REGION").then(|| "us-east-1".to_owned());
+        assert_eq!(region(None, &arn, env), Ok("eu-west-1".to_owned()), "the ARN's region before the environment's");
+        assert_eq!(region(Some("eu-west-1".into()), &arn, env), Ok("eu-west-1".to_owned()));
+        let e = region(Some("us-east-1".into()), &arn, env).unwrap_err();
+        assert!(e.contains("region 'eu-west-1' is not the region 'us-east-1'"), "{e}");
+        let name = Stream::parse("orders").unwrap();
+        assert_eq!(region(None, &name, env), Ok("us-east-1".to_owned()));
+        assert!(region(None, &name, |_| None).unwrap_err().contains("no region"));
     }
 
     #[test]
