@@ -1,7 +1,9 @@
 //! What PutSnowflake tells ConsumeKinesis in the same NiFi JVM: how far Snowflake has committed
 //! each shard's rows, and which lease tenure of a shard is current. Both processors live in this
 //! one native library, so the meeting point is a board per process, which both engines are given
-//! at their start as a [`BoardHandle`] (a test can give engines a board of their own).
+//! at their start as a [`BoardHandle`] (a test can give engines a board of their own). The records
+//! ConsumeKinesis routed to `parse.failure`, which PutSnowflake's order passes over, are noted
+//! beside it (`parse_failures`).
 //!
 //! The rules (ConsumeKinesis' Failover Position `SNOWFLAKE_COMMIT`; see `consumer::resume`):
 //! - A **loaded position** is a fact about Snowflake: every record of the shard up to it is in

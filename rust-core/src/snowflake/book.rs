@@ -1,7 +1,7 @@
 //! The bookkeeping of one channel, apart from its I/O: the FlowFiles queued on it, which of their
 //! rows are sent, skipped or committed, and which FlowFiles are done. The channel writer
 //! (`channel`) makes the calls and tells the book what happened; the book decides, so a model test
-//! can drive it with every order of events.
+//! (`model`) can drive it with every order of events.
 //!
 //! The rules:
 //! - **Order is restored, not assumed.** NiFi hands FlowFiles over in any order (no prioritizer,
