@@ -744,6 +744,9 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
         ("producer's rate reached (records confirmed / s; slowest minute)",
          f"{fmt(rate['per_s'])} over {rate['seconds']:.0f} s; {fmt(rate['slowest_minute_per_s'])}"),
         ("good records put (PutRecords confirmed)", len(confirmed)),
+        ("records put per shard (PutRecords' answer)", ", ".join(
+            f"{shard.rsplit('-', 1)[-1].lstrip('0') or '0'}: {n}" for shard, n in sorted(collections.Counter(
+                r["shardId"] for r in producer.producer.expected.values()).items()))),
         ("PutRecords failures (records unconfirmed; of them in the table)",
          f"{producer.errors} ({len(unconfirmed)} records; {len(unconfirmed & distinct)} in the table)"),
         ("drain after the producer stopped", f"{drained_s:.0f} s"),
