@@ -789,7 +789,7 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
             "records": (len(confirmed), "good records put, each in the table once"),
             "malformed": (len(malformed), "malformed records put, each in a parse.failure file"),
             "malformed_lost": (len(malformed_lost), "malformed records in no parse.failure file"),
-            "rate": (round(rate["per_s"] or 0), "records put per second (PutRecords confirmed)"),
+            "put_per_s": (round(rate["per_s"] or 0), "records put per second of the producer's run (good and malformed, PutRecords confirmed)"),
             "shards": (args.shards, "shards of the stream at the start"),
             "lost": (len(lost), "records lost"),
             "twice": (duplicates, "records loaded twice"),
