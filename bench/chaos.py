@@ -112,6 +112,9 @@ FAULTS = ("kill9", "sigstop", "consumer", "sink", "standin_http", "slow_commits"
 MALFORMED_FORMS = ("oops {id}", "[{id}]", "{id}")
 REFUSED_CODE = "ERR_REFUSED_BY_CHAOS_BENCH"  # no code PutSnowflake treats specially: a plain 4xx refusal
 PUT_FILE = "org.apache.nifi.processors.standard.PutFile"
+# tests/nifi/standard-nar/pom.xml's coordinates: named here, not looked up (a cluster replicates the processor-types
+# lookup to every node, and the first trial's lookup failed with a node's timeout on a loaded machine).
+STANDARD_BUNDLE = {"group": "com.kinesnow.tests", "artifact": "kinesnow-test-standard-processors-nar", "version": "2.3.0"}
 COMMIT_LAG_MS = SNOWFLAKE_LIKE_COMMIT_LAG  # --commit-lag-ms sets it
 FAILOVER_TIMEOUT_S = 7  # ConsumeKinesis's default Failover Timeout
 T0 = time.monotonic()
@@ -226,7 +229,7 @@ def rewire(cluster: NiFiCluster, flow: Flow, parse_failure_dir: str) -> None:
     flow.ids["failure_loop"] = c.connect(group, sink, sink, ["failure"])["id"]
     flow.ids["invalid_queue"] = c.connect(group, sink, funnel(c, group, (400, 600)), ["invalid", "empty"],
                                           destination_type="FUNNEL")["id"]
-    writer = c.add_processor(group, PUT_FILE, name="parse.failure to files", position=(400, 0),
+    writer = c.add_processor(group, PUT_FILE, bundle=STANDARD_BUNDLE, name="parse.failure to files", position=(400, 0),
                              auto_terminate=["success"], properties={
                                  "Directory": os.path.join(parse_failure_dir, "${uuid}"),
                                  "Conflict Resolution Strategy": "replace", "Create Missing Directories": "true"})["id"]
