@@ -216,6 +216,22 @@ class SteadyProducer:
         return ids - bad, bad
 
 
+def wait_processor_types(cluster: NiFiCluster, timeout: float = 300) -> None:
+    """Until the cluster answers its processor-types list (replicated to every node), which making the flow asks for.
+    Two trials on a loaded machine (load 17 on 2 cores) saw it fail with HTTP 500 (one node's replicated request
+    timed out) right after every node was CONNECTED, with the standard processors' NAR loaded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            cluster.client(1).get("flow/processor-types")
+            return
+        except NiFiApiError as e:
+            if time.monotonic() > deadline:
+                raise
+            log(f"the processor types are not listed yet ({str(e)[:120]}): again in 10 s")
+            time.sleep(10)
+
+
 # ---- the flow's queues ------------------------------------------------------------------------------------------
 
 def rewire(cluster: NiFiCluster, flow: Flow, parse_failure_dir: str) -> None:
@@ -867,6 +883,7 @@ def main() -> int:
         cluster = NiFiCluster.start(3, extensions=[nar(), standard_nar()], name="bench-chaos")
         log(f"cluster up in {cluster.up_seconds:.0f} s: PIDs {[n.pid for n in cluster.nodes]}, HTTP ports "
             f"{[n.http_port for n in cluster.nodes]}")
+        wait_processor_types(cluster)
         flow = Flow(cluster, sf, work, "SNOWFLAKE_COMMIT", args.run, shards=args.shards)
         flow.producer = ChaosProducer(flow.stream, args.malformed_every)
         rewire(cluster, flow, args.parse_failure_dir)
