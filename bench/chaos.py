@@ -1,6 +1,7 @@
-"""An hour of faults (issue 34): ConsumeKinesis -> PutSnowflake -> the Snowflake stand-in in a real 3-node NiFi
-cluster, one Application Name, Failover Position SNOWFLAKE_COMMIT, a steady producer into a 4-shard kinesis-local
-stream, and every --fault-every seconds one fault, drawn at random (seeded) from:
+"""An hour of faults (issues 34 and 51): ConsumeKinesis -> PutSnowflake -> the Snowflake stand-in in a real 3-node
+NiFi cluster, one Application Name, Failover Position SNOWFLAKE_COMMIT, a steady producer (--rate records/s, default
+500) into a --shards stream (default 8) of kinesis-local with malformed records mixed in, and every --fault-every
+seconds one fault, drawn at random (seeded) from:
 
   kill9         kill -9 of a node; once its shards are taken over (or 60 s), the node is restarted and rejoins
   sigstop       SIGSTOP of a node until its shards are taken over (past the 7 s Failover Timeout; at most 60 s),
@@ -12,17 +13,39 @@ stream, and every --fault-every seconds one fault, drawn at random (seeded) from
                 InvalidClientError, a 404 without envelope), for up to 30 s (its admin fault API)
   slow_commits  the stand-in commits late: commit lag 5-20 s instead of its --commit-lag-ms, or commits withheld,
                 for 30-90 s
-  reshard       SplitShard or MergeShards (open shards kept between 3 and 6: kinesis-local refuses more than 50
-                open shards over all its streams)
+  reshard       SplitShard or MergeShards (open shards kept between --shards - 1 and --shards + 2)
+  refuse_4xx    the stand-in refuses appends with 403 or 400 (a final refusal, which PutSnowflake sends to
+                `failure`): either every append on every channel for 5-20 s, or the next 1-5 appends of 1-3 of the
+                table's channels (for up to 30 s). PutSnowflake's `failure` is looped back to itself in this flow,
+                so the refused FlowFiles come back; the fault reports the refusals and the most FlowFiles seen on
+                the loop
 
-Faults are drawn from a shuffled deck of the seven (reshuffled when used up, with the seed), so each kind fires
-once in every seven faults. Before each fault the cluster is healed: every node running and CONNECTED.
+Faults are drawn from a shuffled deck of the eight (reshuffled when used up, with the seed), so each kind fires
+once in every eight faults. Before each fault the cluster is healed: every node running and CONNECTED.
+
+The flow is the shipped one (parameter-contexts/apply.py: LINE_DELIMITED, INJECT_METADATA, SNOWFLAKE_COMMIT) with
+three changes to its queues, so that every record can be accounted for: PutSnowflake's `failure` loops back to
+PutSnowflake (as issue 51 asks of the failure loop); its `invalid` and `empty` wait in a queue (none expected: the
+shipped flow's malformed records never reach PutSnowflake); and ConsumeKinesis' `parse.failure` goes to a PutFile
+(NiFi's standard processors, the test-only NAR of tests/nifi/standard-nar) that writes each FlowFile to a directory
+of its own, bench/.work/chaos-RUN/parse-failure/<FlowFile uuid>/ (its failure looped back to it).
+
+Malformed records (--malformed-every N, default 200: every N-th record id; 0 for none) take turns in three forms
+that each carry their record id and can never load as a row: `oops <id>` (not JSON), `[<id>]` (JSON, an array) and
+`<id>` (JSON, a number), the shapes of `oops`, `[]` and `42` in tests/e2e/test_malformed_records.py. They may be
+plain records or user records in KPL aggregates, as the producer's good records are. The shipped flow sends each to
+`parse.failure` as a FlowFile of its own.
 
 The cluster, not two standalone NiFis: tests/lib/nifi_cluster.py already does kill -9 and restart of a node
 (a checked PID, `nifi.sh start --keep`, rejoin and waiting for CONNECTED), the flow is made once and replicated,
 and bench/cluster_failover.py's Flow (reused here) applies it with SNOWFLAKE_COMMIT through the IAM policy proxy,
 as tests/e2e/test_cluster_exactly_once.py does. Two standalone NiFis would need the flow applied twice and their
-stops and starts done twice.
+stops and starts done twice. The nodes' ports (HTTP, cluster protocol, load balancing, ZooKeeper) are free ports
+the cluster picks when it starts, so they never meet another run's NiFi.
+
+The producer keeps to its schedule (records due = rate x seconds since it started; at most a second's worth in one
+PutRecords round), so a slow round is caught up on; the report gives the rate it reached (records PutRecords
+confirmed / seconds it ran) and the slowest minute, to show the run really had the rate it names.
 
 Every minute each node's JVM is sampled: RSS (VmRSS of /proc/PID/status) and used heap (usedHeapBytes of
 /nifi-api/system-diagnostics?nodewise=true, or the node's own answer while it is disconnected). Flatness is
@@ -32,18 +55,24 @@ from the first of those samples to the last is within 10 % of its value at the f
 samples, so that one GC's sawtooth in the used heap does not decide). At least 4 samples after warm-up are needed.
 
 At the end: the producer stops, the cluster is healed, the stand-in's faults cleared, both processors running;
-then up to --drain seconds for every record put to be in the table, 10 s more (anything still in flight would
-show as a duplicate), and per the stand-in table: losses (records PutRecords confirmed and not in the table),
-duplicates (rows minus distinct ids), records whose PutRecords failed (unconfirmed: they may or may not be in the
-stream), the error table, NiFi's failure queues, the lease table (shard rows and `__node__` heartbeat rows,
-live and tombstoned by `removedAt`), the IAM proxy's denials and the ERROR/WARN lines of io.kinesnow in each node's
-log. Exit 1 if losses or duplicates are not 0, 2 if the run could not be carried out.
+then up to --drain seconds for every good record put to be in the table and every malformed one in a parse.failure
+file, 10 s more (anything still in flight would show as a duplicate), and:
+- good records: losses (records PutRecords confirmed and not in the table), duplicates (rows minus distinct ids),
+  records whose PutRecords failed (unconfirmed: they may or may not be in the stream);
+- malformed records: how many were put, how many of them are in parse.failure files (each must be: a missing one is
+  lost), and the copies beyond one (a record read again after a failover is routed again: parse.failure is not part
+  of the table's exactly-once), and any file that is not a malformed record put;
+- the error table, NiFi's queues (PutSnowflake's input, its failure loop, invalid/empty, PutFile's input and loop),
+  the lease table (shard rows and `__node__` heartbeat rows, live and tombstoned by `removedAt`), the IAM proxy's
+  denials and the ERROR/WARN lines of io.kinesnow in each node's log.
+Exit 1 if good records were lost or loaded twice, or a malformed record is in no parse.failure file; 2 if the run
+could not be carried out.
 
 The stand-in commits as Snowflake does by default: each append's commit lag drawn from 4-10 s, in append order
 per channel (--commit-lag-ms; runs before issue 50 used a fixed 300 ms).
 
-    bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 50] [--seed S] [--warmup MIN] [--drain SEC]
-                   [--commit-lag-ms 4000-10000]
+    bench/chaos.sh [--minutes 60] [--fault-every 180] [--rate 500] [--shards 8] [--malformed-every 200] [--seed S]
+                   [--warmup MIN] [--drain SEC] [--commit-lag-ms 4000-10000] [--record-summary PREFIX]
 """
 
 from __future__ import annotations
@@ -64,18 +93,28 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path.insert(0, os.path.join(REPO, "parameter-contexts"))
 
 import iam_proxy  # noqa: E402
-from cluster_failover import SHARDS, Flow  # noqa: E402
+from apply import funnel  # noqa: E402
+from cluster_failover import Flow  # noqa: E402
 from lease_table import NODE_ROW_PREFIX, heartbeats, lease_owners, lease_rows  # noqa: E402
 from nifi_client import NiFiApiError  # noqa: E402
 from nifi_cluster import ClusterError, NiFiCluster  # noqa: E402
 from nifi_instance import client_for  # noqa: E402
 from services import AwsJsonError, dynamodb_call, ensure_services, kinesis_call  # noqa: E402
+from shared_nifi import standard_nar  # noqa: E402
 from standin import SNOWFLAKE_LIKE_COMMIT_LAG, Standin, make_key_pair  # noqa: E402
-from test_acceptance import ACCOUNT, USER, nar, wait_active  # noqa: E402
+from test_acceptance import ACCOUNT, USER, Producer, nar, wait_active  # noqa: E402
 
-FAULTS = ("kill9", "sigstop", "consumer", "sink", "standin_http", "slow_commits", "reshard")
+FAULTS = ("kill9", "sigstop", "consumer", "sink", "standin_http", "slow_commits", "reshard", "refuse_4xx")
+# Malformed records, in turn: not JSON, JSON but an array, JSON but a number (each carries its record id).
+MALFORMED_FORMS = ("oops {id}", "[{id}]", "{id}")
+REFUSED_CODE = "ERR_REFUSED_BY_CHAOS_BENCH"  # no code PutSnowflake treats specially: a plain 4xx refusal
+PUT_FILE = "org.apache.nifi.processors.standard.PutFile"
+# tests/nifi/standard-nar/pom.xml's coordinates: named here, not looked up (a cluster replicates the processor-types
+# lookup to every node, and the first trial's lookup failed with a node's timeout on a loaded machine).
+STANDARD_BUNDLE = {"group": "com.kinesnow.tests", "artifact": "kinesnow-test-standard-processors-nar", "version": "2.3.0"}
 COMMIT_LAG_MS = SNOWFLAKE_LIKE_COMMIT_LAG  # --commit-lag-ms sets it
 FAILOVER_TIMEOUT_S = 7  # ConsumeKinesis's default Failover Timeout
 T0 = time.monotonic()
@@ -96,31 +135,72 @@ def on_signal(signum, _frame):
 
 # ---- the producer ------------------------------------------------------------------------------------------------
 
-class SteadyProducer:
-    """Flow.producer (test_acceptance.Producer) at `rate` records per second until stopped. A failed PutRecords
-    is counted and the loop goes on: its ids are 'unconfirmed' (put or not, nobody knows)."""
+class ChaosProducer(Producer):
+    """test_acceptance.Producer (plain records and KPL aggregates over 16 partition keys), with every
+    `malformed_every`-th record id a malformed record (MALFORMED_FORMS in turn) instead of a JSON object."""
 
-    def __init__(self, flow: Flow, rate: int):
-        self.producer, self.rate = flow.producer, rate
+    def __init__(self, stream: str, malformed_every: int):
+        super().__init__(stream)
+        self.malformed_every = malformed_every
+
+    def is_malformed(self, i: int) -> bool:
+        return self.malformed_every > 0 and i % self.malformed_every == self.malformed_every - 1
+
+    def event(self, i: int, phase: int) -> str:
+        if self.is_malformed(i):
+            return MALFORMED_FORMS[(i // self.malformed_every) % len(MALFORMED_FORMS)].format(id=i)
+        return super().event(i, phase)
+
+
+class SteadyProducer:
+    """A ChaosProducer at `rate` records per second until stopped, on a schedule: each round puts the records due
+    since the start (rate x seconds) not yet tried, at most a second's worth, so a slow PutRecords is caught up on.
+    A failed PutRecords is counted and the loop goes on: its ids are 'unconfirmed' (put or not, nobody knows)."""
+
+    def __init__(self, producer: ChaosProducer, rate: int):
+        self.producer, self.rate = producer, rate
         self.stop = threading.Event()
         self.errors = 0
         self.last_error = None
+        self.tried = 0
+        self.started = self.stopped = None
+        self.per_minute: list[tuple[float, int]] = []  # (seconds since the producer started, records confirmed)
         self.thread = threading.Thread(target=self.run, daemon=True, name="producer")
 
     def run(self):
-        chunk = max(1, min(50, self.rate // 2))
         last_report = 0.0
+        self.started = time.monotonic()
         while not self.stop.is_set():
-            t = time.monotonic()
+            due = int(self.rate * (time.monotonic() - self.started)) - self.tried
+            if due <= 0:
+                self.stop.wait(0.05)
+                continue
+            count = min(due, self.rate)
+            self.tried += count
             try:
-                self.producer.put(chunk, phase=1)
+                self.producer.put(count, phase=1)
             except Exception as e:  # kinesis-local while resharding, a timeout: go on
                 self.errors += 1
                 self.last_error = f"{type(e).__name__}: {str(e)[:200]}"
                 if time.monotonic() - last_report > 30:
                     log(f"producer: PutRecords failed ({self.errors} so far): {self.last_error}")
                     last_report = time.monotonic()
-            self.stop.wait(max(0.0, chunk / self.rate - (time.monotonic() - t)))
+        self.stopped = time.monotonic()
+
+    def note_minute(self) -> None:
+        if self.started is not None:
+            self.per_minute.append((time.monotonic() - self.started, self.producer.count()))
+
+    def rate_reached(self) -> dict:
+        """Records confirmed per second over the producer's whole run, and in its slowest full minute (between two
+        of the per-minute notes at least 50 s apart)."""
+        if self.started is None:
+            return {"per_s": None, "slowest_minute_per_s": None, "seconds": 0}
+        seconds = (self.stopped or time.monotonic()) - self.started
+        points = [(0.0, 0)] + self.per_minute
+        windows = [(c2 - c1) / (t2 - t1) for (t1, c1), (t2, c2) in zip(points, points[1:]) if t2 - t1 >= 50]
+        return {"per_s": self.producer.count() / seconds if seconds > 0 else None,
+                "slowest_minute_per_s": min(windows) if windows else None, "seconds": seconds}
 
     def confirmed(self) -> set:
         with self.producer.lock:
@@ -129,6 +209,68 @@ class SteadyProducer:
     def unconfirmed(self) -> set:
         with self.producer.lock:
             return set(range(self.producer.next_id)) - set(self.producer.expected)
+
+    def split(self, ids: set) -> tuple[set, set]:
+        """(good ids, malformed ids) of `ids`."""
+        bad = {i for i in ids if self.producer.is_malformed(i)}
+        return ids - bad, bad
+
+
+def wait_processor_types(cluster: NiFiCluster, timeout: float = 300) -> None:
+    """Until the cluster answers its processor-types list (replicated to every node), which making the flow asks for.
+    Two trials on a loaded machine (load 17 on 2 cores) saw it fail with HTTP 500 (one node's replicated request
+    timed out) right after every node was CONNECTED, with the standard processors' NAR loaded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            cluster.client(1).get("flow/processor-types")
+            return
+        except NiFiApiError as e:
+            if time.monotonic() > deadline:
+                raise
+            log(f"the processor types are not listed yet ({str(e)[:120]}): again in 10 s")
+            time.sleep(10)
+
+
+# ---- the flow's queues ------------------------------------------------------------------------------------------
+
+def rewire(cluster: NiFiCluster, flow: Flow, parse_failure_dir: str) -> None:
+    """The shipped flow's queues changed so that every record can be accounted for (see the module's documentation):
+    PutSnowflake's failure looped back to it, invalid and empty kept in a queue, parse.failure written to files by a
+    PutFile. flow.ids gains the new connections' ids."""
+    c = cluster.client(1)
+    group, consumer, sink = flow.ids["group"], flow.ids["consumer"], flow.ids["sink"]
+    c.delete_connection(flow.ids["failure_queue"])  # failure and invalid into a funnel
+    c.delete_connection(flow.ids["parse_failure_queue"])  # parse.failure into a funnel
+    flow.ids["failure_loop"] = c.connect(group, sink, sink, ["failure"])["id"]
+    flow.ids["invalid_queue"] = c.connect(group, sink, funnel(c, group, (400, 600)), ["invalid", "empty"],
+                                          destination_type="FUNNEL")["id"]
+    writer = c.add_processor(group, PUT_FILE, bundle=STANDARD_BUNDLE, name="parse.failure to files", position=(400, 0),
+                             auto_terminate=["success"], properties={
+                                 "Directory": os.path.join(parse_failure_dir, "${uuid}"),
+                                 "Conflict Resolution Strategy": "replace", "Create Missing Directories": "true"})["id"]
+    flow.ids["writer"] = writer
+    flow.ids["parse_failure_queue"] = c.connect(group, consumer, writer, ["parse.failure"])["id"]
+    flow.ids["writer_failure_loop"] = c.connect(group, writer, writer, ["failure"])["id"]
+    for pid in (consumer, sink, writer):
+        v = c.processor_validation(pid)
+        assert v["status"] == "VALID", v
+    c.start_processor(writer)
+
+
+def routed_malformed(parse_failure_dir: str) -> collections.Counter:
+    """Record id -> the parse.failure files holding it (None for a file that holds no record id)."""
+    out = collections.Counter()
+    for root, _dirs, files in os.walk(parse_failure_dir):
+        for name in files:
+            if name.startswith("."):  # PutFile's file while it writes it (a node killed then leaves it)
+                continue
+            with open(os.path.join(root, name), "rb") as f:
+                text = f.read(200).decode("utf-8", "replace")
+            digits = "".join(ch for ch in text if ch.isdigit())
+            out[int(digits) if digits and text.strip() in [form.format(id=digits) for form in MALFORMED_FORMS]
+                else None] += 1
+    return out
 
 
 # ---- memory samples ----------------------------------------------------------------------------------------------
@@ -235,8 +377,9 @@ class Sampler:
 
 class Chaos:
     def __init__(self, cluster: NiFiCluster, sf: Standin, flow: Flow, rng: random.Random, sampler: Sampler,
-                 paused: set):
+                 paused: set, shards: int):
         self.cluster, self.sf, self.flow, self.rng, self.sampler = cluster, sf, flow, rng, sampler
+        self.shards = shards  # the stream's shards at the start: reshard keeps between shards - 1 and shards + 2
         self.stopped_pids = paused  # SIGSTOPped, not yet SIGCONTed (shared with the sampler)
         self.events: list[dict] = []
 
@@ -263,7 +406,7 @@ class Chaos:
                     self.cluster.reconnect(index, timeout=timeout)
             self.cluster.wait_until_connected(timeout=timeout)
         c = self.client()
-        for name in ("consumer", "sink"):
+        for name in ("consumer", "sink", "writer"):
             pid = self.flow.ids[name]
             if c.processor_state(pid) != "RUNNING":
                 log(f"heal: {name} was {c.processor_state(pid)}: start it")
@@ -412,12 +555,13 @@ class Chaos:
         shards = sorted(self.open_shards(), key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
         pairs = [(a, b) for a, b in zip(shards, shards[1:])
                  if int(a["HashKeyRange"]["EndingHashKey"]) + 1 == int(b["HashKeyRange"]["StartingHashKey"])]
-        split = len(shards) <= 3 or not pairs or (len(shards) < 6 and self.rng.random() < 0.5)
+        low, high = self.shards - 1, self.shards + 2
+        split = len(shards) <= low or not pairs or (len(shards) < high and self.rng.random() < 0.5)
         if split:
             shard = self.rng.choice(shards)
-            low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+            first, last = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
             kinesis_call("SplitShard", {"StreamName": self.flow.stream, "ShardToSplit": shard["ShardId"],
-                                        "NewStartingHashKey": str((low + high) // 2)})
+                                        "NewStartingHashKey": str((first + last) // 2)})
             what = f"split of {shard['ShardId']}"
         else:
             a, b = self.rng.choice(pairs)
@@ -426,6 +570,54 @@ class Chaos:
             what = f"merge of {a['ShardId']} and {b['ShardId']}"
         d = wait_active(self.flow.stream, 60)
         return f"{what}: {len(shards)} -> {len(self.open_shards())} open shards (stream {d['StreamStatus']})"
+
+    def channels(self) -> list[str]:
+        """The stand-in's channels of the flow's table (the shards' shared channels and any at-least-once ones)."""
+        pipe = self.flow.table.split(".")[-1] + "-STREAMING"
+        return sorted(ch["channel_name"] for ch in self.sf.admin("GET", "/admin/channels")["channels"]
+                      if ch["pipe_name"].upper() == pipe.upper())
+
+    def refuse_4xx(self) -> str:
+        status = self.rng.choice([403, 400])
+        spec = {"kind": "retry_request", "status": status, "code": REFUSED_CODE,
+                "message": f"refused by bench/chaos.py (fault refuse_4xx, HTTP {status})"}
+        loop = self.flow.ids["failure_loop"]
+        if self.rng.random() < 0.5:
+            hold, where = self.rng.uniform(5, 20), "every append on every channel"
+            faults = [self.sf.fault({**spec, "count": -1})]
+        else:
+            channels = self.channels()
+            if not channels:
+                raise RuntimeError("the table has no channel yet")
+            chosen = self.rng.sample(channels, min(len(channels), self.rng.randint(1, 3)))
+            count = self.rng.randint(1, 5)
+            hold = 30.0
+            where = f"the next {count} appends of {len(chosen)} channel(s) ({', '.join(c.rsplit('_', 1)[-1] for c in chosen)})"
+            faults = [self.sf.fault({**spec, "count": count, "channel": ch}) for ch in chosen]
+        fired = {f["id"]: 0 for f in faults}  # refusals so far (a counted fault used up leaves the list: its count)
+        looped = 0
+        end = time.monotonic() + hold
+        try:
+            while True:
+                listed = {f["id"]: f["fired"] for f in self.sf.admin("GET", "/admin/faults").get("faults", [])
+                          if isinstance(f, dict) and f.get("id") in fired}
+                for f in faults:
+                    fired[f["id"]] = listed.get(f["id"], f["remaining"] if f["remaining"] is not None else fired[f["id"]])
+                try:
+                    looped = max(looped, sum(self.cluster.queued(loop).values()))
+                except (NiFiApiError, ClusterError):
+                    pass
+                if time.monotonic() >= end or not listed:
+                    break
+                time.sleep(1)
+        finally:
+            for i in fired:
+                try:
+                    self.sf.admin("DELETE", f"/admin/faults/{i}")
+                except urllib.error.HTTPError:
+                    pass  # used up and gone already
+        return (f"HTTP {status} on {where} for up to {hold:.0f} s: {sum(fired.values())} appends refused; at most "
+                f"{looped} FlowFiles seen on the failure loop")
 
     def fire(self, kind: str) -> None:
         t = time.monotonic() - T0
@@ -456,16 +648,18 @@ def loaded_ids(sf: Standin, table: str) -> list[int]:
     return [r["ID"] for r in sf.query(f"SELECT ID FROM {table}")]
 
 
-def drain(sf: Standin, table: str, want: set, timeout: float) -> float:
-    """Until every id in `want` is in the table (at most `timeout` s); returns the seconds waited."""
+def drain(sf: Standin, table: str, want: set, want_routed: set, parse_failure_dir: str, timeout: float) -> float:
+    """Until every id in `want` is in the table and every id in `want_routed` in a parse.failure file (at most
+    `timeout` s); returns the seconds waited."""
     t0 = time.monotonic()
     last_log = 0.0
     while time.monotonic() - t0 < timeout:
         n = sf.query(f"SELECT COUNT(DISTINCT ID) AS D FROM {table}")[0]["D"]
-        if n >= len(want) and not (want - set(loaded_ids(sf, table))):
+        routed = want_routed & set(routed_malformed(parse_failure_dir))
+        if n >= len(want) and not (want - set(loaded_ids(sf, table))) and routed == want_routed:
             break
         if time.monotonic() - last_log > 30:
-            log(f"drain: {n} distinct of {len(want)} loaded")
+            log(f"drain: {n} distinct of {len(want)} loaded, {len(routed)} of {len(want_routed)} malformed routed")
             last_log = time.monotonic()
         time.sleep(2)
     return time.monotonic() - t0
@@ -502,12 +696,19 @@ def fmt(v, digits=1):
 def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos, sampler: Sampler,
            drained_s: float, leases: dict, queues: dict, logs: dict, denied: dict, warmup_s: float) -> int:
     table = flow.table
-    confirmed, unconfirmed = producer.confirmed(), producer.unconfirmed()
+    confirmed_all, unconfirmed = producer.confirmed(), producer.unconfirmed()
+    confirmed, malformed = producer.split(confirmed_all)
     ids = loaded_ids(sf, table)
     distinct = set(ids)
     lost = confirmed - distinct
     duplicates = len(ids) - len(distinct)
     extra = distinct - confirmed
+    routed = routed_malformed(args.parse_failure_dir)
+    routed_ids = {i for i in routed if i is not None}
+    malformed_lost = malformed - routed_ids
+    malformed_copies = sum(n - 1 for i, n in routed.items() if i is not None)
+    routed_unknown = sum(n for i, n in routed.items() if i is None or not producer.producer.is_malformed(i))
+    rate = producer.rate_reached()
     errors = sf.query(f"SELECT COUNT(*) AS N FROM ERROR_TABLE({table})")[0]["N"]
     fired = collections.Counter(e["kind"] for e in chaos.events)
     failed = collections.Counter(e["kind"] for e in chaos.events if not e["ok"])
@@ -556,9 +757,15 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
     print("\n## Summary\n")
     rows = [
         ("run", f"{args.minutes} min, a fault every {args.fault_every} s, {args.rate} records/s, seed {args.seed}, "
-                f"3-node cluster, {SHARDS}-shard stream, SNOWFLAKE_COMMIT"),
+                f"3-node cluster, {args.shards}-shard stream, SNOWFLAKE_COMMIT, commit lag {args.commit_lag_ms} ms, "
+                f"every {args.malformed_every}th record malformed"),
         ("faults fired", ", ".join(f"{k} {fired[k]}" + (f" ({failed[k]} failed)" if failed[k] else "") for k in FAULTS)),
-        ("records put (PutRecords confirmed)", len(confirmed)),
+        ("producer's rate reached (records confirmed / s; slowest minute)",
+         f"{fmt(rate['per_s'])} over {rate['seconds']:.0f} s; {fmt(rate['slowest_minute_per_s'])}"),
+        ("good records put (PutRecords confirmed)", len(confirmed)),
+        ("records put per shard (PutRecords' answer)", ", ".join(
+            f"{shard.rsplit('-', 1)[-1].lstrip('0') or '0'}: {n}" for shard, n in sorted(collections.Counter(
+                r["shardId"] for r in producer.producer.expected.values()).items()))),
         ("PutRecords failures (records unconfirmed; of them in the table)",
          f"{producer.errors} ({len(unconfirmed)} records; {len(unconfirmed & distinct)} in the table)"),
         ("drain after the producer stopped", f"{drained_s:.0f} s"),
@@ -567,8 +774,13 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
         ("**losses** (confirmed, not in the table)", f"**{len(lost)}**" + (f" e.g. {sorted(lost)[:10]}" if lost else "")),
         ("**duplicates** (rows - distinct)", f"**{duplicates}**"),
         ("ids in the table never put", len(extra - unconfirmed)),
+        ("malformed records put (PutRecords confirmed)", len(malformed)),
+        ("**malformed records in no parse.failure file** (lost)",
+         f"**{len(malformed_lost)}**" + (f" e.g. {sorted(malformed_lost)[:10]}" if malformed_lost else "")),
+        ("malformed records' copies beyond one in parse.failure files (routed again after a re-read)", malformed_copies),
+        ("parse.failure files that are no malformed record put", routed_unknown),
         ("error-table rows", errors),
-        ("NiFi queues at the end (records / parse.failure / failure)", json.dumps(queues)),
+        ("NiFi queues at the end", json.dumps(queues)),
         ("lease table", ", ".join(f"{k} {v}" for k, v in sorted(leases.items()))),
         ("IAM proxy denials", json.dumps(denied) if denied else "0"),
         ("RSS flat after warm-up", ", ".join(f"node-{r['node']}/{r['pid']}: {r['rss_mib']['verdict']}" for r in flat)),
@@ -581,6 +793,9 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
     result = {"args": vars(args), "faults": chaos.events, "samples": sampler.samples, "flatness": flat,
               "confirmed": len(confirmed), "unconfirmed": len(unconfirmed), "rows": len(ids), "distinct": len(distinct),
               "lost": len(lost), "lost_ids": sorted(lost)[:100], "duplicates": duplicates, "error_rows": errors,
+              "rate": rate, "malformed": len(malformed), "malformed_lost": len(malformed_lost),
+              "malformed_lost_ids": sorted(malformed_lost)[:100], "malformed_copies": malformed_copies,
+              "routed_unknown": routed_unknown,
               "queues": queues, "leases": leases, "denied": denied, "logs": logs, "drain_s": drained_s}
     path = os.path.join(REPO, "bench", ".work", f"chaos-{args.run}", "result.json")
     with open(path, "w", encoding="utf-8") as f:
@@ -590,7 +805,12 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
         import summary
         head = summary.head_commit()
         summary.record(args.record_summary, {
-            "records": (len(confirmed), "records put, each in the table once"),
+            "records": (len(confirmed), "good records put, each in the table once"),
+            "malformed": (len(malformed), "malformed records put, each in a parse.failure file"),
+            "malformed_lost": (len(malformed_lost), "malformed records in no parse.failure file"),
+            "put_per_s": (round(rate["per_s"] or 0),
+                          "records put per second of the producer's run (good and malformed, PutRecords confirmed)"),
+            "shards": (args.shards, "shards of the stream at the start"),
             "lost": (len(lost), "records lost"),
             "twice": (duplicates, "records loaded twice"),
             "faults": (len(chaos.events), "faults fired"),
@@ -598,7 +818,7 @@ def report(args, flow: Flow, sf: Standin, producer: SteadyProducer, chaos: Chaos
             "nar_commit": (head, "the commit the NAR under test was built from (this tree's HEAD)"),
             "nodes": (len(chaos.cluster.nodes), "NiFi nodes in the cluster"),
         }, "bench/chaos.sh " + " ".join(sys.argv[1:]), section="An hour of faults: `bench/chaos.sh`", commit=head)
-    return 0 if not lost and duplicates == 0 else 1
+    return 0 if not lost and duplicates == 0 and not malformed_lost else 1
 
 
 def nar_of_this_tree() -> None:
@@ -622,7 +842,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=60, help="minutes of faults and production")
     parser.add_argument("--fault-every", type=float, default=180, help="seconds from one fault's start to the next's")
-    parser.add_argument("--rate", type=int, default=50, help="records per second")
+    parser.add_argument("--rate", type=int, default=500, help="records per second (issue 51: at least 500 over 8 shards)")
+    parser.add_argument("--shards", type=int, default=8, help="shards of the stream at the start")
+    parser.add_argument("--malformed-every", type=int, default=200,
+                        help="every N-th record id is a malformed record (0: none)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault choice (default: the time)")
     parser.add_argument("--warmup", type=float, default=None, help="minutes of warm-up per JVM (default: min(10, minutes/3))")
     parser.add_argument("--drain", type=float, default=600, help="seconds at most for the last records to load")
@@ -642,11 +865,13 @@ def main() -> int:
     rng = random.Random(args.seed)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-    log(f"chaos run {args.run}: {args.minutes} min, a fault every {args.fault_every} s, {args.rate} records/s, "
-        f"seed {args.seed}, warm-up {warmup_s / 60:.1f} min")
+    log(f"chaos run {args.run}: {args.minutes} min, a fault every {args.fault_every} s, {args.rate} records/s over "
+        f"{args.shards} shards, every {args.malformed_every}th record malformed, seed {args.seed}, warm-up "
+        f"{warmup_s / 60:.1f} min, commit lag {COMMIT_LAG_MS} ms")
 
     work = os.path.join(REPO, "bench", ".work", f"chaos-{args.run}")
     os.makedirs(work, exist_ok=True)
+    args.parse_failure_dir = os.path.join(work, "parse-failure")
     services = sf = cluster = flow = producer = sampler = None
     chaos = None
     try:
@@ -655,10 +880,14 @@ def main() -> int:
         sf = Standin.start(os.path.join(work, "standin"), commit_lag_ms=COMMIT_LAG_MS)
         sf.register_user(ACCOUNT, USER, public_key)
         log("starting a 3-node NiFi cluster")
-        cluster = NiFiCluster.start(3, extensions=[nar()], name="bench-chaos")
-        log(f"cluster up in {cluster.up_seconds:.0f} s: PIDs {[n.pid for n in cluster.nodes]}")
-        flow = Flow(cluster, sf, work, "SNOWFLAKE_COMMIT", args.run)
-        log(f"stream {flow.stream} ({SHARDS} shards), Application Name {flow.app}, table {flow.table}")
+        cluster = NiFiCluster.start(3, extensions=[nar(), standard_nar()], name="bench-chaos")
+        log(f"cluster up in {cluster.up_seconds:.0f} s: PIDs {[n.pid for n in cluster.nodes]}, HTTP ports "
+            f"{[n.http_port for n in cluster.nodes]}")
+        wait_processor_types(cluster)
+        flow = Flow(cluster, sf, work, "SNOWFLAKE_COMMIT", args.run, shards=args.shards)
+        flow.producer = ChaosProducer(flow.stream, args.malformed_every)
+        rewire(cluster, flow, args.parse_failure_dir)
+        log(f"stream {flow.stream} ({args.shards} shards), Application Name {flow.app}, table {flow.table}")
         c = cluster.client(1)
         c.start_processor(flow.ids["consumer"])
         c.start_processor(flow.ids["sink"])
@@ -667,15 +896,21 @@ def main() -> int:
         for n in cluster.nodes:
             sampler.note_start(n.pid)
         sampler.thread.start()
-        producer = SteadyProducer(flow, args.rate)
+        producer = SteadyProducer(flow.producer, args.rate)
 
         def progress():
+            producer.note_minute()
             d = sf.query(f"SELECT COUNT(*) AS N, COUNT(DISTINCT ID) AS D FROM {flow.table}")[0]
-            log(f"progress: {producer.producer.count()} put, {d['D']} distinct loaded, "
-                f"{d['N'] - d['D']} duplicate rows so far, {producer.errors} PutRecords failures")
+            minutes = producer.per_minute[-2:]
+            recent = ((minutes[1][1] - minutes[0][1]) / (minutes[1][0] - minutes[0][0])
+                      if len(minutes) == 2 and minutes[1][0] > minutes[0][0] else None)
+            log(f"progress: {producer.producer.count()} put ({fmt(recent, 0)}/s in the last minute), {d['D']} "
+                f"distinct loaded, {d['N'] - d['D']} duplicate rows so far, "
+                f"{sum(routed_malformed(args.parse_failure_dir).values())} parse.failure files, "
+                f"{producer.errors} PutRecords failures")
         sampler.progress = progress
         producer.thread.start()
-        chaos = Chaos(cluster, sf, flow, rng, sampler, paused)
+        chaos = Chaos(cluster, sf, flow, rng, sampler, paused, args.shards)
         deck: list[str] = []
         end = time.monotonic() + args.minutes * 60
         next_fault = time.monotonic() + args.fault_every
@@ -703,14 +938,14 @@ def main() -> int:
             chaos.heal()
         except (ClusterError, NiFiApiError) as e:  # count what there is all the same
             log(f"the cluster did not heal before the drain: {e}")
-        want = producer.confirmed()
-        log(f"draining: {len(want)} records put (at most {args.drain:.0f} s)")
-        drained = drain(sf, flow.table, want, args.drain)
+        want, want_routed = producer.split(producer.confirmed())
+        log(f"draining: {len(want)} good and {len(want_routed)} malformed records put (at most {args.drain:.0f} s)")
+        drained = drain(sf, flow.table, want, want_routed, args.parse_failure_dir, args.drain)
         time.sleep(10)  # anything still in flight shows as a duplicate
         sampler.stop.set()
         sampler.sample()
         queues = {}
-        for name in ("records_queue", "parse_failure_queue", "failure_queue"):
+        for name in ("records_queue", "failure_loop", "invalid_queue", "parse_failure_queue", "writer_failure_loop"):
             try:
                 queues[name] = sum(cluster.queued(flow.ids[name]).values())
             except (NiFiApiError, ClusterError) as e:

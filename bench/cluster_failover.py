@@ -59,11 +59,11 @@ WRITES = ("dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 class Flow:
     """One Failover Position's stream, table, flow and producer."""
 
-    def __init__(self, cluster: NiFiCluster, sf: Standin, work: str, mode: str, run: str):
+    def __init__(self, cluster: NiFiCluster, sf: Standin, work: str, mode: str, run: str, shards: int = SHARDS):
         self.mode, self.sf = mode, sf
         tag = mode.split("_")[0].lower()
         self.stream, self.app, self.table = f"bench-fo-{tag}-{run}", f"bench-fo-{tag}-{run}-app", f"{DB}.BENCH_FO_{tag.upper()}_{run}"
-        kinesis_call("CreateStream", {"StreamName": self.stream, "ShardCount": SHARDS})
+        kinesis_call("CreateStream", {"StreamName": self.stream, "ShardCount": shards})
         wait_active(self.stream)
         create_table(sf, self.table, evolution=True)
         c = cluster.client(1)
