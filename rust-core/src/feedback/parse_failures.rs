@@ -86,6 +86,21 @@ impl ParseFailures {
         Some(current)
     }
 
+    /// Whether `last` was noted as never arriving, read just after `previous` (compared by sequence
+    /// and sub-sequence number, a missing sub-sequence number being 0): a FlowFile naming both brings
+    /// the noted records after all (repaired downstream).
+    pub fn noted(&self, scope: &Scope, shard: &str, previous: Option<&Position>, last: &Position) -> bool {
+        let same = |a: &Position, b: &Position| {
+            a.sequence_number == b.sequence_number
+                && a.sub_sequence_number.unwrap_or(0) == b.sub_sequence_number.unwrap_or(0)
+        };
+        self.before.get(&key(scope, shard, last)).is_some_and(|noted| match (noted, previous) {
+            (Some(a), Some(b)) => same(a, b),
+            (None, None) => true,
+            _ => false,
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.order.len()
     }
