@@ -162,7 +162,10 @@ mod tests {
         f.note(&scope("s"), "shard-1", None, &Position::new("1", Some(0)));
         assert!(f.noted(&scope("s"), "shard-1", Some(&at("10")), &at("11")));
         assert!(f.noted(&scope("s"), "shard-1", Some(&Position::new("10", Some(0))), &Position::new("11", Some(0))));
-        assert!(!f.noted(&scope("s"), "shard-1", Some(&at("9")), &at("11")), "another record before: not that FlowFile");
+        assert!(
+            !f.noted(&scope("s"), "shard-1", Some(&at("9")), &at("11")),
+            "another record before: not that FlowFile"
+        );
         assert!(!f.noted(&scope("s"), "shard-1", None, &at("11")));
         assert!(!f.noted(&scope("t"), "shard-1", Some(&at("10")), &at("11")), "another flow's note");
         assert!(!f.noted(&scope("s"), "shard-1", Some(&at("11")), &at("12")), "not noted");
