@@ -1540,3 +1540,54 @@ fn flow_files_waiting_for_an_earlier_one_give_the_budget_back_for_it() {
     assert_exactly_once(&standin, 3);
     assert!(board.lock().loaded(&key, "shardId-000000000000").is_some(), "the lease's position was reported");
 }
+
+/// A FlowFile's outcome as Java routes it: a FlowFile sent back for the at-least-once channel
+/// ([`Route::Reload`]) is marked so and taken again.
+fn outcome_after_reload(sink: &Sink, flow_file: FlowFileIn) -> Outcome {
+    let id = flow_file.id;
+    sink.submit(vec![flow_file.clone()]);
+    let outcome = sink.outcomes(1, Duration::from_secs(30)).remove(&id).unwrap();
+    if outcome.route != Route::Reload {
+        return outcome;
+    }
+    let mut again = flow_file;
+    again.attributes.insert("kinesnow.delivery".into(), "at-least-once".into());
+    sink.submit(vec![again]);
+    sink.outcomes(1, Duration::from_secs(30)).remove(&id).unwrap()
+}
+
+/// Issue 51, hole 3 for `parse.failure`: ConsumeKinesis' LINE_DELIMITED + INJECT_METADATA writes a
+/// malformed record to `parse.failure` (noted as never arriving, `feedback::parse_failures`) and the
+/// good records around it into one FlowFile, whose tokens span it. Repaired (ReplaceText, Jolt) and
+/// sent to PutSnowflake with its attributes, it must load at least once. Before: success with 1 row
+/// skipped (below the token the FlowFile around it committed), not loaded.
+#[test]
+fn a_record_repaired_from_parse_failure_is_loaded_not_skipped_as_a_replay() {
+    use kinesnow_core::feedback::{parse_failures::Scope, BoardHandle};
+    use kinesnow_core::kinesis::position::Position;
+    use kinesnow_core::snowflake::offset::sharded_sequence_number;
+    let standin = Standin::start("repaired-parse-failure", 100);
+    create_events(&standin, "");
+    let board = BoardHandle::new();
+    let sink = Sink::start_with(&config(&standin, &[("Order Wait", "600 sec")]), |s| s.board = board.clone());
+    let shard = "shardId-000000000000";
+    let seq = |n: u64| format!("4959{n:012}");
+    // As ConsumeKinesis notes it before it commits the batch: record 2 follows record 1 and never comes.
+    let scope = Scope::new("orders-app", "us-east-1", "orders");
+    board.parse_failures().note(&scope, shard, Some(Position::new(seq(1), None)), &Position::new(seq(2), None));
+    let line = |n: u64| {
+        let metadata = json!({"stream": "orders", "shardId": shard, "sequenceNumber": seq(n), "subSequenceNumber": 0,
+            "shardedSequenceNumber": sharded_sequence_number(&seq(n), 0)});
+        json!({"n": n, "seq": n, "kinesisMetadata": metadata}).to_string()
+    };
+    let mut around = kinesis_record(1, shard, 3, None, format!("{}\n{}\n", line(1), line(3)).as_bytes());
+    around.attributes.insert("aws.kinesis.first.sequence.number".into(), seq(1));
+    around.attributes.insert("record.count".into(), "2".into());
+    sink.submit(vec![around]);
+    let first = sink.outcomes(1, Duration::from_secs(30));
+    assert_eq!((first[&1].route, first[&1].rows_sent), (Route::Success, 2), "{first:?}");
+    let repaired = kinesis_record(2, shard, 2, Some(1), line(2).as_bytes());
+    let outcome = outcome_after_reload(&sink, repaired);
+    assert_eq!((outcome.route, outcome.rows_skipped), (Route::Success, 0), "{outcome:?}");
+    assert_exactly_once(&standin, 3);
+}

@@ -33,10 +33,10 @@ makes a JSON object of the bad content (`{"REPAIRED": "<content>"}`), keeping th
 into PutSnowflake; PutSnowflake's `success` goes through a RouteOnContent that keeps the repaired FlowFiles. Each
 repaired record must be in the table at least once (it comes back through the shard's at-least-once channel, so not
 exactly once by promise; once in the runs tried), every good record exactly once, and no repaired FlowFile in
-`success` whose record the table lacks. From `invalid`/`empty` this holds. From `parse.failure` it does not
-(issue 51, hole 3, for records ConsumeKinesis passed over): PutSnowflake routes the repaired FlowFiles to `success`
-with `snowflake.rows.skipped` = 1 and the table lacks them; those two variants are xfail(strict=True) until it is
-fixed.
+`success` whose record the table lacks. From `parse.failure` (issue 51, hole 3, for records ConsumeKinesis passed
+over) PutSnowflake used to route the repaired FlowFiles to `success` with `snowflake.rows.skipped` = 1, the table
+lacking them (the LINE_DELIMITED FlowFile around each spans its token); it now sends a record noted as never loading
+that comes after all back for the at-least-once channel.
 
 The refused append (test_refused_append_...): FLOW_FILE with Failover Position SNOWFLAKE_COMMIT (one shared channel
 per shard, one FlowFile per record: many FlowFiles in the writer's queue), PutSnowflake's `failure` looped back to
@@ -388,21 +388,12 @@ def test_good_records_after_bad_ones_load_as_fast_as_without_them(env, settings)
 
 # ---- 2. repaired records -----------------------------------------------------------------------------------
 
-REPAIRED_FROM_PARSE_FAILURE_SKIPPED = pytest.mark.xfail(strict=True, reason=(
-    "issue 51, hole 3 for parse.failure: a record ConsumeKinesis sent to parse.failure (LINE_DELIMITED + "
-    "INJECT_METADATA), repaired by ReplaceText and sent to PutSnowflake with its attributes, is routed to success "
-    "with snowflake.rows.skipped=1 (a replay) and is not in the table, with NIFI_COMMIT and SNOWFLAKE_COMMIT alike; "
-    "941e36e reloads repaired records that PutSnowflake itself sent to invalid/empty, not these"))
-
 
 def repair_variants() -> list:
     by_name = {v.name: v for v in variants()}
     shipped = by_name["shipped"]
     nifi_commit = dict(shipped.consumer, **{"Failover Position": "NIFI_COMMIT"})
-    return [by_name["defaults"],
-            pytest.param(shipped, marks=REPAIRED_FROM_PARSE_FAILURE_SKIPPED, id="shipped"),
-            pytest.param(Settings("shipped-nifi-commit", nifi_commit, shipped.sink, "consumer"),
-                         marks=REPAIRED_FROM_PARSE_FAILURE_SKIPPED, id="shipped-nifi-commit")]
+    return [by_name["defaults"], shipped, Settings("shipped-nifi-commit", nifi_commit, shipped.sink, "consumer")]
 
 
 @pytest.mark.parametrize("settings", repair_variants(), ids=lambda s: s.name)

@@ -7,11 +7,10 @@
 //!
 //! Notes belong to the flow that made them ([`Scope`]: Application Name, region and stream), so a
 //! same-named stream of another region, or another Application Name reading the same stream, never
-//! passes over a record on the strength of this flow's note. A record PutSnowflake noted here and
-//! that is repaired downstream (ReplaceText, Jolt) is not skipped when it comes after all: the
-//! channel remembers what it passed over (`snowflake::book`, gaps) and sends it back for the
-//! at-least-once channels. A record repaired after ConsumeKinesis' `parse.failure` is still skipped
-//! (a known bug, documented on PutSnowflake's page).
+//! passes over a record on the strength of this flow's note. A noted record that is repaired
+//! downstream (ReplaceText, Jolt) and comes after all with its attributes ([`ParseFailures::noted`])
+//! is not skipped: PutSnowflake sends it back for the at-least-once channels, since the channel may
+//! have gone on past it (a LINE_DELIMITED FlowFile's tokens span a record it lost to `parse.failure`).
 //!
 //! Memory: at most [`MAX_NOTED`] records across every stream and shard of the JVM; the oldest is
 //! forgotten first, which can only make a FlowFile wait for a record that never comes (the channel
@@ -161,6 +160,26 @@ impl ParseFailures {
         Some(current)
     }
 
+    /// Whether `last` was noted as never arriving, read just after `previous` (compared by sequence
+    /// and sub-sequence number, a missing sub-sequence number being 0): a FlowFile naming both brings
+    /// the noted records after all (repaired downstream).
+    pub fn noted(&self, scope: &dyn ScopeKey, shard: &str, previous: Option<&Position>, last: &Position) -> bool {
+        let same = |a: &Position, b: &Position| {
+            a.sequence_number == b.sequence_number
+                && a.sub_sequence_number.unwrap_or(0) == b.sub_sequence_number.unwrap_or(0)
+        };
+        // A record not aggregated may be named with sub-sequence number 0 or without one.
+        let other = Position::new(last.sequence_number.clone(), last.sub_sequence_number.map_or(Some(0), |_| None));
+        let unaggregated = last.sub_sequence_number.unwrap_or(0) == 0;
+        let Some(records) = self.before.get(scope).and_then(|shards| shards.get(shard)) else { return false };
+        let noted = records.get(last).or_else(|| unaggregated.then(|| records.get(&other)).flatten());
+        noted.is_some_and(|noted| match (noted, previous) {
+            (Some(a), Some(b)) => same(a, b),
+            (None, None) => true,
+            _ => false,
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.order.len()
     }
@@ -209,6 +228,24 @@ mod tests {
             None,
             "the lease's first record failed: nothing before"
         );
+    }
+
+    #[test]
+    fn a_noted_record_is_known_by_its_record_before_whatever_its_sub_sequence_spelling() {
+        let mut f = ParseFailures::default();
+        f.note(&scope("s"), "shard-1", Some(at("10")), &at("11"));
+        f.note(&scope("s"), "shard-1", None, &Position::new("1", Some(0)));
+        assert!(f.noted(&scope("s"), "shard-1", Some(&at("10")), &at("11")));
+        assert!(f.noted(&scope("s"), "shard-1", Some(&Position::new("10", Some(0))), &Position::new("11", Some(0))));
+        assert!(
+            !f.noted(&scope("s"), "shard-1", Some(&at("9")), &at("11")),
+            "another record before: not that FlowFile"
+        );
+        assert!(!f.noted(&scope("s"), "shard-1", None, &at("11")));
+        assert!(!f.noted(&scope("t"), "shard-1", Some(&at("10")), &at("11")), "another flow's note");
+        assert!(!f.noted(&scope("s"), "shard-1", Some(&at("11")), &at("12")), "not noted");
+        assert!(f.noted(&scope("s"), "shard-1", None, &at("1")));
+        assert!(!f.noted(&scope("s"), "shard-1", None, &Position::new("11", Some(3))), "another user record");
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!   so every row at or below a committed token went out in a committed append.
 //! - Opening (and every reopen) forgets what was sent since the last open, because Snowflake
 //!   discards what it did not commit, and lines every FlowFile up again from the committed token.
-//!   A committed token lower than one already seen is a stale answer and changes nothing.
+//!   A committed token lower than one already seen is a stale answer and changes nothing; one above
+//!   the line's end was committed by another writer (another node, on a shard's shared channel): the
+//!   line's end rises to it and the FlowFiles waiting for records up to it line up.
 //! - The committed token found at the first open is taken as it is: rows at or below it are skipped
 //!   (a replay of what this channel committed before a restart).
 //! - On an at-least-once channel the book gives each row a fresh token above every token it knows
@@ -103,8 +105,7 @@ pub enum Route {
 /// The shard's record read just before a FlowFile's first row, as its offset token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Follows {
-    /// Not said (not ConsumeKinesis' FlowFile, or the channel is a shard's shared channel whose
-    /// FlowFiles `link` puts in order): lined up as it comes.
+    /// Not said (not ConsumeKinesis' FlowFile): lined up as it comes.
     Unknown,
     /// No record before it in its lease (read from the shard's start, or the first read from
     /// LATEST or a timestamp): lined up as it comes.
@@ -379,8 +380,18 @@ struct Gap {
 }
 
 impl Gap {
+    fn holds(&self, token: &OffsetToken) -> bool {
+        *token < self.before && self.after.as_ref().is_none_or(|a| token > a)
+    }
+
+    /// Whether `p` brings a record of the gap: one of its rows' tokens is in it (a FlowFile may
+    /// span a gap without a row in it: LINE_DELIMITED leaves out a record routed to `parse.failure`);
+    /// by its ends, when its rows are dropped.
     fn holds_any_of(&self, p: &Pending) -> bool {
-        *p.lowest() < self.before && self.after.as_ref().is_none_or(|a| p.highest() > a)
+        if p.dropped() {
+            return *p.lowest() < self.before && self.after.as_ref().is_none_or(|a| p.highest() > a);
+        }
+        p.rows.iter().any(|r| self.holds(&r.token))
     }
 }
 
@@ -924,7 +935,10 @@ impl ChannelBook {
         self.waiting.remove(&key)
     }
 
-    /// Snowflake's channel status reported `token` committed; returns the FlowFiles now done.
+    /// Snowflake's channel status reported `token` committed; returns the FlowFiles now done. A
+    /// token above the line's end is another writer's commit (another node's, on a shard's shared
+    /// channel): what it covers is in the table, so the line's end rises to it and the FlowFiles
+    /// waiting for it line up now (their rows at or below it are not sent).
     pub fn commit_reported(&mut self, token: Option<OffsetToken>) -> Vec<Done> {
         if !self.open {
             return Vec::new();
@@ -932,7 +946,13 @@ impl ChannelBook {
         if token > self.committed {
             self.committed = token;
         }
-        self.complete()
+        let mut done = Vec::new();
+        if self.committed > self.high {
+            self.high = self.committed.clone();
+            done = self.line_up_waiting();
+        }
+        done.extend(self.complete());
+        done
     }
 
     /// The channel's error count is `total`; new errors mark the FlowFiles of the append named by

@@ -36,10 +36,13 @@ pub enum GapMemoryError {
     Unreadable(String),
 }
 
+/// Per channel, each gap: after, before, and when it was passed (ms since the epoch).
+type Channels = HashMap<String, Vec<(Option<OffsetToken>, OffsetToken, u64)>>;
+
 /// Every channel's gaps (see the module comment).
 #[derive(Default)]
 pub struct GapMemory {
-    channels: Mutex<HashMap<String, Vec<(Option<OffsetToken>, OffsetToken, u64)>>>,
+    channels: Mutex<Channels>,
 }
 
 fn now_ms() -> u64 {
@@ -141,7 +144,7 @@ impl GapMemory {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(Option<OffsetToken>, OffsetToken, u64)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Channels> {
         self.channels.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

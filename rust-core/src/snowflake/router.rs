@@ -96,7 +96,7 @@ pub struct Arrival<'a, F> {
     pub item: &'a F,
 }
 
-/// Who keeps a shared channel's FlowFiles in their shard's order.
+/// How a FlowFile came to its shard's shared channel (the book keeps their order either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
     /// `link`'s chain: the FlowFile follows on from what this JVM put of its lease into the channel.

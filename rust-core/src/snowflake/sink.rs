@@ -371,6 +371,9 @@ impl SinkEngine {
         if let Some((index, too_large)) = oversized {
             return self.refuse_too_large(&flow_file, &taken.destination, rows.len(), index, too_large);
         }
+        if let Some(message) = repaired_never_loading(&self.settings.board, &flow_file, &taken.source, taken.delivery) {
+            return self.immediate(flow_file.id, Route::Reload, String::new(), message);
+        }
         self.note_taken(&flow_file, &taken.source);
         let shared = match self.tracked_way(&flow_file, &taken, rows.len()) {
             Ok(shared) => shared,
@@ -398,12 +401,9 @@ impl SinkEngine {
                 self.names.lineage_key(&source),
             ),
         };
-        // A shard's shared channel gets its FlowFiles in order from `link`'s chains, unless the
-        // book is to order them (see `Order`).
-        let (follows, passes) = match &shared {
-            Some((_, Order::Chain)) => (Follows::Unknown, None),
-            Some((_, Order::Book)) | None => follows(&self.settings.board, &flow_file, &source, delivery),
-        };
+        // The book waits for the record before the FlowFile on a shared channel too: `link`'s chain
+        // may still count a FlowFile whose append was refused (issue 51, hole 1).
+        let (follows, passes) = follows(&self.settings.board, &flow_file, &source, delivery);
         let shared = shared.is_some();
         let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared, resent: false, passes };
         self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
@@ -964,6 +964,38 @@ fn follows(
             (follows, passes)
         }
     }
+}
+
+/// The FlowFile brings records noted as never loading (`feedback::parse_failures`: routed to
+/// `parse.failure`, or sent to `invalid`/`empty`/`failure` here), with the record before them they
+/// were noted with: they come after all, repaired downstream (ReplaceText, Jolt). Later records of
+/// their shard may be committed past them already (a LINE_DELIMITED FlowFile's tokens span a
+/// record it lost to `parse.failure`), so they go back for the at-least-once channels: why, if so.
+fn repaired_never_loading(
+    board: &BoardHandle,
+    flow_file: &FlowFileIn,
+    source: &Source,
+    delivery: Delivery,
+) -> Option<String> {
+    let (Delivery::ExactlyOnce, Source::Shard { shard_id, .. }) = (delivery, source) else { return None };
+    let (Some(previous), Some(last)) =
+        (super::rows::previous_record(&flow_file.attributes), last_record(&flow_file.attributes))
+    else {
+        return None;
+    };
+    let noted = board.parse_failures();
+    if noted.is_empty() {
+        return None;
+    }
+    let scope = note_scope(&flow_file.attributes, source);
+    noted.noted(&scope, shard_id, previous.as_ref(), &last).then(|| {
+        format!(
+            "its records (up to sequence number {} of shard {shard_id}) were noted as never loading (parse.failure, \
+             invalid, empty or too large) and come after all, repaired: the channel may have gone on past them, so it goes \
+             back to the queue to be loaded at least once through the at-least-once channels",
+            last.sequence_number
+        )
+    })
 }
 
 /// A FlowFile follows on from `record`.

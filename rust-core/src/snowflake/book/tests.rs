@@ -608,3 +608,24 @@ fn a_shared_channel_stuck_at_a_gap_sends_back_all_that_wait_behind_it_and_what_c
     assert_eq!(send_all(&mut book, start).unwrap().0, t(11));
     assert!(book.accept(shared(8, 12, &[13]), start + Duration::from_secs(64)).is_empty(), "the line moved: it waits");
 }
+
+/// Issue 51, hole 1: on a shard's shared channel a new tenure (another node) loads from what
+/// Snowflake committed, and its FlowFiles follow the record it started after. A book opened before
+/// that node's commit must line them up once the commit is reported, not wait the whole Order Wait
+/// (and then send them back for the at-least-once channels); rows at or below that commit are the
+/// other node's and are not sent again.
+#[test]
+fn a_higher_commit_of_another_writer_lines_up_the_flow_files_waiting_for_it() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(2)), 0);
+    let shared = |w: Work| Work { shared: true, ..w };
+    assert!(book.accept(shared(after(1, Some(8), &[9, 10])), now).is_empty());
+    assert_eq!(book.rows_fitting(usize::MAX), 0, "9 and 10 follow 8, not in this channel yet");
+    assert!(book.commit_reported(Some(t(8))).is_empty(), "another node committed up to 8");
+    assert_eq!(book.waiting().0, 0, "lined up at once");
+    assert_eq!(send_all(&mut book, now).unwrap().1, "{\"n\":9}\n{\"n\":10}\n");
+    book.accept(shared(after(2, Some(7), &[8, 9])), now);
+    assert!(send_all(&mut book, now).is_none(), "8 is the other node's, 9 is queued");
+    assert_eq!(ids(&book.commit_reported(Some(t(10)))), vec![1, 2]);
+}
