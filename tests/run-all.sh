@@ -40,19 +40,44 @@ done
 failed=()
 summary=()
 t_start=$SECONDS
+# Everything this run prints is also kept in one log, so a failed step's failing tests and its last lines can be
+# shown again beside the summary at the end, where a reader of a long (or cut) output looks first.
+run_log="$(mktemp)"
+exec > >(tee "$run_log") 2>&1
+trap 'rm -f "$run_log"' EXIT
+failure_digests=()
 record() { # status seconds name
   summary+=("$(printf '%-5s %5ss  %s' "$1" "$2" "$3")")
   [ "$1" = ok ] || failed+=("$3")
+}
+digest() { # name file [first-line]: the failing tests' lines and the last lines of a failed step's output
+  local name="$1" file="$2" first="${3:-1}" part
+  part="$(tail -n "+$first" "$file")"
+  failure_digests+=("--- $name: failing tests, then its last lines
+$(grep -E '^(FAILED|ERROR|XPASS) |^---- .* (stdout|stderr) ----$|^test .* \.\.\. FAILED$|panicked at' <<<"$part" | head -n 40)
+[...]
+$(tail -n 30 <<<"$part")")
 }
 step() {
   local name="$1"; shift
   echo
   echo "=== $name: $*"
-  local t0=$SECONDS
-  if "$@"; then record ok $((SECONDS - t0)) "$name"; else record FAIL $((SECONDS - t0)) "$name"; fi
+  local t0=$SECONDS first
+  first=$(($(wc -l <"$run_log") + 1))
+  if "$@"; then record ok $((SECONDS - t0)) "$name"
+  else
+    record FAIL $((SECONDS - t0)) "$name"
+    sleep 1 # tee catches up
+    digest "$name" "$run_log" "$first"
+  fi
 }
 finish() {
   echo
+  if [ ${#failure_digests[@]} -gt 0 ]; then
+    echo "=== What failed, again (each failed step's failing tests and last lines)"
+    printf '%s\n' "${failure_digests[@]}"
+    echo
+  fi
   echo "=== Summary: tests/run-all.sh $mode ($((SECONDS - t_start)) s)"
   printf '%s\n' "${summary[@]}"
   if [ ${#failed[@]} -gt 0 ]; then
@@ -179,9 +204,12 @@ join_background() {
   echo
   echo "=== $name (ran in the background):"
   cat "${bg_log[$name]}"
-  rm -f "${bg_log[$name]}"
   if [ $rc = 0 ]; then record ok $((SECONDS - bg_t0[$name])) "$name (background)"
-  else record FAIL $((SECONDS - bg_t0[$name])) "$name (background)"; fi
+  else
+    record FAIL $((SECONDS - bg_t0[$name])) "$name (background)"
+    digest "$name (background)" "${bg_log[$name]}"
+  fi
+  rm -f "${bg_log[$name]}"
   unset "bg_pid[$name]"
 }
 
