@@ -660,8 +660,10 @@ impl ChannelBook {
         self.stuck_since = None;
         self.stuck_at = Some(self.high.clone());
         self.stuck_wait = order_wait;
-        let waiting = std::mem::take(&mut self.waiting).into_values().filter(|p| p.shared);
-        let all: Vec<Pending> = std::iter::once(first).chain(waiting).collect();
+        // Only the shared channel's FlowFiles go back; any other stays waiting where it was.
+        let (shared, kept): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.waiting).into_iter().partition(|(_, p)| p.shared);
+        self.waiting = kept;
+        let all: Vec<Pending> = std::iter::once(first).chain(shared.into_values()).collect();
         let mut done = Vec::with_capacity(all.len());
         for p in all {
             let message = self.stuck_message(&p, order_wait);
