@@ -661,7 +661,8 @@ impl ChannelBook {
         self.stuck_at = Some(self.high.clone());
         self.stuck_wait = order_wait;
         // Only the shared channel's FlowFiles go back; any other stays waiting where it was.
-        let (shared, kept): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.waiting).into_iter().partition(|(_, p)| p.shared);
+        let (shared, kept): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            std::mem::take(&mut self.waiting).into_iter().partition(|(_, p)| p.shared);
         self.waiting = kept;
         let all: Vec<Pending> = std::iter::once(first).chain(shared.into_values()).collect();
         let mut done = Vec::with_capacity(all.len());

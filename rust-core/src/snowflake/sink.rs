@@ -43,7 +43,7 @@ use super::status::StatusBoard;
 use super::supervise::{panic_message, spawn_restarting};
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
-use crate::feedback::parse_failures::ScopeRef;
+use crate::feedback::parse_failures::{ParseFailures, ScopeRef};
 use crate::feedback::BoardHandle;
 use crate::kinesis::position::Position;
 
@@ -371,7 +371,8 @@ impl SinkEngine {
         if let Some((index, too_large)) = oversized {
             return self.refuse_too_large(&flow_file, &taken.destination, rows.len(), index, too_large);
         }
-        if let Some(message) = repaired_never_loading(&self.settings.board, &flow_file, &taken.source, taken.delivery) {
+        let notes = read_notes(&self.settings.board, &flow_file, &taken.source, taken.delivery);
+        if let Some(message) = notes.repaired {
             return self.immediate(flow_file.id, Route::Reload, String::new(), message);
         }
         self.note_taken(&flow_file, &taken.source);
@@ -379,11 +380,18 @@ impl SinkEngine {
             Ok(shared) => shared,
             Err(()) => return, // decided already (superseded, or parked)
         };
-        self.hand_over(flow_file, taken, rows, shared);
+        self.hand_over(flow_file, taken, rows, shared, notes.follows);
     }
 
     /// Lines the FlowFile's rows up in its channel (behind its parents' channels).
-    fn hand_over(&self, flow_file: FlowFileIn, taken: Taken, rows: Vec<Row>, shared: Option<(Tracked, Order)>) {
+    fn hand_over(
+        &self,
+        flow_file: FlowFileIn,
+        taken: Taken,
+        rows: Vec<Row>,
+        shared: Option<(Tracked, Order)>,
+        (follows, passes): (Follows, Option<OffsetToken>),
+    ) {
         let Taken { destination, source, delivery } = taken;
         // What the rows hold until their outcome: the content's buffer when they are slices of it.
         let bytes = super::rows::held_bytes(&flow_file, &rows);
@@ -401,9 +409,8 @@ impl SinkEngine {
                 self.names.lineage_key(&source),
             ),
         };
-        // The book waits for the record before the FlowFile on a shared channel too: `link`'s chain
-        // may still count a FlowFile whose append was refused (issue 51, hole 1).
-        let (follows, passes) = follows(&self.settings.board, &flow_file, &source, delivery);
+        // The book waits for the record before the FlowFile (`follows`) on a shared channel too:
+        // `link`'s chain may still count a FlowFile whose append was refused (issue 51, hole 1).
         let shared = shared.is_some();
         let work = Work { flow_file_id: flow_file.id, rows, bytes, follows, shared, resent: false, passes };
         self.in_flight_bytes.fetch_add(bytes, Ordering::AcqRel);
@@ -933,31 +940,42 @@ fn arrival_ms(flow_file: &FlowFileIn) -> Option<i64> {
     flow_file.attributes.get(ATTR_ARRIVAL_MS).and_then(|a| a.trim().parse::<i64>().ok())
 }
 
+/// What the notes of records that never load (`feedback::parse_failures`, read under one lock)
+/// say of a FlowFile of an exactly-once channel.
+struct Notes {
+    /// Why it goes back for the at-least-once channels, if it brings noted records repaired.
+    repaired: Option<String>,
+    /// What its channel's book waits for, and the record it names itself if that differs.
+    follows: (Follows, Option<OffsetToken>),
+}
+
+fn read_notes(board: &BoardHandle, flow_file: &FlowFileIn, source: &Source, delivery: Delivery) -> Notes {
+    let (Delivery::ExactlyOnce, Source::Shard { shard_id, .. }) = (delivery, source) else {
+        return Notes { repaired: None, follows: (Follows::Unknown, None) };
+    };
+    let noted = board.parse_failures();
+    let scope = note_scope(&flow_file.attributes, source);
+    let noted = (!noted.is_empty()).then_some((&*noted, &scope, shard_id.as_str()));
+    Notes { repaired: repaired_never_loading(noted, flow_file), follows: follows(noted, flow_file) }
+}
+
+/// The notes of one flow's shard, when there are any.
+type ShardNotes<'a> = Option<(&'a ParseFailures, &'a ScopeRef<'a>, &'a str)>;
+
 /// What a per-node channel's book waits for before it lines the FlowFile up: the record
 /// ConsumeKinesis read before its first one, or before the records that never load right before it
 /// (`feedback::parse_failures`, see `book`); and, in that second case, the record it names itself
 /// (`Work::passes`).
-fn follows(
-    board: &BoardHandle,
-    flow_file: &FlowFileIn,
-    source: &Source,
-    delivery: Delivery,
-) -> (Follows, Option<OffsetToken>) {
-    let (Delivery::ExactlyOnce, Source::Shard { shard_id, .. }) = (delivery, source) else {
-        return (Follows::Unknown, None);
-    };
+fn follows(noted: ShardNotes, flow_file: &FlowFileIn) -> (Follows, Option<OffsetToken>) {
     match super::rows::previous_record(&flow_file.attributes) {
         None => (Follows::Unknown, None),
         Some(None) => (Follows::Nothing, None),
         Some(Some(previous)) => {
             let named = token_of(&previous);
-            let follows = {
-                let noted = board.parse_failures();
-                if noted.is_empty() {
-                    follows_record(previous)
-                } else {
-                    let scope = note_scope(&flow_file.attributes, source);
-                    noted.before_failures(&scope, shard_id, previous).map_or(Follows::Nothing, follows_record)
+            let follows = match noted {
+                None => follows_record(previous),
+                Some((noted, scope, shard_id)) => {
+                    noted.before_failures(scope, shard_id, previous).map_or(Follows::Nothing, follows_record)
                 }
             };
             let passes = named.filter(|n| follows != Follows::After(n.clone()));
@@ -971,24 +989,14 @@ fn follows(
 /// were noted with: they come after all, repaired downstream (ReplaceText, Jolt). Later records of
 /// their shard may be committed past them already (a LINE_DELIMITED FlowFile's tokens span a
 /// record it lost to `parse.failure`), so they go back for the at-least-once channels: why, if so.
-fn repaired_never_loading(
-    board: &BoardHandle,
-    flow_file: &FlowFileIn,
-    source: &Source,
-    delivery: Delivery,
-) -> Option<String> {
-    let (Delivery::ExactlyOnce, Source::Shard { shard_id, .. }) = (delivery, source) else { return None };
+fn repaired_never_loading(noted: ShardNotes, flow_file: &FlowFileIn) -> Option<String> {
+    let (noted, scope, shard_id) = noted?;
     let (Some(previous), Some(last)) =
         (super::rows::previous_record(&flow_file.attributes), last_record(&flow_file.attributes))
     else {
         return None;
     };
-    let noted = board.parse_failures();
-    if noted.is_empty() {
-        return None;
-    }
-    let scope = note_scope(&flow_file.attributes, source);
-    noted.noted(&scope, shard_id, previous.as_ref(), &last).then(|| {
+    noted.noted(scope, shard_id, previous.as_ref(), &last).then(|| {
         format!(
             "its records (up to sequence number {} of shard {shard_id}) were noted as never loading (parse.failure, \
              invalid, empty or too large) and come after all, repaired: the channel may have gone on past them, so it goes \
