@@ -20,6 +20,7 @@ use crate::consumer::{Batch, ConsumerEngine, ConsumerError, EngineSettings};
 use crate::error::{Classify, ErrorClass};
 use crate::feedback::parse_failures::Scope;
 use crate::feedback::{BoardHandle, LinkKey, Skip};
+use crate::runtime::lock;
 use crate::snowflake::take_order::Candidate;
 use crate::snowflake::{FlowFileIn, Outcome, SinkEngine, SinkError, SinkSettings};
 pub use outgoing::OutgoingBatch;
@@ -94,7 +95,7 @@ impl Component {
     pub fn start(&self, id: u64) -> Result<(), ComponentError> {
         match &self.settings {
             Settings::ConsumeKinesis(config) => {
-                let mut slot = self.consumer.lock().unwrap_or_else(|p| p.into_inner());
+                let mut slot = lock(&self.consumer);
                 if slot.is_none() {
                     *slot = Some(Arc::new(start_consumer(config, id, Backoff::default())));
                 }
@@ -104,7 +105,7 @@ impl Component {
                 let settings = SinkSettings::from_config(config, id);
                 let _runtime = crate::runtime::get().enter();
                 let engine = SinkEngine::start(config, settings)?;
-                *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(engine));
+                *lock(&self.sink) = Some(Arc::new(engine));
                 Ok(())
             }
         }
@@ -163,18 +164,14 @@ impl Component {
     }
 
     fn sink(&self) -> Result<Arc<SinkEngine>, ComponentError> {
-        self.sink
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or(ComponentError::NotStarted(self.kind().name()))
+        lock(&self.sink).clone().ok_or(ComponentError::NotStarted(self.kind().name()))
     }
 
     /// `None` once the component can work; else why it cannot yet (ConsumeKinesis's engine is
     /// starting, or its last start attempt failed and is tried again), for a bulletin.
     pub fn startup_status(&self) -> Option<String> {
         match &self.settings {
-            Settings::ConsumeKinesis(_) => match self.consumer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Settings::ConsumeKinesis(_) => match lock(&self.consumer).as_ref() {
                 Some(startup) => startup.status(),
                 None => Some("the engine is not started".into()),
             },
@@ -188,9 +185,7 @@ impl Component {
     pub fn poll_batch(&self) -> Result<Option<OutgoingBatch>, ComponentError> {
         let (engine, config) = match self.consumer() {
             Ok(running) => running,
-            Err(ComponentError::NotStarted(_)) if self.consumer.lock().unwrap_or_else(|p| p.into_inner()).is_some() => {
-                return Ok(None)
-            }
+            Err(ComponentError::NotStarted(_)) if lock(&self.consumer).is_some() => return Ok(None),
             Err(e) => return Err(e),
         };
         let batch = crate::runtime::get().block_on(engine.poll(config.max_batch_size, config.max_batch_duration));
@@ -229,18 +224,18 @@ impl Component {
     /// start in progress is cancelled and leaves nothing behind.
     pub fn stop(&self) {
         // Stopped in place, so batch acknowledgements still reach the engine while it stops.
-        let startup = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let startup = lock(&self.consumer).clone();
         if let Some(startup) = startup {
             crate::runtime::get().block_on(startup.stop());
         }
-        self.consumer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(sink) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        lock(&self.consumer).take();
+        if let Some(sink) = lock(&self.sink).take() {
             sink.stop();
         }
     }
 
     fn consumer(&self) -> Result<(Arc<ConsumerEngine>, &ConsumeKinesisConfig), ComponentError> {
-        let engine = self.consumer.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|s| s.engine());
+        let engine = lock(&self.consumer).as_ref().and_then(|s| s.engine());
         match (&self.settings, engine) {
             (Settings::ConsumeKinesis(config), Some(engine)) => Ok((engine, config)),
             _ => Err(ComponentError::NotStarted(self.kind().name())),

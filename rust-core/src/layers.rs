@@ -10,8 +10,10 @@ use std::path::Path;
 
 /// Floor by floor, bottom first.
 const FLOORS: &[&[&str]] = &[
+    // The one tokio runtime, and how panics and poisoned locks are read.
+    &["runtime"],
     // Plain values and services nothing else is needed for.
-    &["contract", "error", "runtime", "secrets"],
+    &["contract", "error", "secrets"],
     // The counts each engine keeps for NiFi's counters.
     &["counters"],
     // Kinesis records, positions and how calls name a stream.

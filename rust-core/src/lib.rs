@@ -7,7 +7,7 @@
 //!
 //! The modules stand in floors, each using only floors below it (checked by `layers`, which also
 //! checks that every module is named on its parent's map, as here):
-//! `contract`, `error`, `runtime`, `secrets`; `counters`; `kinesis`; `config`; `aws`; `lease`;
+//! `runtime`; `contract`, `error`, `secrets`; `counters`; `kinesis`; `config`; `aws`; `lease`;
 //! `feedback`; `consumer`, `snowflake`; `verify`, `component`; `ops`; `ffi`. Test-only on top:
 //! `failover_model`, the model test of exactly once across failover.
 

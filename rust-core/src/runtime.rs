@@ -1,5 +1,6 @@
 //! The one tokio runtime of the loaded library, started on first use and shared by every
-//! component (processor instance) in this JVM.
+//! component (processor instance) in this JVM; and the two helpers every floor uses around its
+//! tasks and threads: a panic's text, and a lock taken even after a panic poisoned it.
 
 use once_cell::sync::Lazy;
 use tokio::runtime::{Builder, Runtime};
@@ -30,4 +31,47 @@ pub fn get() -> &'static Runtime {
 /// True once something has asked for the runtime (used by tests of lazy start-up).
 pub fn is_started() -> bool {
     Lazy::get(&RUNTIME).is_some()
+}
+
+/// The text of a panic's payload (`catch_unwind`'s, or a task's `JoinError::into_panic`), for the
+/// bulletin that reports it.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// Locks `mutex` even when a thread panicked while holding it: every panic is reported on its
+/// own (a bulletin), and the state behind these locks stays consistent between statements, so
+/// one panic must not turn every later call of the component into another.
+pub fn lock<T: ?Sized>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_read_from_str_and_string_payloads() {
+        assert_eq!(panic_message(&"static"), "static");
+        assert_eq!(panic_message(&String::from("owned")), "owned");
+        assert_eq!(panic_message(&42u8), "a panic without a message");
+    }
+
+    #[test]
+    fn a_poisoned_lock_is_still_taken() {
+        let m = std::sync::Arc::new(std::sync::Mutex::new(1));
+        let held = m.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = held.lock().unwrap();
+            panic!("poisons the lock");
+        })
+        .join();
+        assert!(m.is_poisoned());
+        *lock(&m) += 1;
+        assert_eq!(*lock(&m), 2);
+    }
 }

@@ -45,6 +45,11 @@ itself, the stand-in refusing the channel's next append with a 403 five times, 2
 stale chain while the refused append is in flight) needs a narrow window this black-box run may not open; it did not
 in the runs tried, so this is a regression test of the failure loop on a shared channel, not proof the hole is shut.
 
+The stop/start (test_put_snowflake_stop_and_start_...): the defaults, with NIFI_COMMIT and with SNOWFLAKE_COMMIT,
+PutSnowflake's `failure` looped back, one 403 refusal while records arrive, and PutSnowflake stopped, edited and
+started again while the refused FlowFiles wait out their penalty on the loop: every record exactly once, through
+the shard's own channel (no gap passed, no at-least-once channel).
+
 NiFi's standard processors (ReplaceText, RouteOnContent) come from the test-only NAR the shared NiFi loads
 (tests/nifi/standard-nar). kinesis-local allows 50 open shards over all its streams: the module deletes its
 streams and lease tables.
@@ -506,3 +511,65 @@ def test_refused_append_on_a_shared_channel_with_failure_looped_back(env):
     assert "error" not in report and report.get("fired", 0) > 0, f"the stand-in refused no append: {report}"
     assert not result["missing"] and not result["twice"] and result["rows"] == total, \
         f"records lost or loaded twice:\n{table}"
+
+
+# ---- 4. a PutSnowflake stop/start while failed FlowFiles are penalized --------------------------------------
+
+def restart_variants() -> list:
+    by_name = {v.name: v for v in variants()}
+    return [by_name["defaults"], by_name["defaults-snowflake-commit"]]
+
+
+@pytest.mark.parametrize("settings", restart_variants(), ids=lambda s: s.name)
+def test_put_snowflake_stop_and_start_while_failed_flow_files_are_penalized(env, settings):
+    """PutSnowflake's failure looped back to itself; the stand-in refuses an append of the shard's channel with a
+    403, so the FlowFiles not yet sent go to failure and wait out their penalty (NiFi's default, 30 s) in the loop.
+    While they wait, PutSnowflake is stopped, a property is changed (Max Batch Size, as a user edits one) and it is
+    started again: its channels, books and notes start afresh, the later FlowFiles come before the penalized ones.
+    Every record must load exactly once, and through the shard's own channel only: the penalized FlowFiles come
+    back within Order Wait (60 s), so no gap is passed and no at-least-once channel is opened (a channel that
+    forgot across the restart what it had would skip them as replays, or load them again)."""
+    c, sf = env["nifi"].client, env["sf"]
+    flow = add_flow(env, f"{settings.name}-restart", settings, with_bad=True, failure_loop=True)
+    total = GOOD + LIVE
+    flow.expected = total
+    report: dict = {}
+
+    def feed():
+        for first in range(GOOD, total, 100):
+            put(flow.stream, [json.dumps({"ID": i, "PAD": PAD}).encode() for i in range(first, min(first + 100, total))])
+            time.sleep(1)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    c.set_process_group_state(flow.group, "RUNNING")
+    feeder.start()
+    refuse_appends(sf, flow.table, report, rounds=1)
+    assert "error" not in report and report.get("fired", 0) > 0, f"the stand-in refused no append: {report}"
+    deadline = time.monotonic() + 20
+    while c.connection_queue_count(flow.loop) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    penalized = c.connection_queue_count(flow.loop)
+    assert penalized > 0, "no FlowFile waits on the failure loop"
+
+    c.stop_processor(flow.sink)
+    c.update_processor(flow.sink, properties={"Max Batch Size": "256 KB"})
+    assert c.processor_validation(flow.sink)["status"] == "VALID"
+    waiting_at_restart = c.connection_queue_count(flow.loop)
+    run_until_loaded(env, [flow])  # starts PutSnowflake again; times from here
+    feeder.join(timeout=60)
+    result = tally(sf, flow)
+    channels = sorted(ch["channel_name"] for ch in sf.admin("GET", "/admin/channels")["channels"]
+                      if ch["pipe_name"] == flow.table.split(".")[-1] + "-STREAMING")
+    table = describe([flow], {flow.label: result})
+    print(f"\n{settings.name}: {penalized} FlowFiles penalized on the failure loop at the stop, {waiting_at_restart} at "
+          f"the start; channels: {channels}\n{table}")
+
+    assert not result["missing"] and not result["twice"] and result["rows"] == total, \
+        f"records lost or loaded twice:\n{table}"
+    assert "done" in flow.times, f"not settled in {DEADLINE} s:\n{table}"
+    assert channels and not [n for n in channels if n.endswith("_atleastonce")], \
+        f"a gap was passed (an at-least-once channel opened): {channels}"
+    assert c.connection_queue_count(flow.loop) == 0, "FlowFiles left on the failure loop"
+    expected = {"invalid": {b"oops", b"42"}, "empty": {b"[]"}}
+    for rel, contents in expected.items():
+        assert sorted(queued_contents(c, flow.queues[rel])) == sorted(contents), rel

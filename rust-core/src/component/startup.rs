@@ -10,9 +10,10 @@
 //! error bulletin and is tried again after a growing delay; a panic in either step is one too.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::runtime::lock;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 use tracing::{error, info};
@@ -145,10 +146,6 @@ impl<E: Engine> Drop for Startup<E> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 async fn cancelled(rx: &mut watch::Receiver<bool>) {
     // An error means the sender is gone: the Startup was dropped, which cancels too.
     let _ = rx.wait_for(|c| *c).await;
@@ -235,20 +232,12 @@ fn flatten<T, Fail: std::fmt::Display>(r: Result<Result<T, Fail>, JoinError>) ->
     match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(e) if e.is_panic() => {
-            Err(format!("internal error in the native engine (a bug, please report it): {}", panic_text(e)))
-        }
+        Err(e) if e.is_panic() => Err(format!(
+            "internal error in the native engine (a bug, please report it): {}",
+            crate::runtime::panic_message(e.into_panic().as_ref())
+        )),
         Err(_) => Err("the start was cancelled".into()),
     }
-}
-
-fn panic_text(e: JoinError) -> String {
-    let payload = e.into_panic();
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic with a non-text payload".into())
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use crate::feedback::LinkKey;
 use crate::kinesis::fan_out;
 use crate::lease::migration;
 use crate::lease::{LeaseError, LeaseStore};
+use crate::runtime::lock;
 
 pub struct ConsumerEngine {
     shared: Arc<Shared>,
@@ -102,7 +103,7 @@ impl Prepared {
             engine.stop().await;
             return Err(e);
         }
-        *engine.keeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(keeper.run()));
+        *lock(&engine.keeper) = Some(tokio::spawn(keeper.run()));
         Ok(engine)
     }
 }
@@ -186,8 +187,7 @@ impl ConsumerEngine {
     /// node were frozen by a long GC pause or SIGSTOP; reading and polling go on.
     #[cfg(feature = "test-support")]
     pub fn suspend_lease_keeping(&self, pause: Duration) {
-        *self.shared.suspended_until.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(tokio::time::Instant::now() + pause);
+        *lock(&self.shared.suspended_until) = Some(tokio::time::Instant::now() + pause);
     }
 
     pub fn owner(&self) -> &str {
@@ -265,7 +265,7 @@ impl ConsumerEngine {
     pub async fn stop(&self) {
         let _ = self.shared.stopping.send(true);
         self.shared.data_ready.notify_waiters();
-        if let Some(keeper) = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(keeper) = lock(&self.keeper).take() {
             keeper.abort();
         }
         let readers: Vec<(String, JoinHandle<()>)> = std::mem::take(&mut *self.shared.lock_readers());
@@ -315,7 +315,7 @@ impl ConsumerEngine {
 impl Drop for ConsumerEngine {
     fn drop(&mut self) {
         let _ = self.shared.stopping.send(true);
-        if let Some(keeper) = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(keeper) = lock(&self.keeper).take() {
             keeper.abort();
         }
         for (_, reader) in self.shared.lock_readers().drain(..) {

@@ -25,6 +25,7 @@ use crate::lease::balance::{self, Readable};
 use crate::lease::kcl::StartHint;
 use crate::lease::membership::Membership;
 use crate::lease::{now_ms, Checkpoint, Holder, LeaseError, LeaseRow};
+use crate::runtime::lock;
 
 /// A listing of the stream's shards and when it was started.
 struct Listing {
@@ -76,7 +77,7 @@ impl Keeper {
         let started = Instant::now();
         let stuck_after = shared.settings.stuck_shard_warning;
         let shards = list_shards(&shared.kinesis, shared.settings.stream_ref()).await?;
-        *shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
+        *lock(&shared.listing) = ListingView::of(&shards, started);
         Ok(Self {
             membership: Membership::new(shared.owner.clone(), shared.settings.failover_timeout),
             shared,
@@ -158,7 +159,7 @@ impl Keeper {
 
     #[cfg(feature = "test-support")]
     fn suspended(&self) -> bool {
-        self.shared.suspended_until.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| t > Instant::now())
+        lock(&self.shared.suspended_until).is_some_and(|t| t > Instant::now())
     }
 
     #[cfg(not(feature = "test-support"))]
@@ -400,7 +401,7 @@ impl Keeper {
         if due {
             let started = Instant::now();
             let shards = list_shards(&self.shared.kinesis, self.shared.settings.stream_ref()).await?;
-            *self.shared.listing.lock().unwrap_or_else(|p| p.into_inner()) = ListingView::of(&shards, started);
+            *lock(&self.shared.listing) = ListingView::of(&shards, started);
             self.listing = Listing { shards, started };
         }
         Ok(())

@@ -26,6 +26,7 @@ use crate::kinesis::fan_out;
 use crate::kinesis::position::Position;
 use crate::lease::migration::MigrationSettings;
 use crate::lease::{Lease, LeaseError, LeaseStore};
+use crate::runtime::lock;
 
 /// The default silence after which a fan-out subscription is replaced (Kinesis sends an event at
 /// least every 5 s while one lives).
@@ -191,11 +192,11 @@ pub struct FanOutStats {
 
 impl Shared {
     pub(super) fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.ledger)
     }
 
     pub(super) fn lock_readers(&self) -> MutexGuard<'_, Vec<(String, JoinHandle<()>)>> {
-        self.readers.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.readers)
     }
 
     /// Where a shard without a checkpoint starts.
@@ -437,12 +438,12 @@ impl Shared {
     }
 
     pub(super) fn may_deliver(&self) -> bool {
-        *self.deliver_until.lock().unwrap_or_else(|p| p.into_inner()) > tokio::time::Instant::now()
+        *lock(&self.deliver_until) > tokio::time::Instant::now()
     }
 
     pub(super) fn deliver_until(&self, until: tokio::time::Instant) {
         let was = self.may_deliver();
-        *self.deliver_until.lock().unwrap_or_else(|p| p.into_inner()) = until;
+        *lock(&self.deliver_until) = until;
         if !was && until > tokio::time::Instant::now() {
             self.data_ready.notify_waiters();
         }

@@ -28,6 +28,7 @@ use crate::kinesis::address::ForStream;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
 use crate::kinesis::position::Position;
 use crate::kinesis::KinesisError;
+use crate::runtime::lock;
 
 /// SubscribeToShard allows one call per second per consumer and shard.
 const RESUBSCRIBE_FLOOR: Duration = Duration::from_secs(1);
@@ -278,7 +279,7 @@ async fn read(
 /// True when the shard's end should be confirmed by polling now; asks the keeper for a new
 /// listing when the shard is quiet and the last listing may predate its end.
 fn end_probe_due(shared: &Shared, shard_id: &str, progress: &Progress) -> bool {
-    let listed = shared.listing.lock().unwrap_or_else(|p| p.into_inner()).listed(shard_id);
+    let listed = lock(&shared.listing).listed(shard_id);
     match end_probe::end_check(listed, progress.last_records_at, tokio::time::Instant::now()) {
         EndCheck::Probe => true,
         EndCheck::List => {

@@ -130,6 +130,7 @@ pub struct Skip {
     pub last: Position,
 }
 
+use crate::runtime::lock;
 use spans::{reaches, Spans};
 
 fn extend(end: &mut Option<Position>, last: &Position) {
@@ -540,11 +541,11 @@ impl BoardHandle {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Board> {
-        self.board.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.board)
     }
 
     pub fn parse_failures(&self) -> MutexGuard<'_, parse_failures::ParseFailures> {
-        self.parse_failures.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.parse_failures)
     }
 
     /// Whether both handles are on the same board.

@@ -1,12 +1,12 @@
 //! Turns every outcome of an exported function into something safe for the JVM: a value, or one
 //! typed Java exception. Panics are caught here and never cross the JNI boundary.
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use jni::JNIEnv;
 
 use crate::error::{Classify, ErrorClass};
+use crate::runtime::panic_message;
 
 /// The Java exception classes, one per [`ErrorClass`].
 pub const RETRYABLE_EXCEPTION: &str = "io/kinesnow/nifi/nativebridge/RetryableNativeException";
@@ -71,14 +71,6 @@ impl From<jni::errors::Error> for BridgeError {
 /// Runs `f`, turning a panic into [`BridgeError::Panic`]. Pure Rust, so it is testable without a JVM.
 pub fn catch<T>(f: impl FnOnce() -> Result<T, BridgeError>) -> Result<T, BridgeError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| Err(BridgeError::Panic(panic_message(payload.as_ref()))))
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic with a non-text payload".to_owned())
 }
 
 /// Runs an exported function's body: on error or panic, throws the matching Java exception and

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::guard::BridgeError;
+use crate::runtime::lock;
 
 pub struct HandleTable<T> {
     next: AtomicU64,
@@ -46,7 +47,7 @@ impl<T> HandleTable<T> {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<T>>> {
         // A panic while holding the lock cannot leave the map half-updated, so poisoning is ignored.
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.live)
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::runtime::lock;
 use jni::objects::{GlobalRef, JValue};
 use jni::JavaVM;
 use once_cell::sync::OnceCell;
@@ -117,10 +118,6 @@ fn flush_within(bridge: &Bridge, wait: Duration) {
 /// Events lost because the queue was full since the library loaded.
 pub fn dropped_events() -> u64 {
     BRIDGE.get().map_or(0, |b| b.dropped.load(Ordering::Relaxed))
-}
-
-fn lock(sinks: &Mutex<HashMap<u64, GlobalRef>>) -> std::sync::MutexGuard<'_, HashMap<u64, GlobalRef>> {
-    sinks.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn deliver(vm: JavaVM, receiver: Receiver<Message>, sinks: Arc<Mutex<HashMap<u64, GlobalRef>>>) {

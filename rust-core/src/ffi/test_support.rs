@@ -16,6 +16,7 @@ use super::guard::{self, BridgeError};
 use super::java;
 use super::log_bridge;
 use crate::error::ErrorClass;
+use crate::runtime::lock;
 
 /// Number of credentials callbacks registered and not released (for leak checks in tests).
 #[no_mangle]
@@ -84,7 +85,7 @@ fn with_synthetic<T>(
     let key = (count(shards, "shards")?, count(records_per_shard, "records")?, count(payload_bytes, "payload")?);
     type Cache = Option<((usize, usize, usize), Vec<crate::consumer::output::ShardFlowFiles>)>;
     static CACHE: Lazy<std::sync::Mutex<Cache>> = Lazy::new(Default::default);
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cache = lock(&CACHE);
     if cache.as_ref().map(|(k, _)| *k) != Some(key) {
         *cache = Some((key, batch::synthetic(key.0, key.1, key.2)));
     }

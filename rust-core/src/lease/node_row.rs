@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use super::store::{LeaseStore, NodeBeat};
 use super::LeaseError;
+use crate::runtime::lock;
 
 /// The prefix of a slot's name after `__node__`.
 const SLOT: &str = "slot";
@@ -39,11 +40,11 @@ impl NodeRow {
 
     /// The slot this engine beats on, if it holds one.
     pub fn slot(&self) -> Option<String> {
-        self.slot.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.slot).clone()
     }
 
     fn set_slot(&self, slot: Option<String>) {
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = slot;
+        *lock(&self.slot) = slot;
     }
 
     /// Bumps this engine's heartbeat counter; takes a free slot first when it holds none, or when

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::runtime::lock;
 use once_cell::sync::Lazy;
 
 /// Where the engine gets the service's credentials: a blocking call (into Java, which may call STS).
@@ -108,7 +109,7 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 static SUPPLIERS: Lazy<Mutex<HashMap<u64, Arc<dyn CredentialsSupplier>>>> = Lazy::new(Default::default);
 
 fn suppliers() -> std::sync::MutexGuard<'static, HashMap<u64, Arc<dyn CredentialsSupplier>>> {
-    SUPPLIERS.lock().unwrap_or_else(|p| p.into_inner())
+    lock(&SUPPLIERS)
 }
 
 /// Keeps `supplier` until [`release`]; returns its handle (never 0, never reused).

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig, DATABASE, PIPE, SCHEMA, TABLE};
+use crate::runtime::lock;
 
 /// The resolved Database, Schema, Table and Pipe Java passes with each FlowFile.
 pub use crate::contract::attributes::DATABASE as ATTR_DATABASE;
@@ -199,7 +200,7 @@ impl<D: OpenDestination> OpenDestinations<D> {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<DestinationKey, Arc<D>>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.open)
     }
 }
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use super::book::PassedGap;
 use super::book::GAP_MEMORY;
 use super::offset::OffsetToken;
+use crate::runtime::lock;
 
 /// The local-state entry (and View State line) holding the gaps.
 pub const STATE_KEY: &str = "passed.gaps";
@@ -145,7 +146,7 @@ impl GapMemory {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Channels> {
-        self.channels.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.channels)
     }
 }
 

@@ -40,12 +40,14 @@ use super::rows::{
     ATTR_PARENT_SHARDS, FRAGMENT_PREFIX,
 };
 use super::status::StatusBoard;
-use super::supervise::{panic_message, spawn_restarting};
+use super::supervise::spawn_restarting;
 use super::writers::{OutcomeSink, WriterFactory, WriterTask, Writers};
 use crate::config::put_snowflake::{Destination as PipeChoice, PutSnowflakeConfig};
 use crate::feedback::parse_failures::{ParseFailures, ScopeRef};
 use crate::feedback::BoardHandle;
 use crate::kinesis::position::Position;
+use crate::runtime::lock;
+use crate::runtime::panic_message;
 
 /// How often the Freshness Warning looks at the shards (when outcomes are collected).
 const FRESHNESS_CHECK: Duration = Duration::from_secs(2);
@@ -457,7 +459,7 @@ impl SinkEngine {
     }
 
     fn lock_resending(&self) -> std::sync::MutexGuard<'_, HashMap<i64, String>> {
-        self.resending.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.resending)
     }
 
     /// A FlowFile with a row no append request can carry (see `request_size`) goes to failure before
@@ -697,7 +699,7 @@ impl SinkEngine {
     }
 
     fn lock_router(&self) -> std::sync::MutexGuard<'_, Router<FlowFileIn>> {
-        self.router.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.router)
     }
 
     /// Tells `feedback` what the tracked FlowFiles among `outcomes` have in Snowflake; a shared
@@ -741,7 +743,7 @@ impl SinkEngine {
             for o in outcomes {
                 freshness.settled(o.flow_file_id, o.route == Route::Success, now);
             }
-            let mut next = self.next_freshness_check.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = lock(&self.next_freshness_check);
             if Instant::now() < *next {
                 return;
             }
@@ -783,7 +785,7 @@ impl SinkEngine {
     }
 
     fn lock_freshness(&self) -> std::sync::MutexGuard<'_, Freshness> {
-        self.freshness.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.freshness)
     }
 
     fn immediate(&self, id: i64, route: Route, channel: String, message: String) {
@@ -826,7 +828,7 @@ impl SinkEngine {
     }
 
     fn lock_gate(&self) -> std::sync::MutexGuard<'_, LineageGate<Routed>> {
-        self.gate.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.gate)
     }
 
     /// FlowFiles held back for their parents' channels right now.

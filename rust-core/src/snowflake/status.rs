@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use super::api::{ChannelStatus, SnowflakeApi};
+use crate::runtime::lock;
 
 /// Snowflake answers at most this many channels per bulk status request.
 const CHANNELS_PER_REQUEST: usize = 100;
@@ -37,7 +38,7 @@ pub struct StatusWatch {
 
 impl Drop for StatusWatch {
     fn drop(&mut self) {
-        let mut entries = self.board.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = lock(&self.board.entries);
         // A newer writer of the same channel may have its own entry by now: leave that one.
         if entries.get(&self.channel).is_some_and(|e| Arc::ptr_eq(&e.awaiting, &self.awaiting)) {
             entries.remove(&self.channel);
@@ -63,16 +64,13 @@ impl StatusBoard {
     pub fn watch(&self, channel: &str) -> StatusWatch {
         let awaiting = Arc::new(AtomicBool::new(false));
         let (sender, receiver) = watch::channel(None);
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(channel.to_owned(), Entry { awaiting: awaiting.clone(), sender });
+        lock(&self.entries).insert(channel.to_owned(), Entry { awaiting: awaiting.clone(), sender });
         StatusWatch { channel: channel.to_owned(), board: self.clone(), awaiting, receiver }
     }
 
     /// Channels on the board.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        lock(&self.entries).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -80,12 +78,12 @@ impl StatusBoard {
     }
 
     fn awaiting(&self) -> Vec<String> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = lock(&self.entries);
         entries.iter().filter(|(_, e)| e.awaiting.load(Ordering::Acquire)).map(|(n, _)| n.clone()).collect()
     }
 
     fn publish(&self, statuses: HashMap<String, ChannelStatus>) {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = lock(&self.entries);
         for (name, status) in statuses {
             if let Some(entry) = entries.get(&name) {
                 entry.sender.send_replace(Some(status));

@@ -3,12 +3,13 @@
 //! `tracing` event with the component) and lets the caller recover. Aborting a supervisor aborts
 //! the task it watches.
 
-use std::any::Any;
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
 use tracing::{error, Instrument, Span};
+
+use crate::runtime::panic_message;
 
 /// Aborts a task when dropped, so a supervisor that is aborted takes its task with it.
 pub struct AbortOnDrop(pub AbortHandle);
@@ -72,15 +73,6 @@ where
     })
 }
 
-/// The text of a panic's payload.
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -123,12 +115,5 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(5), rx).await.expect("the task ended").is_err(),
             "the task was dropped, not finished"
         );
-    }
-
-    #[test]
-    fn panic_messages_are_read_from_str_and_string_payloads() {
-        assert_eq!(panic_message(&"static"), "static");
-        assert_eq!(panic_message(&String::from("owned")), "owned");
-        assert_eq!(panic_message(&42u8), "a panic without a message");
     }
 }

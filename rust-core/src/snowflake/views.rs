@@ -3,6 +3,7 @@
 //! its own entry (removed when the writer ends, so the view is bounded by the open writers); nothing
 //! reads the view back.
 
+use crate::runtime::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -61,7 +62,7 @@ impl ChannelViews {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ChannelView>> {
-        self.channels.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.channels)
     }
 }
 

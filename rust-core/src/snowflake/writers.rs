@@ -20,6 +20,7 @@ use tracing::error;
 use super::book::{Done, Outcome, Route, Work};
 use super::rows::Delivery;
 use super::supervise::{run_watched, Ended};
+use crate::runtime::lock;
 
 pub type WriterTask = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -74,7 +75,7 @@ impl Flights {
     }
 
     fn lock(&self) -> MutexGuard<'_, FlightState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Sends a FlowFile's outcome, unless one was sent already.
@@ -299,15 +300,11 @@ async fn supervise(
         error!(component, "channel {channel}: {lost} FlowFile(s) routed to failure: {message}");
     }
     if let Some(slots) = slots.upgrade() {
-        let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slots = lock(&slots);
         if slots.get(&channel).is_some_and(|s| Arc::ptr_eq(&s.flights.state, &flights.state)) {
             slots.remove(&channel);
         }
     }
-}
-
-fn lock(slots: &Slots) -> MutexGuard<'_, HashMap<String, Arc<Slot>>> {
-    slots.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Removes `slot` from the table if it is still the channel's.
