@@ -122,7 +122,7 @@ impl ConsumerEngine {
     /// then completed by the next start (or another node, once the lock's counter stops moving), as
     /// after a crash; a fan-out consumer already registered is kept for the next start.
     pub async fn prepare(settings: EngineSettings, clients: AwsClients) -> Result<Prepared, ConsumerError> {
-        let owner = format!("kinesnow-{}", uuid_like());
+        let owner = format!("kinesnow-{}", uuid::Uuid::new_v4());
         migration::prepare_table(
             &clients.dynamodb,
             &settings.application,
@@ -365,9 +365,4 @@ fn spawn_reader(
             tokio::spawn(super::subscriber::run(shared, shard_id, generation, client, consumer_arn))
         }
     }
-}
-
-/// A unique node id without another dependency: time, process id and a random number.
-pub(super) fn uuid_like() -> String {
-    format!("{:x}-{:x}-{:016x}", crate::lease::now_ms(), std::process::id(), rand::random::<u64>())
 }

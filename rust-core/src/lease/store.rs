@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 
 use super::kcl::StartHint;
-use super::table::{service_error, HASH_KEY, RANGE_KEY};
+use super::table::{n, s, service_error, HASH_KEY, RANGE_KEY};
 use super::tombstone::{self, is_tombstone, reviving};
 use super::{now_ms, LeaseError};
 use crate::kinesis::position::Position;
@@ -659,14 +659,6 @@ fn checkpoint_of(shard: &str, item: &Item) -> Result<Checkpoint, LeaseError> {
         (false, Some(p)) => Checkpoint::At(p),
         (false, None) => Checkpoint::None,
     })
-}
-
-fn s(v: &str) -> AttributeValue {
-    AttributeValue::S(v.to_owned())
-}
-
-fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
 }
 
 fn string(item: &Item, name: &str) -> Option<String> {

@@ -1,10 +1,11 @@
-//! Creates the lease table on demand (on-demand billing) and waits until it is ACTIVE.
+//! Creates the lease table on demand (on-demand billing) and waits until it is ACTIVE; the
+//! table's key names, and the two value makers every row write uses (`s`, `n`).
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -110,4 +111,14 @@ where
     } else {
         LeaseError::Service { table: table.to_owned(), message }
     }
+}
+
+/// A DynamoDB string value.
+pub fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_owned())
+}
+
+/// A DynamoDB number value.
+pub fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
 }

@@ -214,20 +214,13 @@ fn text(item: &Item, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::table::{n, s};
     use crate::verify::Outcome;
 
     fn item(pairs: &[(&str, AttributeValue)]) -> Item {
         let mut i: Item = pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
         i.insert("streamName".into(), s("orders"));
         i
-    }
-
-    fn s(v: &str) -> AttributeValue {
-        AttributeValue::S(v.into())
-    }
-
-    fn n(v: i64) -> AttributeValue {
-        AttributeValue::N(v.to_string())
     }
 
     /// Rows as NiFi's ConsumeKinesis (KinesisShardManager) writes them: a live and an expired
