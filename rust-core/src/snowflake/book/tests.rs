@@ -647,3 +647,25 @@ fn a_stuck_shared_line_sends_back_only_the_shared_flow_files() {
     assert_eq!(ids(&done), vec![1], "the shared FlowFile goes back");
     assert_eq!(book.waiting().0, 1, "the other stays waiting, with its outcome still to come");
 }
+
+/// Issue 51, hole 7 (why a moved lease waits, written as a test): with `NIFI_COMMIT` each node
+/// has its own channel, so the first FlowFile of a lease this node took follows a record its
+/// channel may never see (it went to the node before), and the book waits Order Wait before it
+/// goes on with a gap warning. It cannot go on at once: after a restart of this same node the
+/// same first FlowFile comes (ConsumeKinesis resumes from NiFi's commit, records 11 to 14) while
+/// the FlowFiles the node read before (5 to 10, committed to NiFi, not yet loaded) still wait in
+/// its queue, in any order. Lined up at once, 11 to 14 would be committed first and 5 to 10 then
+/// look like replays and be skipped. Waiting loads each once, in order.
+#[test]
+fn the_first_flow_file_of_a_new_lease_waits_for_the_records_this_node_still_has_queued() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(Some(t(4)), 0); // after the restart: Snowflake has this channel's rows up to 4
+    assert!(book.accept(after(3, Some(10), &[11, 12, 13, 14]), now).is_empty(), "the new lease's first waits");
+    assert!(send_all(&mut book, now).is_none(), "nothing above 4 goes before 5 to 10");
+    assert!(book.accept(after(2, Some(7), &[8, 9, 10]), now).is_empty(), "the queue's order: any");
+    assert!(book.accept(after(1, Some(4), &[5, 6, 7]), now).is_empty());
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!((end, body.lines().count()), (t(14), 10), "5 to 14, each once: {body}");
+    assert_eq!(ids(&book.commit_reported(Some(t(14)))), vec![1, 2, 3]);
+}
