@@ -40,6 +40,30 @@ pub enum ReadFrom {
     FirstRead(Position),
 }
 
+/// Where a reader's next iterator (polling) or subscription (Enhanced Fan-Out) starts.
+#[derive(Debug, Clone)]
+pub enum Start {
+    /// The lease's initial position.
+    Initial,
+    /// At a checkpoint: its record comes again and what it covers is dropped.
+    Committed(Position),
+    /// After this sequence number: the last record handed to the buffer (an expired iterator),
+    /// or the previous subscription's last continuation sequence number.
+    After(String),
+    /// At the first record the lease read, which nothing acknowledged yet.
+    At(String),
+}
+
+impl From<ReadFrom> for Start {
+    fn from(from: ReadFrom) -> Self {
+        match from {
+            ReadFrom::Initial => Start::Initial,
+            ReadFrom::Committed(p) => Start::Committed(p),
+            ReadFrom::FirstRead(p) => Start::At(p.sequence_number),
+        }
+    }
+}
+
 impl ReadFrom {
     /// The position whose records a reader drops as already committed.
     pub fn committed(&self) -> Option<&Position> {

@@ -14,37 +14,14 @@ use tracing::{info, warn};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::intake::{self, Fetched};
-use super::ledger::ReadFrom;
+use super::ledger::Start;
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::contract::counters::consume_kinesis::ConsumerCounter;
 use crate::kinesis::address::ForStream;
 use crate::kinesis::limiter::{Backoff, ShardLimiter};
-use crate::kinesis::position::Position;
 use crate::kinesis::record::KinesisRecord;
 use crate::kinesis::KinesisError;
-
-/// Where the next iterator starts.
-#[derive(Debug, Clone)]
-enum Start {
-    Initial,
-    /// Resume at a checkpoint: read from its record again and drop what it covers.
-    Committed(Position),
-    /// After an expired iterator: continue after the last record handed to the buffer.
-    After(String),
-    /// At the first record the lease read, which nothing acknowledged yet.
-    At(String),
-}
-
-impl From<ReadFrom> for Start {
-    fn from(from: ReadFrom) -> Self {
-        match from {
-            ReadFrom::Initial => Start::Initial,
-            ReadFrom::Committed(p) => Start::Committed(p),
-            ReadFrom::FirstRead(p) => Start::At(p.sequence_number),
-        }
-    }
-}
 
 /// Wait after an empty read of a shard that is caught up: one GetRecords per second, KCL's default
 /// (`PollingConfig.idleTimeBetweenReadsInMillis` = 1000). A shard allows 5 GetRecords calls per second

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::end_probe::{self, EndCheck, ProbeStart};
 use super::intake::{self, fetched_cost, Fetched};
-use super::ledger::ReadFrom;
+use super::ledger::{ReadFrom, Start};
 use super::shared::Shared;
 use crate::config::consume_kinesis::InitialPosition;
 use crate::kinesis::address::ForStream;
@@ -32,18 +32,6 @@ use crate::runtime::lock;
 
 /// SubscribeToShard allows one call per second per consumer and shard.
 const RESUBSCRIBE_FLOOR: Duration = Duration::from_secs(1);
-
-/// Where the next subscription starts.
-#[derive(Debug, Clone)]
-enum Start {
-    Initial,
-    /// At a checkpoint: its record comes again and what it covers is dropped.
-    Committed(Position),
-    /// After the last continuation sequence number of the previous subscription.
-    After(String),
-    /// At the first record the lease read, which nothing acknowledged yet.
-    At(String),
-}
 
 /// How far the current generation has read: where the next subscription starts, the last record
 /// its events carried and when records last came.
@@ -57,15 +45,7 @@ struct Progress {
 
 impl Progress {
     fn new(from: ReadFrom) -> Self {
-        Self {
-            start: match from {
-                ReadFrom::Initial => Start::Initial,
-                ReadFrom::Committed(p) => Start::Committed(p),
-                ReadFrom::FirstRead(p) => Start::At(p.sequence_number),
-            },
-            last_record: None,
-            last_records_at: tokio::time::Instant::now(),
-        }
+        Self { start: Start::from(from), last_record: None, last_records_at: tokio::time::Instant::now() }
     }
 
     fn continuation(&self) -> Option<&str> {
