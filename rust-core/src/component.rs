@@ -24,7 +24,7 @@ use crate::runtime::lock;
 use crate::snowflake::take_order::Candidate;
 use crate::snowflake::{FlowFileIn, Outcome, SinkEngine, SinkError, SinkSettings};
 pub use outgoing::OutgoingBatch;
-use startup::{Backoff, Startup};
+use startup::{RetrySchedule, Startup};
 
 /// What a starting ConsumeKinesis engine does, for the bulletin shown until it runs.
 const CONSUMER_START_UP: &str = "it prepares the lease table (creating it, migrating a KCL lease table, or waiting \
@@ -97,7 +97,7 @@ impl Component {
             Settings::ConsumeKinesis(config) => {
                 let mut slot = lock(&self.consumer);
                 if slot.is_none() {
-                    *slot = Some(Arc::new(start_consumer(config, id, Backoff::default())));
+                    *slot = Some(Arc::new(start_consumer(config, id, RetrySchedule::default())));
                 }
                 Ok(())
             }
@@ -265,14 +265,14 @@ impl Component {
 }
 
 /// Spawns the start of a ConsumeKinesis engine on the runtime (clients, then the engine's two steps).
-fn start_consumer(config: &ConsumeKinesisConfig, id: u64, backoff: Backoff) -> Startup<ConsumerEngine> {
+fn start_consumer(config: &ConsumeKinesisConfig, id: u64, retry: RetrySchedule) -> Startup<ConsumerEngine> {
     let settings = EngineSettings::from_config(config, id);
     let aws = crate::aws::AwsSettings::of(config);
     let _runtime = crate::runtime::get().enter();
     Startup::spawn(
         id,
         CONSUMER_START_UP,
-        backoff,
+        retry,
         move || {
             let (settings, aws) = (settings.clone(), aws.clone());
             async move {

@@ -29,22 +29,23 @@ impl Engine for crate::consumer::ConsumerEngine {
     }
 }
 
-/// Delays between failed start attempts: `first`, doubling up to `max`.
+/// Delays between failed start attempts: `first`, doubling up to `max`, without jitter (the
+/// bulletin says when the next attempt runs).
 #[derive(Debug, Clone, Copy)]
-pub struct Backoff {
+pub struct RetrySchedule {
     pub first: Duration,
     pub max: Duration,
 }
 
-impl Default for Backoff {
+impl Default for RetrySchedule {
     fn default() -> Self {
         Self { first: Duration::from_secs(5), max: Duration::from_secs(60) }
     }
 }
 
-impl Backoff {
+impl RetrySchedule {
     fn after(&self, failures: u32) -> Duration {
-        self.first.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(self.max)
+        crate::kinesis::limiter::doubled(self.first, failures.saturating_sub(1), self.max)
     }
 }
 
@@ -75,7 +76,7 @@ impl<E: Engine> Startup<E> {
     pub fn spawn<P, PF, PFut, JF, JFut, Fail>(
         component: u64,
         doing: &'static str,
-        backoff: Backoff,
+        retry: RetrySchedule,
         prepare: PF,
         join: JF,
     ) -> Self
@@ -89,7 +90,7 @@ impl<E: Engine> Startup<E> {
     {
         let phase = Arc::new(Mutex::new(Phase::Starting));
         let (cancel, cancelled) = watch::channel(false);
-        let task = tokio::spawn(run(component, backoff, phase.clone(), cancelled, prepare, join));
+        let task = tokio::spawn(run(component, retry, phase.clone(), cancelled, prepare, join));
         Self { phase, cancel, task: Mutex::new(Some(task)), doing }
     }
 
@@ -153,7 +154,7 @@ async fn cancelled(rx: &mut watch::Receiver<bool>) {
 
 async fn run<E, P, PF, PFut, JF, JFut, Fail>(
     component: u64,
-    backoff: Backoff,
+    retry: RetrySchedule,
     phase: Arc<Mutex<Phase<E>>>,
     mut cancel: watch::Receiver<bool>,
     prepare: PF,
@@ -196,7 +197,7 @@ async fn run<E, P, PF, PFut, JF, JFut, Fail>(
             }
             Err(error) => {
                 failures += 1;
-                let retry_in = backoff.after(failures);
+                let retry_in = retry.after(failures);
                 let text = format!(
                     "the engine could not start: {error}; it tries again in {} s",
                     retry_in.as_secs_f64().ceil() as u64
@@ -287,13 +288,13 @@ mod tests {
         release: &Arc<Notify>,
         failures: u32,
         join_time: Duration,
-        backoff: Backoff,
+        retry: RetrySchedule,
     ) -> Startup<FakeEngine> {
         let (r1, r2, release) = (record.clone(), record.clone(), release.clone());
         Startup::spawn(
             7,
             "waiting for the lock",
-            backoff,
+            retry,
             move || {
                 let (record, release) = (r1.clone(), release.clone());
                 async move {
@@ -333,7 +334,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stop_while_preparing_drops_the_prepare_and_leaves_nothing() {
         let (record, release) = (Arc::new(Record::default()), Arc::new(Notify::new()));
-        let startup = fake(&record, &release, 0, Duration::ZERO, Backoff::default());
+        let startup = fake(&record, &release, 0, Duration::ZERO, RetrySchedule::default());
         wait_for("prepare to run", || record.prepares.load(Ordering::SeqCst) == 1).await;
         assert_eq!(startup.status().unwrap(), "the engine is starting: waiting for the lock");
         assert!(startup.engine().is_none());
@@ -351,7 +352,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stop_while_joining_waits_for_the_join_then_stops_the_engine() {
         let (record, release) = (Arc::new(Record::default()), Arc::new(Notify::new()));
-        let startup = fake(&record, &release, 0, Duration::from_millis(300), Backoff::default());
+        let startup = fake(&record, &release, 0, Duration::from_millis(300), RetrySchedule::default());
         wait_for("prepare to run", || record.prepares.load(Ordering::SeqCst) == 1).await;
         release.notify_waiters();
         wait_for("join to run", || record.joins.load(Ordering::SeqCst) == 1).await;
@@ -364,8 +365,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_attempt_is_reported_and_retried_then_the_engine_runs_and_stops_once() {
         let (record, release) = (Arc::new(Record::default()), Arc::new(Notify::new()));
-        let backoff = Backoff { first: Duration::from_millis(50), max: Duration::from_millis(80) };
-        let startup = fake(&record, &release, 2, Duration::ZERO, backoff);
+        let retry = RetrySchedule { first: Duration::from_millis(50), max: Duration::from_millis(80) };
+        let startup = fake(&record, &release, 2, Duration::ZERO, retry);
         wait_for("the first failure", || startup.status().is_some_and(|s| s.contains("attempt 1"))).await;
         assert!(startup.status().unwrap().contains("table unreachable (attempt 1)"), "{:?}", startup.status());
         wait_for("the third attempt", || record.prepares.load(Ordering::SeqCst) == 3).await;
@@ -382,7 +383,7 @@ mod tests {
         let startup: Startup<FakeEngine> = Startup::spawn(
             7,
             "x",
-            Backoff { first: Duration::from_secs(60), max: Duration::from_secs(60) },
+            RetrySchedule { first: Duration::from_secs(60), max: Duration::from_secs(60) },
             || async {
                 if true {
                     panic!("lease table exploded");
@@ -402,7 +403,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_its_maximum() {
-        let b = Backoff::default();
+        let b = RetrySchedule::default();
         let delays: Vec<u64> = (1..=6).map(|n| b.after(n).as_secs()).collect();
         assert_eq!(delays, vec![5, 10, 20, 40, 60, 60]);
         assert_eq!(b.after(u32::MAX).as_secs(), 60);

@@ -41,6 +41,12 @@ impl ShardLimiter {
     }
 }
 
+/// `base` doubled `times` times (at most 16), capped at `cap`: the one schedule of the engine's
+/// retries ([`Backoff`] draws its jitter under it; a failed engine start waits it exactly).
+pub fn doubled(base: Duration, times: u32, cap: Duration) -> Duration {
+    base.saturating_mul(1u32 << times.min(16)).min(cap)
+}
+
 /// Exponential back-off with full jitter: attempt n waits a random time in [base*2^n / 2, base*2^n],
 /// capped.
 #[derive(Debug, Clone)]
@@ -56,7 +62,7 @@ impl Backoff {
     }
 
     pub fn next_delay(&mut self) -> Duration {
-        let ceiling = self.base.saturating_mul(1u32 << self.attempt.min(16)).min(self.cap);
+        let ceiling = doubled(self.base, self.attempt, self.cap);
         self.attempt = self.attempt.saturating_add(1);
         let factor = 0.5 + rand::random::<f64>() * 0.5;
         ceiling.mul_f64(factor)
