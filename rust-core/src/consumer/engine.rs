@@ -122,7 +122,7 @@ impl ConsumerEngine {
     /// then completed by the next start (or another node, once the lock's counter stops moving), as
     /// after a crash; a fan-out consumer already registered is kept for the next start.
     pub async fn prepare(settings: EngineSettings, clients: AwsClients) -> Result<Prepared, ConsumerError> {
-        let owner = format!("kinesnow-{}", uuid::Uuid::new_v4());
+        let owner = owner_id();
         migration::prepare_table(
             &clients.dynamodb,
             &settings.application,
@@ -364,5 +364,28 @@ fn spawn_reader(
         Some((client, consumer_arn)) => {
             tokio::spawn(super::subscriber::run(shared, shard_id, generation, client, consumer_arn))
         }
+    }
+}
+
+/// This engine's lease owner: `kinesnow-<start ms, hex>-<process id, hex>-<UUID v4, 32 hex digits>`.
+/// Unique by its UUID; the process id names the JVM that holds a lease, for operators reading the
+/// lease table and for the tests that map owners to NiFi nodes (`tests/lib/lease_table.py`).
+pub(super) fn owner_id() -> String {
+    format!("kinesnow-{:x}-{:x}-{}", crate::lease::now_ms(), std::process::id(), uuid::Uuid::new_v4().simple())
+}
+
+#[cfg(test)]
+mod owner_tests {
+    /// Found by `test_cluster_exactly_once` (run 19): an owner made of a bare UUID no longer named
+    /// its process, so the tests could not tell which node held a lease.
+    #[test]
+    fn an_owner_names_this_process_in_its_third_field_and_is_unique() {
+        let owner = super::owner_id();
+        let fields: Vec<&str> = owner.split('-').collect();
+        assert_eq!(fields.len(), 4, "{owner}");
+        assert_eq!(fields[0], "kinesnow");
+        assert_eq!(u32::from_str_radix(fields[2], 16).unwrap(), std::process::id(), "{owner}");
+        assert_eq!(fields[3].len(), 32, "{owner}");
+        assert_ne!(owner, super::owner_id());
     }
 }
