@@ -512,9 +512,13 @@ impl ChannelBook {
         self.committed.as_ref()
     }
 
-    /// Whether appends wait for Snowflake to commit them (the status poller asks for this channel).
+    /// Whether the status poller should ask Snowflake for this channel: appends wait for their
+    /// commit, or a shard's shared channel has FlowFiles waiting for records before them, which
+    /// another node's writer may have committed into it (only Snowflake's committed token says so,
+    /// and it lines them up or skips them as replays; without it they would wait Order Wait and go
+    /// to the at-least-once channels, loading those records twice).
     pub fn awaiting_commit(&self) -> bool {
-        !self.appends.is_empty()
+        !self.appends.is_empty() || self.waiting.values().any(|p| p.shared)
     }
 
     /// Queues a FlowFile's rows; returns what is done already (an empty FlowFile, rows that were

@@ -669,3 +669,26 @@ fn the_first_flow_file_of_a_new_lease_waits_for_the_records_this_node_still_has_
     assert_eq!((end, body.lines().count()), (t(14), 10), "5 to 14, each once: {body}");
     assert_eq!(ids(&book.commit_reported(Some(t(14)))), vec![1, 2, 3]);
 }
+
+/// Found by `test_cluster_exactly_once` (run 20): a node took a shard back after a kill -9 of the
+/// node that had loaded it further into the shared channel. Its writer, with no append in flight,
+/// never asked Snowflake for the channel's commit, so the new lease's FlowFiles waited Order Wait
+/// for records another node had committed, then went to the at-least-once channel and loaded
+/// those records a second time. A shared FlowFile waiting makes the channel one the status poller
+/// asks for; the commit it reports lines the FlowFiles up and skips what was loaded.
+#[test]
+fn a_shared_channel_with_flow_files_waiting_asks_for_its_commit() {
+    let now = Instant::now();
+    let mut book = ChannelBook::new("c".into(), Delivery::ExactlyOnce);
+    book.opened(None, 0);
+    assert!(!book.awaiting_commit());
+    assert!(book.accept(Work { shared: true, ..after(1, Some(7), &[8, 9, 10]) }, now).is_empty());
+    assert!(book.awaiting_commit(), "it waits for 7, which another node may have committed");
+    assert!(book.commit_reported(Some(t(9))).is_empty(), "another node committed up to 9");
+    let (end, body) = send_all(&mut book, now).unwrap();
+    assert_eq!((end, body.as_str()), (t(10), "{\"n\":10}\n"), "8 and 9 skipped, 10 loaded once");
+    let mut per_node = ChannelBook::new("d".into(), Delivery::ExactlyOnce);
+    per_node.opened(None, 0);
+    per_node.accept(after(1, Some(7), &[8]), now);
+    assert!(!per_node.awaiting_commit(), "a per-node channel has no other writer to learn from");
+}
