@@ -535,7 +535,10 @@ def test_put_snowflake_stop_and_start_while_failed_flow_files_are_penalized(env,
     flow.expected = total
     report: dict = {}
 
-    def feed():
+    def feed():  # once the refusal is armed (the backlog opened the channel), so appends come after it
+        until = time.monotonic() + 60
+        while not sf.admin("GET", "/admin/faults")["faults"] and "fired" not in report and time.monotonic() < until:
+            time.sleep(0.1)
         for first in range(GOOD, total, 100):
             put(flow.stream, [json.dumps({"ID": i, "PAD": PAD}).encode() for i in range(first, min(first + 100, total))])
             time.sleep(1)
