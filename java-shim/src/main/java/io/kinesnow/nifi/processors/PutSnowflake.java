@@ -490,7 +490,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         engineCounters.drain(sessionFactory, engine::counters);
         final byte[] outcomes = engine.outcomes(submitted ? 0 : OUTCOME_WAIT_MILLIS);
         if (outcomes != null) {
-            route(SinkBatch.decodeOutcomes(outcomes));
+            route(sessionFactory, SinkBatch.decodeOutcomes(outcomes));
         }
     }
 
@@ -777,8 +777,13 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
     }
 
-    /** Routes each FlowFile with a known outcome; a session is committed once all of its FlowFiles are routed. */
-    private void route(final List<SinkBatch.Outcome> outcomes) {
+    /**
+     * Routes each FlowFile with a known outcome; a session is committed once all of its FlowFiles are routed. A FlowFile
+     * that goes back into the flow (failure, or the queue) while others of its session still wait is committed on its own
+     * at once: one of those may be waiting in the engine for it to come back (an earlier FlowFile of its lease, refused by
+     * Snowflake, on a looped {@code failure}), and holding it for them would keep both waiting until Order Wait.
+     */
+    private void route(final ProcessSessionFactory sessionFactory, final List<SinkBatch.Outcome> outcomes) {
         for (final SinkBatch.Outcome outcome : outcomes) {
             if (outcome.route() == SinkBatch.ROUTE_RESEND) {
                 if (heldByFlowFile.containsKey(outcome.flowFileId())) {
@@ -834,8 +839,17 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                 adjustCounters(session, h);
                 held.remove(h);
                 session.commitAsync();
+            } else if (returnsToTheFlow(outcome.route())) {
+                final ProcessSession alone = sessionFactory.createSession();
+                session.migrate(alone, List.of(flowFile));
+                alone.commitAsync();
             }
         }
+    }
+
+    /** Whether a FlowFile so routed can come back to this processor: through {@code failure} (looped back), or the queue. */
+    private static boolean returnsToTheFlow(final int route) {
+        return route == SinkBatch.ROUTE_FAILURE || route == SinkBatch.ROUTE_RETRY || route == SinkBatch.ROUTE_RELOAD;
     }
 
     /** The processor's own counters for a held session's FlowFiles, applied when it commits. */

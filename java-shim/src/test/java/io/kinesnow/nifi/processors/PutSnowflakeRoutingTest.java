@@ -8,6 +8,8 @@ import org.apache.nifi.flowfile.FlowFile;
 import org.apache.nifi.logging.ComponentLog;
 import org.apache.nifi.processor.ProcessSession;
 import org.apache.nifi.util.MockFlowFile;
+import org.apache.nifi.util.MockProcessSession;
+import org.apache.nifi.util.MockSessionFactory;
 import org.apache.nifi.util.TestRunner;
 import org.apache.nifi.util.TestRunners;
 import org.junit.jupiter.api.Test;
@@ -26,7 +28,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * at-least-once channels, failure goes to failure; the session commits once every FlowFile has its outcome.
  */
 class PutSnowflakeRoutingTest {
-    /** Gives the i-th FlowFile submitted the i-th route. */
+    /** Gives the i-th FlowFile submitted the i-th route, once; a negative route gives it none (it stays in the engine). */
     private static final class ScriptedSink implements RowSink {
         private final int[] routes;
         private final List<Long> submitted = new ArrayList<>();
@@ -78,8 +80,12 @@ class PutSnowflakeRoutingTest {
                 return null;
             }
             answered = true;
-            final ByteBuffer out = ByteBuffer.allocate(4096).putInt(Wire.OUTCOMES_MAGIC).putInt(submitted.size());
+            final int known = (int) java.util.Arrays.stream(routes).limit(submitted.size()).filter(r -> r >= 0).count();
+            final ByteBuffer out = ByteBuffer.allocate(4096).putInt(Wire.OUTCOMES_MAGIC).putInt(known);
             for (int i = 0; i < submitted.size(); i++) {
+                if (routes[i] < 0) {
+                    continue; // no outcome yet: it waits in the engine (parked)
+                }
                 out.putLong(submitted.get(i)).put((byte) routes[i]).putInt(1).putInt(0);
                 for (final String s : List.of("ch", "42", "said " + i)) {
                     final byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
@@ -128,6 +134,44 @@ class PutSnowflakeRoutingTest {
                 "the given-back FlowFile is penalized");
         assertTrue(runner.getPenalizedFlowFiles().stream().noneMatch(f -> "said 2".equals(f.getAttribute(Attributes.ERROR_MESSAGE))),
                 "the reload is not penalized");
+    }
+
+    /**
+     * A FlowFile that failed goes to failure at once, even while another FlowFile of its session waits in the engine:
+     * that one may be waiting for the failed one to come back on a looped {@code failure} (an earlier FlowFile of its
+     * lease, refused with a 403 on the shard's shared channel), so holding the failed one until the session commits
+     * would keep both waiting until Order Wait broke the lease's exactly-once chain (found by the chaos hour).
+     */
+    @Test
+    void aFailedFlowFileLeavesAtOnceWhileAnotherOfItsSessionWaits() {
+        final ScriptedSink sink = new ScriptedSink(SinkBatch.ROUTE_FAILURE, -1, SinkBatch.ROUTE_RETRY, SinkBatch.ROUTE_RELOAD);
+        final TestRunner runner = TestRunners.newTestRunner(new PutSnowflake(sink));
+        runner.setValidateExpressionUsage(false);
+        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
+        runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
+        runner.setProperty(PutSnowflake.PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
+        runner.setProperty(PutSnowflake.DATABASE, "RAW");
+        runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
+        runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+        for (int i = 0; i < 4; i++) {
+            runner.enqueue("{\"id\":" + i + "}");
+        }
+        runner.run(1, false, true);
+
+        runner.assertTransferCount(PutSnowflake.REL_FAILURE, 1);
+        runner.getFlowFilesForRelationship(PutSnowflake.REL_FAILURE).get(0).assertAttributeEquals(Attributes.ERROR_MESSAGE, "said 0");
+        final MockSessionFactory sessions = (MockSessionFactory) runner.getProcessSessionFactory();
+        for (final MockProcessSession session : sessions.getCreatedSessions()) {
+            if (!session.getFlowFilesForRelationship(PutSnowflake.REL_FAILURE).isEmpty()) {
+                session.assertCommitted(); // the failed FlowFile is on its way, not held with FlowFile 1
+            }
+        }
+        final ProcessSession look = runner.getProcessSessionFactory().createSession();
+        final List<FlowFile> back = look.get(10);
+        look.rollback();
+        assertEquals(List.of("said 2", "said 3"), back.stream().map(f -> f.getAttribute(Attributes.ERROR_MESSAGE)).sorted().toList(),
+                "the given-back FlowFile and the reload are back in the queue while FlowFile 1 still waits");
+        runner.run(0, true, false);
     }
 
     /**
