@@ -187,7 +187,7 @@ fn main() {
     let cpu0 = cpu_seconds("self");
     let t0 = Instant::now();
 
-    let mut settings = SinkSettings::from_config(&config, 1);
+    let mut settings = SinkSettings::from_config(&config);
     settings.extra_root_ca_pem = Some(ca);
     let engine = {
         let _guard = rt.enter();

@@ -54,58 +54,52 @@ impl Classify for ComponentError {
     }
 }
 
-#[derive(Debug)]
-pub enum Settings {
-    ConsumeKinesis(ConsumeKinesisConfig),
-    PutSnowflake(PutSnowflakeConfig),
-}
-
-pub struct Component {
-    settings: Settings,
-    consumer: Mutex<Option<Arc<Startup<ConsumerEngine>>>>,
-    sink: Mutex<Option<Arc<SinkEngine>>>,
+/// One processor instance: its parsed settings and, once started, its engine. ConsumeKinesis'
+/// engine is reached through its [`Startup`] (it starts in the background); PutSnowflake's
+/// starts at once.
+pub enum Component {
+    ConsumeKinesis { config: ConsumeKinesisConfig, startup: Mutex<Option<Arc<Startup<ConsumerEngine>>>> },
+    PutSnowflake { config: PutSnowflakeConfig, engine: Mutex<Option<Arc<SinkEngine>>> },
 }
 
 impl Component {
     /// Parses the settings; every problem is reported at once.
     pub fn open(kind: ComponentType, props: &PropertyMap) -> Result<Self, ComponentError> {
-        let settings = match kind {
-            ComponentType::ConsumeKinesis => Settings::ConsumeKinesis(ConsumeKinesisConfig::parse(props)?),
-            ComponentType::PutSnowflake => Settings::PutSnowflake(PutSnowflakeConfig::parse(props)?),
+        let component = match kind {
+            ComponentType::ConsumeKinesis => {
+                Self::ConsumeKinesis { config: ConsumeKinesisConfig::parse(props)?, startup: Mutex::new(None) }
+            }
+            ComponentType::PutSnowflake => {
+                Self::PutSnowflake { config: PutSnowflakeConfig::parse(props)?, engine: Mutex::new(None) }
+            }
         };
-        let component = Self { settings, consumer: Mutex::new(None), sink: Mutex::new(None) };
         info!("{} configured", component.describe());
         Ok(component)
     }
 
     pub fn kind(&self) -> ComponentType {
-        match self.settings {
-            Settings::ConsumeKinesis(_) => ComponentType::ConsumeKinesis,
-            Settings::PutSnowflake(_) => ComponentType::PutSnowflake,
+        match self {
+            Self::ConsumeKinesis { .. } => ComponentType::ConsumeKinesis,
+            Self::PutSnowflake { .. } => ComponentType::PutSnowflake,
         }
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// Starts the engine; `id` is the component's handle, used to route its log events.
-    /// ConsumeKinesis's engine starts in the background: this returns at once (see
-    /// [`Self::startup_status`]); a second call while it starts or runs does nothing.
-    pub fn start(&self, id: u64) -> Result<(), ComponentError> {
-        match &self.settings {
-            Settings::ConsumeKinesis(config) => {
-                let mut slot = lock(&self.consumer);
+    /// Starts the engine. ConsumeKinesis's engine starts in the background: this returns at once
+    /// (see [`Self::startup_status`]); a second call while it starts or runs does nothing. The
+    /// engine's tasks keep the caller's span (`runtime::spawn`), which routes their log events.
+    pub fn start(&self) -> Result<(), ComponentError> {
+        match self {
+            Self::ConsumeKinesis { config, startup } => {
+                let mut slot = lock(startup);
                 if slot.is_none() {
-                    *slot = Some(Arc::new(start_consumer(config, id, RetrySchedule::default())));
+                    *slot = Some(Arc::new(start_consumer(config, RetrySchedule::default())));
                 }
                 Ok(())
             }
-            Settings::PutSnowflake(config) => {
-                let settings = SinkSettings::from_config(config, id);
+            Self::PutSnowflake { config, engine } => {
                 let _runtime = crate::runtime::get().enter();
-                let engine = SinkEngine::start(config, settings)?;
-                *lock(&self.sink) = Some(Arc::new(engine));
+                let started = SinkEngine::start(config, SinkSettings::from_config(config))?;
+                *lock(engine) = Some(Arc::new(started));
                 Ok(())
             }
         }
@@ -130,12 +124,12 @@ impl Component {
     /// (`contract::counters::NO_VALUE` for one with nothing to measure).
     pub fn take_metrics(&self) -> Vec<i64> {
         use crate::contract::counters::{consume_kinesis, put_snowflake, NO_VALUE};
-        let (counts, gauges) = match &self.settings {
-            Settings::ConsumeKinesis(_) => self.consumer().map_or_else(
+        let (counts, gauges) = match self {
+            Self::ConsumeKinesis { .. } => self.consumer().map_or_else(
                 |_| (vec![0; consume_kinesis::ENGINE.len()], vec![NO_VALUE; consume_kinesis::GAUGES.len()]),
                 |(e, _)| (e.take_counters(), e.gauges()),
             ),
-            Settings::PutSnowflake(_) => self.sink().map_or_else(
+            Self::PutSnowflake { .. } => self.sink().map_or_else(
                 |_| (vec![0; put_snowflake::ENGINE.len()], vec![NO_VALUE; put_snowflake::GAUGES.len()]),
                 |s| (s.take_counters(), s.gauges()),
             ),
@@ -146,9 +140,9 @@ impl Component {
     /// The lines of its View State (ConsumeKinesis: this node and each leased shard's status;
     /// PutSnowflake: each open channel); empty while its engine does not run.
     pub fn status_map(&self) -> Vec<(String, String)> {
-        match &self.settings {
-            Settings::ConsumeKinesis(_) => self.consumer().map_or_else(|_| Vec::new(), |(e, _)| e.status_map()),
-            Settings::PutSnowflake(_) => self.sink().map_or_else(|_| Vec::new(), |s| s.status_map()),
+        match self {
+            Self::ConsumeKinesis { .. } => self.consumer().map_or_else(|_| Vec::new(), |(e, _)| e.status_map()),
+            Self::PutSnowflake { .. } => self.sink().map_or_else(|_| Vec::new(), |s| s.status_map()),
         }
     }
 
@@ -164,18 +158,22 @@ impl Component {
     }
 
     fn sink(&self) -> Result<Arc<SinkEngine>, ComponentError> {
-        lock(&self.sink).clone().ok_or(ComponentError::NotStarted(self.kind().name()))
+        match self {
+            Self::PutSnowflake { engine, .. } => lock(engine).clone(),
+            Self::ConsumeKinesis { .. } => None,
+        }
+        .ok_or(ComponentError::NotStarted(self.kind().name()))
     }
 
     /// `None` once the component can work; else why it cannot yet (ConsumeKinesis's engine is
     /// starting, or its last start attempt failed and is tried again), for a bulletin.
     pub fn startup_status(&self) -> Option<String> {
-        match &self.settings {
-            Settings::ConsumeKinesis(_) => match lock(&self.consumer).as_ref() {
+        match self {
+            Self::ConsumeKinesis { startup, .. } => match lock(startup).as_ref() {
                 Some(startup) => startup.status(),
                 None => Some("the engine is not started".into()),
             },
-            Settings::PutSnowflake(_) => None,
+            Self::PutSnowflake { .. } => None,
         }
     }
 
@@ -185,7 +183,7 @@ impl Component {
     pub fn poll_batch(&self) -> Result<Option<OutgoingBatch>, ComponentError> {
         let (engine, config) = match self.consumer() {
             Ok(running) => running,
-            Err(ComponentError::NotStarted(_)) if lock(&self.consumer).is_some() => return Ok(None),
+            Err(ComponentError::NotStarted(_)) if self.consumer_starting() => return Ok(None),
             Err(e) => return Err(e),
         };
         let batch = crate::runtime::get().block_on(engine.poll(config.max_batch_size, config.max_batch_duration));
@@ -223,35 +221,48 @@ impl Component {
     /// Stops the engine, if any: final checkpoints are already written; leases are released. A
     /// start in progress is cancelled and leaves nothing behind.
     pub fn stop(&self) {
-        // Stopped in place, so batch acknowledgements still reach the engine while it stops.
-        let startup = lock(&self.consumer).clone();
-        if let Some(startup) = startup {
-            crate::runtime::get().block_on(startup.stop());
-        }
-        lock(&self.consumer).take();
-        if let Some(sink) = lock(&self.sink).take() {
-            sink.stop();
+        match self {
+            Self::ConsumeKinesis { startup, .. } => {
+                // Stopped in place, so batch acknowledgements still reach the engine while it stops.
+                let running = lock(startup).clone();
+                if let Some(running) = running {
+                    crate::runtime::get().block_on(running.stop());
+                }
+                lock(startup).take();
+            }
+            Self::PutSnowflake { engine, .. } => {
+                if let Some(sink) = lock(engine).take() {
+                    sink.stop();
+                }
+            }
         }
     }
 
+    /// A ConsumeKinesis whose engine was started and does not run yet.
+    fn consumer_starting(&self) -> bool {
+        matches!(self, Self::ConsumeKinesis { startup, .. } if lock(startup).is_some())
+    }
+
     fn consumer(&self) -> Result<(Arc<ConsumerEngine>, &ConsumeKinesisConfig), ComponentError> {
-        let engine = lock(&self.consumer).as_ref().and_then(|s| s.engine());
-        match (&self.settings, engine) {
-            (Settings::ConsumeKinesis(config), Some(engine)) => Ok((engine, config)),
-            _ => Err(ComponentError::NotStarted(self.kind().name())),
+        match self {
+            Self::ConsumeKinesis { config, startup } => match lock(startup).as_ref().and_then(|s| s.engine()) {
+                Some(engine) => Ok((engine, config)),
+                None => Err(ComponentError::NotStarted(self.kind().name())),
+            },
+            Self::PutSnowflake { .. } => Err(ComponentError::NotStarted(self.kind().name())),
         }
     }
 
     /// One line naming what this component works on; never a secret.
     pub fn describe(&self) -> String {
-        match &self.settings {
-            Settings::ConsumeKinesis(c) => {
+        match self {
+            Self::ConsumeKinesis { config: c, .. } => {
                 format!(
                     "ConsumeKinesis for stream '{}' (application '{}', region {})",
                     c.stream_name, c.application_name, c.region
                 )
             }
-            Settings::PutSnowflake(c) => {
+            Self::PutSnowflake { config: c, .. } => {
                 format!(
                     "PutSnowflake into {}.{}.{} (at {})",
                     c.database,
@@ -265,12 +276,11 @@ impl Component {
 }
 
 /// Spawns the start of a ConsumeKinesis engine on the runtime (clients, then the engine's two steps).
-fn start_consumer(config: &ConsumeKinesisConfig, id: u64, retry: RetrySchedule) -> Startup<ConsumerEngine> {
-    let settings = EngineSettings::from_config(config, id);
+fn start_consumer(config: &ConsumeKinesisConfig, retry: RetrySchedule) -> Startup<ConsumerEngine> {
+    let settings = EngineSettings::from_config(config);
     let aws = crate::aws::AwsSettings::of(config);
     let _runtime = crate::runtime::get().enter();
     Startup::spawn(
-        id,
         CONSUMER_START_UP,
         retry,
         move || {
@@ -364,7 +374,7 @@ mod tests {
         let c = Component::open(ComponentType::ConsumeKinesis, &props).unwrap();
         assert_eq!(c.startup_status().unwrap(), "the engine is not started");
         let t = std::time::Instant::now();
-        c.start(5).unwrap();
+        c.start().unwrap();
         assert!(t.elapsed() < std::time::Duration::from_millis(500), "start took {:?}", t.elapsed());
         assert!(c.startup_status().unwrap().starts_with("the engine is starting"), "{:?}", c.startup_status());
         assert!(c.poll_batch().unwrap().is_none(), "nothing to poll while starting");
@@ -397,7 +407,7 @@ mod tests {
         ]);
         let c = Component::open(ComponentType::PutSnowflake, &props).unwrap();
         assert!(matches!(c.capacity(), Err(ComponentError::NotStarted(_))));
-        c.start(1).unwrap();
+        c.start().unwrap();
         assert_eq!(c.capacity().unwrap(), 64 * 1024 * 1024);
         assert!(c.outcomes(std::time::Duration::ZERO).unwrap().is_empty());
         c.stop();
@@ -417,7 +427,7 @@ mod tests {
             ("Table", "T"),
         ]);
         let c = Component::open(ComponentType::PutSnowflake, &props).unwrap();
-        let err = c.start(1).unwrap_err();
+        let err = c.start().unwrap_err();
         assert_eq!(err.class(), ErrorClass::Configuration);
         assert!(err.to_string().contains("instance id"), "{err}");
     }

@@ -3,7 +3,9 @@
 //! `mod tests` blocks). A new upward or sideways edge fails this test: move the item it needs
 //! down, or the caller up. Inside `consumer` and `snowflake` no two modules depend on each other
 //! in a cycle. And every module is on its parent's map: each `mod x;` is named, as code (`x`), in
-//! the `//!` doc of the file that declares it, so the maps cannot go stale.
+//! the `//!` doc of the file that declares it, so the maps cannot go stale. And no engine code
+//! starts a task that drops its component's span or names the component on a log call itself (see
+//! `runtime`), so a new log line cannot miss its processor's bulletins.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -328,4 +330,60 @@ fn the_map_check_sees_a_missing_module() {
     assert_eq!(missing_from_maps(&files, &[]), ["consumer/mod.rs: `mod watchdog;` is not named in its //! doc"]);
     assert!(missing_from_maps(&files, &[("consumer/mod.rs", "watchdog")]).is_empty());
     assert!(!map_names("//! reads the watchdog's answer\nmod watchdog;", "watchdog"), "only code spans count");
+}
+
+/// Where a source text (outside its `mod tests`) starts a task with `tokio::spawn`, which drops the
+/// caller's span, or names a component on a log call, which the span carries once (see
+/// `runtime`): `file:line: what`, in line order, for every file but `runtime.rs` and the FFI layer,
+/// which make the spans (and this one).
+fn unrouted_events(path: &str, source: &str) -> Vec<String> {
+    if ["runtime.rs", "layers.rs"].contains(&path) || path.starts_with("ffi/") {
+        return Vec::new();
+    }
+    let macros = ["trace!(", "debug!(", "info!(", "warn!(", "error!("];
+    let code = without_tests(source);
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        if line.contains("tokio::spawn(") {
+            found.push(format!("{path}:{}: tokio::spawn (use crate::runtime::spawn, which keeps the span)", n + 1));
+        }
+    }
+    for start in macros.iter().flat_map(|m| code.match_indices(m).map(|(i, m)| i + m.len())) {
+        let head = code[start..].trim_start();
+        if head.starts_with("component,") || head.starts_with("component =") {
+            let line = code[..start].lines().count();
+            found.push(format!("{path}:{line}: a log call names its component (the span carries it)"));
+        }
+    }
+    found.sort_by_key(|f| f.split(':').nth(1).and_then(|n| n.parse::<usize>().ok()));
+    found
+}
+
+#[test]
+fn every_engine_event_reaches_its_component_through_the_span() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    sources(&src, &mut paths);
+    let found: Vec<String> = paths
+        .iter()
+        .flat_map(|p| {
+            let name = p.strip_prefix(&src).unwrap_or(p).to_string_lossy().replace('\\', "/");
+            unrouted_events(&name, &std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    assert!(found.is_empty(), "events that may miss their processor's log:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_span_check_sees_a_spawn_and_a_named_component() {
+    let source = "fn a() {\n    tokio::spawn(run());\n    warn!(\n        component = self.id, \"x\");\n    info!(component, \"y\");\n    error!(\"z\");\n}\n#[cfg(test)]\nmod tests { fn t() { tokio::spawn(x()); } }\n";
+    assert_eq!(
+        unrouted_events("consumer/reader.rs", source),
+        [
+            "consumer/reader.rs:2: tokio::spawn (use crate::runtime::spawn, which keeps the span)",
+            "consumer/reader.rs:3: a log call names its component (the span carries it)",
+            "consumer/reader.rs:5: a log call names its component (the span carries it)",
+        ]
+    );
+    assert!(unrouted_events("ffi/exports.rs", source).is_empty(), "the FFI layer makes the spans");
 }

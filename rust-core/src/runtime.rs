@@ -1,6 +1,11 @@
 //! The one tokio runtime of the loaded library, started on first use and shared by every
-//! component (processor instance) in this JVM; and the two helpers every floor uses around its
-//! tasks and threads: a panic's text, and a lock taken even after a panic poisoned it.
+//! component (processor instance) in this JVM; and the helpers every floor uses around its
+//! tasks and threads: the component's span and a spawn that keeps it, a panic's text, and a lock
+//! taken even after a panic poisoned it.
+//!
+//! Log events reach a processor's log (and its bulletins) through the span that names its
+//! component: the FFI layer enters [`component_span`] for every call from Java, and [`spawn`]
+//! carries the caller's span into the task, so no event has to name its component itself.
 
 use once_cell::sync::Lazy;
 use tokio::runtime::{Builder, Runtime};
@@ -31,6 +36,22 @@ pub fn get() -> &'static Runtime {
 /// True once something has asked for the runtime (used by tests of lazy start-up).
 pub fn is_started() -> bool {
     Lazy::get(&RUNTIME).is_some()
+}
+
+/// The span that names a component (its handle): every event inside it belongs to that processor.
+pub fn component_span(component: u64) -> tracing::Span {
+    tracing::info_span!("component", component)
+}
+
+/// `tokio::spawn` in the caller's span, so the task's events reach the same processor's log. The
+/// engine starts every task through this (a guard test in `layers.rs` says so).
+pub fn spawn<F>(task: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    use tracing::Instrument;
+    tokio::spawn(task.in_current_span())
 }
 
 /// The text of a panic's payload (`catch_unwind`'s, or a task's `JoinError::into_panic`), for the

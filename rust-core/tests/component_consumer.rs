@@ -153,7 +153,7 @@ fn a_start_waiting_for_another_nodes_migration_returns_at_once_is_cancelled_clea
     // Scheduled: returns at once although the start waits for the lock.
     let first = consumer(&emulators, "slow", "slow-app");
     let t = Instant::now();
-    first.start(1).unwrap();
+    first.start().unwrap();
     assert!(t.elapsed() < Duration::from_millis(500), "start took {:?}", t.elapsed());
     std::thread::sleep(Duration::from_secs(3));
     let status = first.startup_status().expect("still starting: the other node holds the lock");
@@ -178,7 +178,7 @@ fn a_start_waiting_for_another_nodes_migration_returns_at_once_is_cancelled_clea
 
     // Started again with the lock free: it migrates, runs and reads.
     let second = consumer(&emulators, "slow", "slow-app");
-    second.start(2).unwrap();
+    second.start().unwrap();
     wait_until("the engine to run", Duration::from_secs(60), || second.startup_status().is_none());
     let got = poll_flow_files(&second, 3);
     let data: Vec<String> =
@@ -209,7 +209,7 @@ fn a_seventy_kilobyte_partition_key_reaches_java_intact_and_the_shard_keeps_flow
     rt.block_on(put(&c, "keys", "plain", b"{\"n\":3}".to_vec()));
 
     let consumer = consumer(&emulators, "keys", "keys-app");
-    consumer.start(3).unwrap();
+    consumer.start().unwrap();
     wait_until("the engine to run", Duration::from_secs(60), || consumer.startup_status().is_none());
     let got: Vec<_> = poll_flow_files(&consumer, 4).into_iter().flat_map(|s| s.flow_files).collect();
     let keys: Vec<&str> = got.iter().map(|f| &*f.partition_key).collect();

@@ -153,7 +153,7 @@ async fn a_hand_built_kcl_table_is_carried_over_completely() {
     .await;
     create_table(&db, "legacy-CoordinatorState", &[("key", KeyType::Hash)]).await;
 
-    let report = prepare_table(&db, "legacy", "orders", "node-a", &quick(), 0).await.unwrap();
+    let report = prepare_table(&db, "legacy", "orders", "node-a", &quick()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Migrated { rows: 6 });
     assert!(exists(&db, "legacy-CoordinatorState").await, "KCL 3's side tables are left alone");
     assert!(!exists(&db, "legacy_migration").await, "the temporary table is deleted last");
@@ -186,7 +186,7 @@ async fn a_hand_built_kcl_table_is_carried_over_completely() {
     assert!(matches!(&first.checkpoint, Checkpoint::At(p) if p.sub_sequence_number == Some(3)));
 
     // A second start finds our table and changes nothing.
-    let again = prepare_table(&db, "legacy", "orders", "node-b", &quick(), 0).await.unwrap();
+    let again = prepare_table(&db, "legacy", "orders", "node-b", &quick()).await.unwrap();
     assert_eq!(again.outcome, Outcome::Ready);
     assert_eq!(positions(&db, "legacy").await, got);
 }
@@ -198,7 +198,7 @@ async fn a_crash_at_any_step_loses_no_checkpoint() {
     let db = clients(&aws(&emulators)).await.dynamodb;
     // What a migration without a crash produces.
     kcl_table(&db, "reference", &many_leases()).await;
-    prepare_table(&db, "reference", "s", "node-r", &quick(), 0).await.unwrap();
+    prepare_table(&db, "reference", "s", "node-r", &quick()).await.unwrap();
     let expected = positions(&db, "reference").await;
     assert_eq!(expected.len(), 60);
 
@@ -217,7 +217,7 @@ async fn a_crash_at_any_step_loses_no_checkpoint() {
         let app = format!("app{i}");
         kcl_table(&db, &app, &many_leases()).await;
         let crashed =
-            prepare_table(&db, &app, "s", "node-dies", &MigrationSettings { halt_at: Some(step), ..quick() }, 0).await;
+            prepare_table(&db, &app, "s", "node-dies", &MigrationSettings { halt_at: Some(step), ..quick() }).await;
         assert!(
             matches!(&crashed, Err(LeaseError::Table { message, .. }) if message.contains("halted")),
             "{step:?}: {crashed:?}"
@@ -246,7 +246,7 @@ async fn a_crash_at_any_step_loses_no_checkpoint() {
         );
 
         // The next start (another node, or the same one restarted) completes it.
-        let report = prepare_table(&db, &app, "s", "node-next", &quick(), 0).await.unwrap();
+        let report = prepare_table(&db, &app, "s", "node-next", &quick()).await.unwrap();
         assert!(matches!(report.outcome, Outcome::Migrated { rows: 60 }), "{step:?}: {report:?}");
         assert_eq!(positions(&db, &app).await, expected, "{step:?}: every checkpoint intact");
         assert!(!exists(&db, &copy).await, "{step:?}");
@@ -273,8 +273,8 @@ async fn one_node_migrates_while_another_waits() {
         ..Default::default()
     };
     let (a, b) = tokio::join!(
-        prepare_table(&db, "shared", "s", "node-a", &settings, 0),
-        prepare_table(&db, "shared", "s", "node-b", &settings, 0),
+        prepare_table(&db, "shared", "s", "node-a", &settings),
+        prepare_table(&db, "shared", "s", "node-b", &settings),
     );
     let mut outcomes = vec![a.unwrap().outcome, b.unwrap().outcome];
     outcomes.sort_by_key(|o| format!("{o:?}"));
@@ -289,7 +289,7 @@ async fn an_unknown_schema_is_refused_and_left_alone() {
     let db = clients(&aws(&emulators)).await.dynamodb;
     create_table(&db, "someone-else", &[("id", KeyType::Hash)]).await;
     db.put_item().table_name("someone-else").item("id", s("x")).item("v", n(1)).send().await.unwrap();
-    let e = prepare_table(&db, "someone-else", "s", "node-a", &quick(), 0).await.unwrap_err();
+    let e = prepare_table(&db, "someone-else", "s", "node-a", &quick()).await.unwrap_err();
     let text = e.to_string();
     assert!(
         text.contains("someone-else") && text.contains("Nothing was changed") && text.contains("leaseKey"),
@@ -385,7 +385,7 @@ async fn denied_delete_table_names_the_permission_and_loses_nothing() {
         Some(deny_delete_table(emulators.dynamodb.clone(), "locked-down").await.parse().unwrap());
     let denied = clients(&denied_settings).await.dynamodb;
 
-    let e = prepare_table(&denied, "locked-down", "s", "node-a", &quick(), 0).await.unwrap_err();
+    let e = prepare_table(&denied, "locked-down", "s", "node-a", &quick()).await.unwrap_err();
     let text = e.to_string();
     assert!(matches!(e, LeaseError::AccessDenied { .. }), "{e:?}");
     assert!(text.contains("dynamodb:DeleteTable") && text.contains("Nothing was lost"), "{text}");
@@ -393,7 +393,7 @@ async fn denied_delete_table_names_the_permission_and_loses_nothing() {
     assert_eq!(positions(&db, "locked-down_migration").await.len(), 60, "and a complete copy exists");
 
     // Once the permission is granted, the next start completes the migration.
-    let report = prepare_table(&db, "locked-down", "s", "node-a", &quick(), 0).await.unwrap();
+    let report = prepare_table(&db, "locked-down", "s", "node-a", &quick()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Migrated { rows: 60 });
 }
 
@@ -536,7 +536,7 @@ async fn a_migration_table_left_without_its_source_is_adopted() {
         .send()
         .await
         .unwrap();
-    let report = prepare_table(&db, "orphan", "orders", "node-a", &quick(), 0).await.unwrap();
+    let report = prepare_table(&db, "orphan", "orders", "node-a", &quick()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Migrated { rows: 2 });
     assert!(!exists(&db, "orphan_migration").await);
     let got = positions(&db, "orphan").await;

@@ -52,7 +52,7 @@ struct Sink {
 impl Sink {
     fn start(config: &PutSnowflakeConfig) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let mut settings = SinkSettings::from_config(config, 0);
+        let mut settings = SinkSettings::from_config(config);
         settings.status_interval = Duration::from_millis(100);
         let engine = rt.block_on(async { SinkEngine::start(config, settings) }).unwrap();
         Self { rt, engine: Some(engine) }

@@ -47,7 +47,7 @@ impl Sink {
     /// With the settings changed by `adjust` first.
     fn start_with(config: &PutSnowflakeConfig, adjust: impl FnOnce(&mut SinkSettings)) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let mut settings = SinkSettings::from_config(config, 0);
+        let mut settings = SinkSettings::from_config(config);
         settings.status_interval = Duration::from_millis(100);
         adjust(&mut settings);
         let engine = rt.block_on(async { SinkEngine::start(config, settings) }).unwrap();
@@ -826,10 +826,8 @@ fn an_engine_without_an_instance_id_is_refused() {
     let mut config = config(&standin, &[]);
     config.instance = None;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let err = rt
-        .block_on(async { SinkEngine::start(&config, SinkSettings::from_config(&config, 0)) })
-        .err()
-        .expect("refused");
+    let err =
+        rt.block_on(async { SinkEngine::start(&config, SinkSettings::from_config(&config)) }).err().expect("refused");
     assert!(err.to_string().contains("instance id"), "{err}");
 }
 

@@ -156,7 +156,7 @@ pub(crate) struct Loader {
 impl Loader {
     pub(crate) fn start(rt: &Runtime, standin: &Standin, node: &str, instance: &str) -> Loader {
         let config = standin_support::sink_config(standin, instance, &[("Node Identity", node)]);
-        let mut settings = SinkSettings::from_config(&config, 0);
+        let mut settings = SinkSettings::from_config(&config);
         settings.status_interval = Duration::from_millis(100);
         settings.retry_limit = Duration::from_secs(60);
         settings.warm_up = Duration::from_secs(5);

@@ -153,7 +153,7 @@ fn flow_files_of_a_stream_named_by_its_arn_carry_its_name_and_verify_names_its_a
     let mut pairs = props(&emulators, &arn, "clicks-app");
     pairs.extend([("Output Strategy", "INJECT_METADATA"), ("Max Batch Duration", "200 ms")]);
     let component = Component::open(ComponentType::ConsumeKinesis, &PropertyMap::from_pairs(pairs)).unwrap();
-    component.start(5).unwrap();
+    component.start().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while let Some(status) = component.startup_status() {
         assert!(Instant::now() < deadline, "the engine did not start: {status}");

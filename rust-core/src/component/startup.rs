@@ -73,13 +73,7 @@ pub struct Startup<E: Engine> {
 
 impl<E: Engine> Startup<E> {
     /// Spawns the start task on the current runtime. `prepare` is called once per attempt.
-    pub fn spawn<P, PF, PFut, JF, JFut, Fail>(
-        component: u64,
-        doing: &'static str,
-        retry: RetrySchedule,
-        prepare: PF,
-        join: JF,
-    ) -> Self
+    pub fn spawn<P, PF, PFut, JF, JFut, Fail>(doing: &'static str, retry: RetrySchedule, prepare: PF, join: JF) -> Self
     where
         P: Send + 'static,
         Fail: std::fmt::Display + Send + 'static,
@@ -90,7 +84,7 @@ impl<E: Engine> Startup<E> {
     {
         let phase = Arc::new(Mutex::new(Phase::Starting));
         let (cancel, cancelled) = watch::channel(false);
-        let task = tokio::spawn(run(component, retry, phase.clone(), cancelled, prepare, join));
+        let task = crate::runtime::spawn(run(retry, phase.clone(), cancelled, prepare, join));
         Self { phase, cancel, task: Mutex::new(Some(task)), doing }
     }
 
@@ -153,7 +147,6 @@ async fn cancelled(rx: &mut watch::Receiver<bool>) {
 }
 
 async fn run<E, P, PF, PFut, JF, JFut, Fail>(
-    component: u64,
     retry: RetrySchedule,
     phase: Arc<Mutex<Phase<E>>>,
     mut cancel: watch::Receiver<bool>,
@@ -171,7 +164,7 @@ async fn run<E, P, PF, PFut, JF, JFut, Fail>(
     let mut failures = 0u32;
     loop {
         // Its own task, so that a panic is seen and aborting it drops it (the cancel-safe step).
-        let mut preparing = tokio::spawn(prepare());
+        let mut preparing = crate::runtime::spawn(prepare());
         let prepared = tokio::select! {
             biased;
             _ = cancelled(&mut cancel) => {
@@ -183,7 +176,7 @@ async fn run<E, P, PF, PFut, JF, JFut, Fail>(
         };
         // Joining is never cut short: it ends, and a cancelled start stops what it made.
         let started = match flatten(prepared) {
-            Ok(p) => flatten(tokio::spawn(join(p)).await),
+            Ok(p) => flatten(crate::runtime::spawn(join(p)).await),
             Err(e) => Err(e),
         };
         match started {
@@ -191,7 +184,7 @@ async fn run<E, P, PF, PFut, JF, JFut, Fail>(
                 if let Some(unwanted) = install(&phase, &cancel, Arc::new(engine)) {
                     unwanted.stop().await;
                 } else if failures > 0 {
-                    info!(component, "the engine started at attempt {}", failures + 1);
+                    info!("the engine started at attempt {}", failures + 1);
                 }
                 return;
             }
@@ -204,7 +197,7 @@ async fn run<E, P, PF, PFut, JF, JFut, Fail>(
                 );
                 // The status first: whoever sees the bulletin and asks for the status sees the failure.
                 *lock(&phase) = Phase::Failed { attempt: failures, error, retry_in };
-                error!(component, "{text}");
+                error!("{text}");
                 tokio::select! {
                     biased;
                     _ = cancelled(&mut cancel) => return,
@@ -292,7 +285,6 @@ mod tests {
     ) -> Startup<FakeEngine> {
         let (r1, r2, release) = (record.clone(), record.clone(), release.clone());
         Startup::spawn(
-            7,
             "waiting for the lock",
             retry,
             move || {
@@ -381,7 +373,6 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panic_in_a_start_step_is_an_error_not_a_silent_hang() {
         let startup: Startup<FakeEngine> = Startup::spawn(
-            7,
             "x",
             RetrySchedule { first: Duration::from_secs(60), max: Duration::from_secs(60) },
             || async {

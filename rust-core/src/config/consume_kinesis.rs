@@ -260,15 +260,7 @@ impl ConsumeKinesisConfig {
             Duration::from_millis(10),
             Duration::from_secs(600),
         );
-        let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 10 * MIB, 1024, 1024 * MIB);
-        let max_buffer_size = r.data_size_in(MAX_BUFFER_SIZE, 64 * MIB, MIB, 64 * 1024 * MIB);
-        if props.get(MAX_BATCH_SIZE).is_some() || props.get(MAX_BUFFER_SIZE).is_some() {
-            // A batch must fit in the buffer. A record larger than either (Kinesis records reach 10 MiB
-            // when a stream's MaxRecordSizeInKiB is raised) is admitted alone and goes alone in its batch.
-            if max_buffer_size < max_batch_size {
-                r.problem(MAX_BUFFER_SIZE, "must be at least Max Batch Size");
-            }
-        }
+        let (max_batch_size, max_buffer_size) = batch_and_buffer_sizes(&mut r, props);
         let processing_strategy = processing_strategy(&mut r);
         let output_strategy = r.one_of(
             OUTPUT_STRATEGY,
@@ -316,6 +308,19 @@ impl ConsumeKinesisConfig {
             stuck_shard_warning,
         })
     }
+}
+
+/// Max Batch Size and Max Buffer Size: a batch must fit in the buffer. A record larger than either
+/// (Kinesis records reach 10 MiB when a stream's MaxRecordSizeInKiB is raised) is admitted alone
+/// and goes alone in its batch.
+fn batch_and_buffer_sizes(r: &mut Reader, props: &PropertyMap) -> (u64, u64) {
+    let max_batch_size = r.data_size_in(MAX_BATCH_SIZE, 10 * MIB, 1024, 1024 * MIB);
+    let max_buffer_size = r.data_size_in(MAX_BUFFER_SIZE, 64 * MIB, MIB, 64 * 1024 * MIB);
+    let either_set = props.get(MAX_BATCH_SIZE).is_some() || props.get(MAX_BUFFER_SIZE).is_some();
+    if either_set && max_buffer_size < max_batch_size {
+        r.problem(MAX_BUFFER_SIZE, "must be at least Max Batch Size");
+    }
+    (max_batch_size, max_buffer_size)
 }
 
 /// FLOW_FILE, LINE_DELIMITED, DEMARCATOR (with its Message Demarcator) or RECORD.

@@ -143,16 +143,7 @@ impl PutSnowflakeConfig {
         let mut r = Reader::new(props);
         let account = r.optional(ACCOUNT_IDENTIFIER).unwrap_or_default();
         check_account(&mut r, &account);
-        let url_override = r.url(URL_OVERRIDE);
-        if let Some(u) = &url_override {
-            let loopback = matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-            if u.scheme() == "http" && !loopback {
-                r.problem(
-                    URL_OVERRIDE,
-                    "plain http is allowed only for a server on this machine (127.0.0.1); use https",
-                );
-            }
-        }
+        let url_override = url_override(&mut r);
         let role = r.optional(ROLE);
         let authentication = authentication(&mut r);
         let managed = matches!(authentication, Authentication::SnowflakeManaged { .. });
@@ -162,22 +153,7 @@ impl PutSnowflakeConfig {
         let database = r.required(DATABASE);
         let schema = r.required(SCHEMA);
         let table = r.required(TABLE);
-        #[derive(Clone, Copy)]
-        enum Kind {
-            Table,
-            Pipe,
-        }
-        let destination = match r.one_of(DESTINATION_TYPE, Kind::Table, &[("TABLE", Kind::Table), ("PIPE", Kind::Pipe)])
-        {
-            Kind::Table => Destination::Table,
-            Kind::Pipe => match r.optional(PIPE) {
-                Some(p) => Destination::Pipe(p),
-                None => {
-                    r.problem(PIPE, "is required when Destination Type is PIPE");
-                    Destination::Table
-                }
-            },
-        };
+        let destination = destination(&mut r);
         let iceberg = r.boolean(ICEBERG_ENABLED, false);
         let schema_evolution = r.boolean(SCHEMA_EVOLUTION_ENABLED, false);
         let channel_prefix = r.optional(CHANNEL_PREFIX).unwrap_or_else(|| "kinesnow".to_owned());
@@ -226,6 +202,34 @@ impl PutSnowflakeConfig {
             order_wait,
             freshness_warning,
         })
+    }
+}
+
+/// Snowflake URL Override: https, or plain http to a server on this machine.
+fn url_override(r: &mut Reader) -> Option<url::Url> {
+    let url = r.url(URL_OVERRIDE);
+    if let Some(u) = &url {
+        let loopback = matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        if u.scheme() == "http" && !loopback {
+            r.problem(URL_OVERRIDE, "plain http is allowed only for a server on this machine (127.0.0.1); use https");
+        }
+    }
+    url
+}
+
+/// Destination Type, and the pipe it names.
+fn destination(r: &mut Reader) -> Destination {
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Table,
+        Pipe,
+    }
+    match r.one_of(DESTINATION_TYPE, Kind::Table, &[("TABLE", Kind::Table), ("PIPE", Kind::Pipe)]) {
+        Kind::Table => Destination::Table,
+        Kind::Pipe => r.optional(PIPE).map(Destination::Pipe).unwrap_or_else(|| {
+            r.problem(PIPE, "is required when Destination Type is PIPE");
+            Destination::Table
+        }),
     }
 }
 

@@ -61,7 +61,6 @@ impl Prepared {
             if let Some(created) = created {
                 if settings.board.lock().table_created(key, created) {
                     info!(
-                        component = settings.component,
                         "lease table '{}' was made anew since this NiFi last read it: the leases known before are forgotten",
                         settings.application
                     );
@@ -103,7 +102,7 @@ impl Prepared {
             engine.stop().await;
             return Err(e);
         }
-        *lock(&engine.keeper) = Some(tokio::spawn(keeper.run()));
+        *lock(&engine.keeper) = Some(crate::runtime::spawn(keeper.run()));
         Ok(engine)
     }
 }
@@ -129,7 +128,6 @@ impl ConsumerEngine {
             &settings.stream,
             &owner,
             &settings.migration,
-            settings.component,
         )
         .await?;
         let facts = crate::kinesis::stream::describe(&clients.kinesis, settings.stream_ref()).await?;
@@ -249,10 +247,7 @@ impl ConsumerEngine {
         let rewound = self.shared.lock_ledger().nack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
         for r in rewound {
             self.shared.counters.add(ConsumerCounter::RecordsReadAgain, r.records_in_flight);
-            warn!(
-                component = self.shared.settings.component,
-                "NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record", r.shard_id
-            );
+            warn!("NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record", r.shard_id);
             if let Some(start) = r.restart {
                 self.shared.spawn_reader(start);
             }
@@ -290,23 +285,17 @@ impl ConsumerEngine {
         for lease in leases {
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {}
-                Err(e) => warn!(
-                    component = self.shared.settings.component,
-                    "could not release the lease of shard {}: {e}", lease.shard_id
-                ),
+                Err(e) => warn!("could not release the lease of shard {}: {e}", lease.shard_id),
             }
         }
         self.shared.lock_ledger().clear();
         if let Err(e) = self.shared.node_row.remove(&self.shared.store).await {
-            warn!(component = self.shared.settings.component, "could not remove this node's heartbeat row: {e}");
+            warn!("could not remove this node's heartbeat row: {e}");
         }
         if let Some(key) = &self.shared.link {
             self.shared.settings.board.lock().forget_engine(key, &self.shared.owner);
         }
-        info!(
-            component = self.shared.settings.component,
-            "consumer of stream '{}' stopped", self.shared.settings.stream
-        );
+        info!("consumer of stream '{}' stopped", self.shared.settings.stream);
     }
 }
 
@@ -342,12 +331,11 @@ pub async fn remove_fan_out_consumer(config: &ConsumeKinesisConfig) -> Result<Op
 /// subscriptions, started together, share it instead of racing to open one each.
 async fn start_fan_out(clients: &AwsClients, settings: &EngineSettings) -> Result<FanOut, ConsumerError> {
     let kinesis = &clients.kinesis;
-    let consumer_arn =
-        fan_out::ensure_consumer(kinesis, settings.stream_ref(), &settings.application, settings.component).await?;
+    let consumer_arn = fan_out::ensure_consumer(kinesis, settings.stream_ref(), &settings.application).await?;
     let shards = crate::kinesis::shards::list_shards(kinesis, settings.stream_ref()).await?.len();
     let size = fan_out::pool_size(shards, settings.fan_out_subscriptions_per_client);
     let pool: Vec<_> = (0..size).map(|_| clients.separate_kinesis()).collect();
-    fan_out::open_connections(&pool, settings.stream_ref(), settings.component).await;
+    fan_out::open_connections(&pool, settings.stream_ref()).await;
     Ok(FanOut { consumer_arn, pool, next: AtomicUsize::new(0) })
 }
 
@@ -360,9 +348,9 @@ fn spawn_reader(
     subscription: Option<(aws_sdk_kinesis::Client, String)>,
 ) -> JoinHandle<()> {
     match subscription {
-        None => tokio::spawn(reader::run(shared, shard_id, generation)),
+        None => crate::runtime::spawn(reader::run(shared, shard_id, generation)),
         Some((client, consumer_arn)) => {
-            tokio::spawn(super::subscriber::run(shared, shard_id, generation, client, consumer_arn))
+            crate::runtime::spawn(super::subscriber::run(shared, shard_id, generation, client, consumer_arn))
         }
     }
 }

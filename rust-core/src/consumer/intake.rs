@@ -169,14 +169,12 @@ impl PassedWhole {
         let stream = &shared.settings.stream;
         for (sequence_number, why) in &self.first {
             warn!(
-                component = shared.settings.component,
                 "record {sequence_number} of shard {shard_id} of stream '{stream}' is delivered whole, as one record, not \
                  de-aggregated: {why}"
             );
         }
         if self.count > self.first.len() {
             warn!(
-                component = shared.settings.component,
                 "{} more record(s) of that read of shard {shard_id} were delivered whole for the same kind of reason",
                 self.count - self.first.len()
             );

@@ -113,14 +113,11 @@ impl Keeper {
             }
             if Instant::now() >= self.next_beat {
                 if let Err(e) = self.beat().await {
-                    warn!(component = self.shared.settings.component, "heartbeat not written: {e}");
+                    warn!("heartbeat not written: {e}");
                 }
             }
             if let Err(e) = self.pass().await {
-                warn!(
-                    component = self.shared.settings.component,
-                    "lease pass on stream '{}' failed: {e}", self.shared.settings.stream
-                );
+                warn!("lease pass on stream '{}' failed: {e}", self.shared.settings.stream);
             }
             self.watch_progress();
         }
@@ -134,7 +131,6 @@ impl Keeper {
             return;
         }
         self.next_watch = now + WATCH_INTERVAL;
-        let component = self.shared.settings.component;
         for alarm in self.watchdog.observe(now, &self.shared.status()) {
             match alarm {
                 Alarm::Stuck { shard_id, stalled, waiting, children } => {
@@ -144,14 +140,13 @@ impl Keeper {
                         format!("; no node reads its child shard(s) {} before it ends", children.join(", "))
                     };
                     warn!(
-                        component,
                         "shard {shard_id} has made no progress for {} s while records wait: it waits for {}{blocked}",
                         stalled.as_secs(),
                         waiting.describe()
                     )
                 }
                 Alarm::Moving { shard_id, stalled } => {
-                    warn!(component, "shard {shard_id} moves again after {} s without progress", stalled.as_secs())
+                    warn!("shard {shard_id} moves again after {} s without progress", stalled.as_secs())
                 }
             }
         }
@@ -203,10 +198,7 @@ impl Keeper {
         self.retire_rows(&view.leases, now).await;
         for node in self.membership.long_dead(now) {
             if self.shared.store.remove_node(&node.row, &node.owner, Some(node.beat)).await.is_ok() {
-                info!(
-                    component = self.shared.settings.component,
-                    "removed the heartbeat row of node {}, silent for long", node.owner
-                );
+                info!("removed the heartbeat row of node {}, silent for long", node.owner);
             }
         }
         Ok(())
@@ -223,7 +215,6 @@ impl Keeper {
             }
             self.malformed_warned.insert(shard_id.clone(), now);
             warn!(
-                component = self.shared.settings.component,
                 "the row of shard {shard_id} of stream '{}' in table '{}' is malformed ({message}); the shard is not read until \
                  the row is fixed or deleted",
                 self.shared.settings.stream,
@@ -245,10 +236,7 @@ impl Keeper {
             let mut kept = true;
             for child in &retire.children_to_mark {
                 if let Err(e) = self.shared.store.keep_child_start(child).await {
-                    warn!(
-                        component = self.shared.settings.component,
-                        "start position of child shard {child} not written: {e}"
-                    );
+                    warn!("start position of child shard {child} not written: {e}");
                     kept = false;
                 }
             }
@@ -259,16 +247,11 @@ impl Keeper {
                 Ok(()) => {
                     self.finished_seen.remove(&retire.shard_id);
                     info!(
-                        component = self.shared.settings.component,
                         "removed the row of shard {}: finished and no longer in stream '{}'",
-                        retire.shard_id,
-                        self.shared.settings.stream
+                        retire.shard_id, self.shared.settings.stream
                     );
                 }
-                Err(e) => warn!(
-                    component = self.shared.settings.component,
-                    "row of finished shard {} not removed: {e}", retire.shard_id
-                ),
+                Err(e) => warn!("row of finished shard {} not removed: {e}", retire.shard_id),
             }
         }
     }
@@ -319,7 +302,6 @@ impl Keeper {
         if now.saturating_duration_since(since) >= NO_REPORT_WARNING && !warned_recently {
             self.reports.warned_at = Some(now);
             warn!(
-                component = self.shared.settings.component,
                 "Failover Position is SNOWFLAKE_COMMIT, but for {} s no PutSnowflake in this NiFi has reported rows of stream '{}' \
                  (Application Name '{}') committed in Snowflake while NiFi committed more: a node that takes a shard over \
                  reads again from the last position Snowflake was known to have. Expected while PutSnowflake is stopped or \
@@ -360,7 +342,6 @@ impl Keeper {
         for (lease, unsettled) in ready {
             if unsettled > 0 {
                 warn!(
-                    component = self.shared.settings.component,
                     "shard {} handed back with {unsettled} batch(es) still unsettled after {} s; they may be read again",
                     lease.shard_id,
                     timeout.as_secs()
@@ -370,15 +351,9 @@ impl Keeper {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {
                     self.shared.lock_ledger().remove(&lease.shard_id);
                     self.shared.counters.increment(ConsumerCounter::LeasesHandedBack);
-                    info!(
-                        component = self.shared.settings.component,
-                        "handed shard {} back for balancing", lease.shard_id
-                    );
+                    info!("handed shard {} back for balancing", lease.shard_id);
                 }
-                Err(e) => warn!(
-                    component = self.shared.settings.component,
-                    "lease of shard {} not released: {e}", lease.shard_id
-                ),
+                Err(e) => warn!("lease of shard {} not released: {e}", lease.shard_id),
             }
         }
     }
@@ -415,7 +390,6 @@ impl Keeper {
             balance::plan(&self.shared.owner, readable, &mine, &live, |h| self.membership.may_take_over(h, now, wall));
         for shard_id in &plan.release {
             info!(
-                component = self.shared.settings.component,
                 "handing shard {shard_id} back: {} readable shard(s) over {} live node(s)",
                 readable.len(),
                 live.len()
@@ -430,7 +404,7 @@ impl Keeper {
             let taken = match self.shared.store.acquire(&shard_id, &self.shared.owner, seen.as_ref(), on_take).await {
                 Ok(taken) => taken,
                 Err(e @ LeaseError::Malformed { .. }) => {
-                    warn!(component = self.shared.settings.component, "shard {shard_id} not read: {e}");
+                    warn!("shard {shard_id} not read: {e}");
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -443,7 +417,6 @@ impl Keeper {
             let resume = resume::resume(mode, &lease.checkpoint, lease.loaded.as_ref());
             let committed = resume.after.clone();
             info!(
-                component = self.shared.settings.component,
                 "reading shard {shard_id} of stream '{}' from {}{}",
                 self.shared.settings.stream,
                 describe_start(&lease.checkpoint, &resume),
@@ -463,10 +436,7 @@ impl Keeper {
                     outcome => {
                         // Reading at a new LATEST could skip what an earlier owner read: not now.
                         let why = outcome.err().map_or("the row changed".to_owned(), |e| e.to_string());
-                        warn!(
-                            component = self.shared.settings.component,
-                            "start time of shard {shard_id} not written, so it is not read yet: {why}"
-                        );
+                        warn!("start time of shard {shard_id} not written, so it is not read yet: {why}");
                         let _ = self.shared.store.release(&lease).await;
                         continue;
                     }

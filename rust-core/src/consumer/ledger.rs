@@ -54,6 +54,16 @@ pub enum Start {
     At(String),
 }
 
+impl Start {
+    /// The checkpoint it starts at, whose record comes again and is dropped.
+    pub fn committed(&self) -> Option<&Position> {
+        match self {
+            Start::Committed(position) => Some(position),
+            _ => None,
+        }
+    }
+}
+
 impl From<ReadFrom> for Start {
     fn from(from: ReadFrom) -> Self {
         match from {

@@ -46,11 +46,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         }
         match shared.reader_generation(&shard_id, generation) {
             None => return, // lease lost or shard dropped
-            Some((g, from)) if g != generation => {
-                generation = g;
-                start = Start::from(from);
-                iterator = None;
-            }
+            Some((g, from)) if g != generation => (generation, start, iterator) = (g, Start::from(from), None),
             Some(_) => {}
         }
         let it = match iterator.take() {
@@ -71,25 +67,11 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
             s = fetch_turn(&limiter, &shared.fetch_slots) => s,
             _ = stopping.changed() => return,
         };
-        let response = shared
-            .kinesis
-            .get_records()
-            .for_stream(shared.settings.stream_ref())
-            .shard_iterator(&it)
-            .limit(shared.settings.max_records_per_request as i32)
-            .send()
-            .await;
-        let mut out = match response {
+        let out = match get_records(&shared, &shard_id, &it).await {
             Ok(out) => out,
-            Err(e) => {
-                let error = KinesisError::from_sdk(
-                    &shared.settings.stream,
-                    Some(&shard_id),
-                    crate::kinesis::sdk_error_text(&e),
-                    e.code().map(str::to_owned),
-                );
+            Err(error) => {
                 if matches!(error, KinesisError::ExpiredIterator { .. }) {
-                    info!(component = shared.settings.component, "iterator of shard {shard_id} expired; renewing it");
+                    info!("iterator of shard {shard_id} expired; renewing it");
                 } else {
                     pause_after(&shared, &shard_id, &error, &mut limiter, &mut backoff);
                     iterator = Some(it).filter(|_| !matches!(error, KinesisError::InvalidArgument { .. }));
@@ -99,31 +81,12 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         };
         backoff.reset();
         shared.counters.increment(ConsumerCounter::GetRecordsCalls);
-        tracing::debug!(
-            component = shared.settings.component,
-            "shard {shard_id}: GetRecords returned {} record(s), behind {:?} ms, next iterator: {}",
-            out.records().len(),
-            out.millis_behind_latest(),
-            out.next_shard_iterator().is_some()
-        );
-        let fetched_bytes: u64 = out.records().iter().map(|r| r.data().as_ref().len() as u64).sum();
+        let Page { fetched, fetched_bytes, last_sequence, next, caught_up } = Page::of(out, &shard_id);
         limiter.record_call(fetched_bytes);
-        let last_sequence = out.records().last().map(|r| r.sequence_number().to_owned());
-        let next = out.next_shard_iterator.take();
-        let millis_behind = out.millis_behind_latest().unwrap_or(-1);
-        warn_if_lagging(&shared, &shard_id, millis_behind, &mut lag_warned);
-        let caught_up = out.records().is_empty() && millis_behind == 0;
-        let ended = next.is_none().then(|| {
-            out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
-        });
-        let fetched = Fetched { records: std::mem::take(&mut out.records), millis_behind, ended };
-        let committed = match &start {
-            Start::Committed(position) => Some(position),
-            _ => None,
-        };
+        warn_if_lagging(&shared, &shard_id, fetched.millis_behind, &mut lag_warned);
         let mut ignore = |_| {};
         let pushed = tokio::select! {
-            pushed = intake::hand_over(&shared, &shard_id, generation, committed, fetched, &mut ignore) => pushed,
+            pushed = intake::hand_over(&shared, &shard_id, generation, start.committed(), fetched, &mut ignore) => pushed,
             _ = stopping.changed() => return,
         };
         drop(slot);
@@ -135,10 +98,7 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         }
         match next {
             None => {
-                info!(
-                    component = shared.settings.component,
-                    "shard {shard_id} of stream '{}' has ended", shared.settings.stream
-                );
+                info!("shard {shard_id} of stream '{}' has ended", shared.settings.stream);
                 shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
@@ -147,6 +107,63 @@ pub async fn run(shared: Arc<Shared>, shard_id: String, generation: u64) {
         if caught_up {
             limiter.delay(IDLE_DELAY);
         }
+    }
+}
+
+/// One GetRecords call of the shard's reader at iterator `it`.
+async fn get_records(
+    shared: &Shared,
+    shard_id: &str,
+    it: &str,
+) -> Result<aws_sdk_kinesis::operation::get_records::GetRecordsOutput, KinesisError> {
+    shared
+        .kinesis
+        .get_records()
+        .for_stream(shared.settings.stream_ref())
+        .shard_iterator(it)
+        .limit(shared.settings.max_records_per_request as i32)
+        .send()
+        .await
+        .map_err(|e| {
+            KinesisError::from_sdk(
+                &shared.settings.stream,
+                Some(shard_id),
+                crate::kinesis::sdk_error_text(&e),
+                e.code().map(str::to_owned),
+            )
+        })
+}
+
+/// What one GetRecords answer brings the reader.
+struct Page {
+    fetched: Fetched,
+    /// The records' bytes as fetched (what the shard's read limit counts).
+    fetched_bytes: u64,
+    last_sequence: Option<String>,
+    /// The next iterator; `None` once the shard has ended.
+    next: Option<String>,
+    /// No records and nothing behind: the reader waits [`IDLE_DELAY`].
+    caught_up: bool,
+}
+
+impl Page {
+    fn of(mut out: aws_sdk_kinesis::operation::get_records::GetRecordsOutput, shard_id: &str) -> Self {
+        tracing::debug!(
+            "shard {shard_id}: GetRecords returned {} record(s), behind {:?} ms, next iterator: {}",
+            out.records().len(),
+            out.millis_behind_latest(),
+            out.next_shard_iterator().is_some()
+        );
+        let fetched_bytes = out.records().iter().map(|r| r.data().as_ref().len() as u64).sum();
+        let last_sequence = out.records().last().map(|r| r.sequence_number().to_owned());
+        let next = out.next_shard_iterator.take();
+        let millis_behind = out.millis_behind_latest().unwrap_or(-1);
+        let caught_up = out.records().is_empty() && millis_behind == 0;
+        let ended = next.is_none().then(|| {
+            out.child_shards().iter().map(|c| (c.shard_id().to_owned(), c.parent_shards().to_vec())).collect::<Vec<_>>()
+        });
+        let fetched = Fetched { records: std::mem::take(&mut out.records), millis_behind, ended };
+        Self { fetched, fetched_bytes, last_sequence, next, caught_up }
     }
 }
 
@@ -159,7 +176,6 @@ fn warn_if_lagging(shared: &Shared, shard_id: &str, millis_behind: i64, last: &m
     }
     *last = Some(tokio::time::Instant::now());
     warn!(
-        component = shared.settings.component,
         "shard {shard_id} of stream '{}' is {} s behind, more than {}% of the retention period: records may expire unread",
         shared.settings.stream,
         millis_behind / 1000,
@@ -217,7 +233,6 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
                 // The checkpoint lies before the stream's retention: the records in between are gone.
                 (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_) | Start::At(_)) => {
                     warn!(
-                        component = shared.settings.component,
                         "the position of shard {shard_id} is no longer in stream '{}' (trimmed by retention): records were \
                          lost; continuing from TRIM_HORIZON",
                         shared.settings.stream
@@ -261,17 +276,13 @@ fn pause_after(
         }
         KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. } => {
             let delay = backoff.next_delay().max(Duration::from_secs(5));
-            warn!(component = shared.settings.component, "{error}; retrying shard {shard_id} in {} s", delay.as_secs());
+            warn!("{error}; retrying shard {shard_id} in {} s", delay.as_secs());
             delay
         }
         _ => {
             let delay = backoff.next_delay();
             if backoff.attempts() >= 3 {
-                warn!(
-                    component = shared.settings.component,
-                    "{error}; retrying shard {shard_id} in {} ms",
-                    delay.as_millis()
-                );
+                warn!("{error}; retrying shard {shard_id} in {} ms", delay.as_millis());
             }
             delay
         }

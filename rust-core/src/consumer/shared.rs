@@ -68,8 +68,6 @@ pub struct EngineSettings {
     pub lag_warning_percent: u8,
     /// Warn about a leased shard whose checkpoint has not moved this long while records wait (zero: never).
     pub stuck_shard_warning: Duration,
-    /// The component handle, so log events reach the processor's bulletins.
-    pub component: u64,
     /// Lock and wait timings of the one-time migration from a KCL lease table.
     pub migration: MigrationSettings,
     /// Where a node that takes a lease over resumes (see `resume`).
@@ -79,7 +77,7 @@ pub struct EngineSettings {
 }
 
 impl EngineSettings {
-    pub fn from_config(c: &ConsumeKinesisConfig, component: u64) -> Self {
+    pub fn from_config(c: &ConsumeKinesisConfig) -> Self {
         Self {
             stream: c.stream_name.clone(),
             stream_arn: c.stream_arn.clone(),
@@ -97,7 +95,6 @@ impl EngineSettings {
             hand_back_timeout: Duration::from_secs(30),
             lag_warning_percent: c.lag_warning_threshold_percent,
             stuck_shard_warning: c.stuck_shard_warning,
-            component,
             migration: MigrationSettings::default(),
             failover_position: c.failover_position,
             board: crate::feedback::BoardHandle::process(),
@@ -264,7 +261,6 @@ impl Shared {
             Err(LeaseError::Fenced { .. }) => WriteOutcome::Fenced,
             Err(e) => {
                 warn!(
-                    component = self.settings.component,
                     "checkpoint of shard {} not written (tried again on the next lease pass): {e}",
                     write.lease.shard_id
                 );
@@ -309,10 +305,7 @@ impl Shared {
             match self.store.write_loaded(&write.lease, &write.loaded).await {
                 Ok(()) => self.lock_ledger().loaded_written(&write),
                 Err(LeaseError::Fenced { .. }) => self.lose(&write.lease.shard_id),
-                Err(e) => warn!(
-                    component = self.settings.component,
-                    "loaded position of shard {} not written: {e}", write.lease.shard_id
-                ),
+                Err(e) => warn!("loaded position of shard {} not written: {e}", write.lease.shard_id),
             }
         }
     }
@@ -340,12 +333,12 @@ impl Shared {
         let shard_id = finish.lease.shard_id.clone();
         for (child, parents) in &finish.children {
             if let Err(e) = self.store.add_child(child, parents).await {
-                warn!(component = self.settings.component, "row of child shard {child} not written: {e}");
+                warn!("row of child shard {child} not written: {e}");
             }
         }
         let outcome = match self.store.mark_shard_end(&finish.lease).await {
             Ok(()) => {
-                info!(component = self.settings.component, "shard {shard_id} finished: every record committed");
+                info!("shard {shard_id} finished: every record committed");
                 if let Some(key) = &self.link {
                     // Its FlowFiles still queued here go on into the shared channel, before the children's.
                     self.settings.board.lock().finished_here(key, &self.owner, &shard_id, finish.lease.counter);
@@ -353,14 +346,11 @@ impl Shared {
                 WriteOutcome::Written
             }
             Err(LeaseError::Fenced { .. }) => {
-                warn!(
-                    component = self.settings.component,
-                    "lease on shard {shard_id} was lost before its shard-end marker was written"
-                );
+                warn!("lease on shard {shard_id} was lost before its shard-end marker was written");
                 WriteOutcome::Fenced
             }
             Err(e) => {
-                warn!(component = self.settings.component, "shard-end marker of {shard_id} not written: {e}");
+                warn!("shard-end marker of {shard_id} not written: {e}");
                 WriteOutcome::Failed
             }
         };
@@ -381,10 +371,7 @@ impl Shared {
     /// Ends the readers of a shard whose lease is gone.
     fn lost(&self, shard_id: &str) {
         self.counters.increment(ConsumerCounter::LeasesLost);
-        warn!(
-            component = self.settings.component,
-            "lease on shard {shard_id} was lost; its buffered records are dropped"
-        );
+        warn!("lease on shard {shard_id} was lost; its buffered records are dropped");
         for (_, reader) in self.lock_readers().iter().filter(|(id, _)| id == shard_id) {
             reader.abort();
         }

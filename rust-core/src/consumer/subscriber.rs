@@ -132,10 +132,7 @@ pub async fn run(
             End::Probe => probe = begin_confirmation(&shared, &shard_id),
             End::Recheck => {}
             End::ShardEnd => {
-                info!(
-                    component = shared.settings.component,
-                    "shard {shard_id} of stream '{}' has ended", shared.settings.stream
-                );
+                info!("shard {shard_id} of stream '{}' has ended", shared.settings.stream);
                 shared.on_reader_finished(&shard_id, generation).await;
                 return;
             }
@@ -230,7 +227,6 @@ async fn read(
         let event = match received {
             None => {
                 warn!(
-                    component = shared.settings.component,
                     "the fan-out subscription of shard {shard_id} was silent for {} s; replacing it",
                     watchdog.as_secs()
                 );
@@ -324,7 +320,6 @@ fn has_new_records(records: &[aws_sdk_kinesis::types::Record], committed: Option
 /// Logs and counts a confirmation of the shard's end by polling; true.
 fn begin_confirmation(shared: &Shared, shard_id: &str) -> bool {
     info!(
-        component = shared.settings.component,
         "shard {shard_id} of stream '{}' is closed and its fan-out subscription brought no records for {} s; \
          confirming its end with GetRecords",
         shared.settings.stream,
@@ -387,7 +382,6 @@ async fn confirm_end(
         let last_record = records.last().map(|r| r.sequence_number().to_owned());
         if has_new_records(&records, committed) {
             info!(
-                component = shared.settings.component,
                 "shard {shard_id}: {} record(s) its fan-out subscription had not delivered came by GetRecords",
                 records.len()
             );
@@ -421,7 +415,6 @@ async fn probe_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> R
         {
             if !matches!(from, ProbeStart::AfterContinuation(_)) {
                 warn!(
-                    component = shared.settings.component,
                     "the position of shard {shard_id} is no longer in stream '{}' ({message}): records were lost; \
                      continuing from TRIM_HORIZON",
                     shared.settings.stream
@@ -500,21 +493,14 @@ fn shard_end(event: &SubscribeToShardEvent) -> Option<Vec<(String, Vec<String>)>
 async fn pause(shared: &Shared, shard_id: &str, error: &KinesisError, backoff: &mut Backoff) {
     let delay = backoff.next_delay().max(RESUBSCRIBE_FLOOR);
     let in_use = matches!(error, KinesisError::ResourceInUse { .. });
-    tracing::debug!(component = shared.settings.component, "fan-out subscription of shard {shard_id} ended: {error}");
+    tracing::debug!("fan-out subscription of shard {shard_id} ended: {error}");
     if in_use {
         shared.fan_out_stats.resource_in_use.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            component = shared.settings.component,
-            "shard {shard_id}: previous subscription still active; retrying"
-        );
+        tracing::debug!("shard {shard_id}: previous subscription still active; retrying");
     } else if matches!(error, KinesisError::StreamNotFound { .. } | KinesisError::AccessDenied { .. })
         || backoff.attempts() >= 3
     {
-        warn!(
-            component = shared.settings.component,
-            "{error}; subscribing to shard {shard_id} again in {} ms",
-            delay.as_millis()
-        );
+        warn!("{error}; subscribing to shard {shard_id} again in {} ms", delay.as_millis());
     }
     tokio::time::sleep(if in_use { RESUBSCRIBE_FLOOR } else { delay }).await;
 }

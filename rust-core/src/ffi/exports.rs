@@ -27,6 +27,15 @@ fn handle(value: jlong) -> u64 {
     value as u64
 }
 
+/// Runs `f` on the open component behind `handle` inside its span (`runtime::component_span`),
+/// so every event of the call, and of the engine tasks the call starts, reaches that processor's log.
+fn with_component<T>(handle: jlong, f: impl FnOnce(&Component) -> Result<T, BridgeError>) -> Result<T, BridgeError> {
+    let id = self::handle(handle);
+    let component = COMPONENTS.get(id)?;
+    let _span = crate::runtime::component_span(id).entered();
+    f(&component)
+}
+
 fn install_log_bridge(env: &mut JNIEnv) -> Result<(), BridgeError> {
     log_bridge::install(env.get_java_vm()?);
     Ok(())
@@ -167,13 +176,14 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_open<'l>(
         let props = java::property_map(env, &properties)?;
         let sink = if sink.is_null() { None } else { Some(env.new_global_ref(&sink)?) };
         // Parse before taking a handle, so a failed open leaves nothing behind.
-        let opened = Component::open(kind, &props).map_err(|e| BridgeError::core(&e))?;
+        let opened = Component::open(kind, &props)?;
         let description = opened.describe();
         let id = COMPONENTS.insert(opened);
         if let Some(sink) = sink {
             log_bridge::register(id, sink);
         }
-        tracing::info!(component = id, "{description} opened (native library {})", env!("CARGO_PKG_VERSION"));
+        let _span = crate::runtime::component_span(id).entered();
+        tracing::info!("{description} opened (native library {})", env!("CARGO_PKG_VERSION"));
         Ok(id as jlong)
     })
 }
@@ -185,11 +195,11 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_start<'l>
     component: jlong,
 ) {
     guard::call(&mut env, |_env| {
-        let id = handle(component);
-        let c = COMPONENTS.get(id)?;
-        c.start(id).map_err(|e| {
-            tracing::warn!(component = id, "{e}");
-            BridgeError::core(&e)
+        with_component(component, |c| {
+            c.start().map_err(|e| {
+                tracing::warn!("{e}");
+                BridgeError::from(e)
+            })
         })
     })
 }
@@ -203,11 +213,10 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_startupSt
     component: jlong,
 ) -> jstring {
     guard::call(&mut env, |env| {
-        let c = COMPONENTS.get(handle(component))?;
-        match c.startup_status() {
+        with_component(component, |c| match c.startup_status() {
             Some(text) => Ok(env.new_string(text)?.into_raw()),
             None => Ok(std::ptr::null_mut()),
-        }
+        })
     })
 }
 
@@ -223,13 +232,14 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_pollDirec
     reusable: JByteBuffer<'l>,
 ) -> jobject {
     guard::call(&mut env, |env| {
-        let c = COMPONENTS.get(handle(component))?;
-        let Some(batch) = c.poll_batch().map_err(|e| BridgeError::core(&e))? else { return Ok(std::ptr::null_mut()) };
-        // Dropped on any error below, which nacks it.
-        let buffer =
-            hand_over(env, batch::outgoing_len(&batch), reusable, |out| batch::encode_outgoing_into(&batch, out))?;
-        batch.handed_over();
-        Ok(buffer)
+        with_component(component, |c| {
+            let Some(batch) = c.poll_batch()? else { return Ok(std::ptr::null_mut()) };
+            // Dropped on any error below, which nacks it.
+            let buffer =
+                hand_over(env, batch::outgoing_len(&batch), reusable, |out| batch::encode_outgoing_into(&batch, out))?;
+            batch.handed_over();
+            Ok(buffer)
+        })
     })
 }
 
@@ -327,10 +337,10 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_noteSkipp
     skips: JByteArray<'l>,
 ) {
     guard::call(&mut env, |env| {
-        let c = COMPONENTS.get(handle(component))?;
-        let bytes = env.convert_byte_array(&skips)?;
-        let skips = super::skips::decode(&bytes).map_err(|e| BridgeError::core(&e))?;
-        c.note_skipped(skips).map_err(|e| BridgeError::core(&e))
+        with_component(component, |c| {
+            let skips = super::skips::decode(&env.convert_byte_array(&skips)?)?;
+            Ok(c.note_skipped(skips)?)
+        })
     })
 }
 
@@ -342,10 +352,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_ack<'l>(
     component: jlong,
     batch_id: jlong,
 ) {
-    guard::call(&mut env, |_env| {
-        let c = COMPONENTS.get(handle(component))?;
-        c.ack(batch_id).map_err(|e| BridgeError::core(&e))
-    })
+    guard::call(&mut env, |_env| with_component(component, |c| Ok(c.ack(batch_id)?)))
 }
 
 /// NiFi did not commit the batch: rewind its shards to their last checkpoint.
@@ -356,10 +363,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_nack<'l>(
     component: jlong,
     batch_id: jlong,
 ) {
-    guard::call(&mut env, |_env| {
-        let c = COMPONENTS.get(handle(component))?;
-        c.nack(batch_id).map_err(|e| BridgeError::core(&e))
-    })
+    guard::call(&mut env, |_env| with_component(component, |c| Ok(c.nack(batch_id)?)))
 }
 
 /// PutSnowflake: queues FlowFiles (layout in `sink_io`) on their channels; returns at once.
@@ -371,10 +375,10 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_submit<'l
     flow_files: JByteArray<'l>,
 ) {
     guard::call(&mut env, |env| {
-        let c = COMPONENTS.get(handle(component))?;
-        let bytes = env.convert_byte_array(&flow_files)?;
-        let flow_files = super::sink_io::decode_flow_files(&bytes).map_err(|e| BridgeError::core(&e))?;
-        c.submit(flow_files).map_err(|e| BridgeError::core(&e))
+        with_component(component, |c| {
+            let flow_files = super::sink_io::decode_flow_files(&env.convert_byte_array(&flow_files)?)?;
+            Ok(c.submit(flow_files)?)
+        })
     })
 }
 
@@ -388,13 +392,14 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_outcomes<
     wait_millis: jlong,
 ) -> jbyteArray {
     guard::call(&mut env, |env| {
-        let c = COMPONENTS.get(handle(component))?;
-        let wait = std::time::Duration::from_millis(wait_millis.clamp(0, 10_000) as u64);
-        let outcomes = c.outcomes(wait).map_err(|e| BridgeError::core(&e))?;
-        if outcomes.is_empty() {
-            return Ok(std::ptr::null_mut());
-        }
-        Ok(env.byte_array_from_slice(&super::sink_io::encode_outcomes(&outcomes))?.into_raw())
+        with_component(component, |c| {
+            let wait = std::time::Duration::from_millis(wait_millis.clamp(0, 10_000) as u64);
+            let outcomes = c.outcomes(wait)?;
+            if outcomes.is_empty() {
+                return Ok(std::ptr::null_mut());
+            }
+            Ok(env.byte_array_from_slice(&super::sink_io::encode_outcomes(&outcomes))?.into_raw())
+        })
     })
 }
 
@@ -408,14 +413,13 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_choose<'l
     candidates: JByteArray<'l>,
 ) -> jintArray {
     guard::call(&mut env, |env| {
-        let c = COMPONENTS.get(handle(component))?;
-        let bytes = env.convert_byte_array(&candidates)?;
-        let candidates = super::sink_io::decode_candidates(&bytes).map_err(|e| BridgeError::core(&e))?;
-        let chosen: Vec<i32> =
-            c.choose(&candidates).map_err(|e| BridgeError::core(&e))?.into_iter().map(|i| i as i32).collect();
-        let out = env.new_int_array(chosen.len() as i32)?;
-        env.set_int_array_region(&out, 0, &chosen)?;
-        Ok(out.into_raw())
+        with_component(component, |c| {
+            let candidates = super::sink_io::decode_candidates(&env.convert_byte_array(&candidates)?)?;
+            let chosen: Vec<i32> = c.choose(&candidates)?.into_iter().map(|i| i as i32).collect();
+            let out = env.new_int_array(chosen.len() as i32)?;
+            env.set_int_array_region(&out, 0, &chosen)?;
+            Ok(out.into_raw())
+        })
     })
 }
 
@@ -426,11 +430,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_capacity<
     _class: JClass<'l>,
     component: jlong,
 ) -> jlong {
-    guard::call(&mut env, |_env| {
-        let c = COMPONENTS.get(handle(component))?;
-        let capacity = c.capacity().map_err(|e| BridgeError::core(&e))?;
-        Ok(capacity.min(i64::MAX as u64) as jlong)
-    })
+    guard::call(&mut env, |_env| with_component(component, |c| Ok(c.capacity()?.min(i64::MAX as u64) as jlong)))
 }
 
 #[no_mangle]
@@ -440,12 +440,14 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_close<'l>
     component: jlong,
 ) {
     guard::call(&mut env, |_env| {
-        let id = handle(component);
         // Stopped before its handle goes, so NiFi's last acknowledgements still reach it.
-        COMPONENTS.get(id)?.stop();
-        let closed = COMPONENTS.remove(id)?;
-        tracing::info!(component = id, "{} closed", closed.describe());
-        log_bridge::unregister(id);
+        with_component(component, |c| {
+            c.stop();
+            tracing::info!("{} closed", c.describe());
+            Ok(())
+        })?;
+        COMPONENTS.remove(handle(component))?;
+        log_bridge::unregister(handle(component));
         Ok(())
     })
 }
@@ -459,7 +461,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_counters<
     component: jlong,
 ) -> jlongArray {
     guard::call(&mut env, |env| {
-        let counts: Vec<i64> = COMPONENTS.get(handle(component))?.take_metrics();
+        let counts: Vec<i64> = with_component(component, |c| Ok(c.take_metrics()))?;
         let array = env.new_long_array(counts.len() as i32)?;
         env.set_long_array_region(&array, 0, &counts)?;
         Ok(array.into_raw())
@@ -474,7 +476,7 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeBridge_status<'l
     component: jlong,
 ) -> jobjectArray {
     guard::call(&mut env, |env| {
-        let lines = COMPONENTS.get(handle(component))?.status_map();
+        let lines = with_component(component, |c| Ok(c.status_map()))?;
         let flat: Vec<String> = lines.into_iter().flat_map(|(k, v)| [k, v]).collect();
         java::string_array(env, &flat)
     })

@@ -59,6 +59,19 @@ impl BridgeError {
     }
 }
 
+/// An engine error becomes the exception of its class, so exports can use `?` on the engine's results.
+macro_rules! from_classified {
+    ($($error:ty),+) => {$(
+        impl From<$error> for BridgeError {
+            fn from(e: $error) -> Self {
+                Self::core(&e)
+            }
+        }
+    )+};
+}
+
+from_classified!(crate::component::ComponentError, super::sink_io::SinkIoError, super::skips::SkipsError);
+
 impl From<jni::errors::Error> for BridgeError {
     fn from(e: jni::errors::Error) -> Self {
         match e {

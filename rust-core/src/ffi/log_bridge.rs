@@ -1,7 +1,8 @@
 //! Forwards `tracing` events to the NiFi `ComponentLog` of the processor they concern, so warnings
 //! and errors raised anywhere in the engine become bulletins on the canvas.
 //!
-//! An event belongs to a component when it, or a span around it, carries a `component` field
+//! An event belongs to a component when a span around it (`runtime::component_span`, entered for
+//! every call from Java and carried into the tasks the engine spawns) carries a `component` field
 //! holding the component's handle. Events are queued (bounded; overflow is counted, never blocks
 //! the engine) and delivered by one thread attached to the JVM, so tokio workers never call Java.
 //! That thread never returns to Java, so each delivery runs in its own JNI local frame.
@@ -284,6 +285,27 @@ mod tests {
         });
         assert_eq!(lines[0], LogLine { component: 7, level: 4, message: "shard shardId-1 is lagging".into() });
         assert_eq!(lines[1], LogLine { component: 9, level: 5, message: "lease lost [shard=shardId-2]".into() });
+    }
+
+    #[test]
+    fn a_task_the_engine_spawns_inside_a_component_span_keeps_its_component() {
+        let lines = capture(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let task = crate::runtime::component_span(11).in_scope(|| {
+                    crate::runtime::spawn(async {
+                        tokio::task::yield_now().await;
+                        tracing::warn!("lease on shard {} was lost", "shardId-3");
+                    })
+                });
+                task.await.unwrap();
+                let plain = crate::runtime::component_span(12)
+                    .in_scope(|| tokio::spawn(async { tracing::warn!("a task started without the span") }));
+                plain.await.unwrap();
+            });
+        });
+        assert_eq!(lines[0], LogLine { component: 11, level: 4, message: "lease on shard shardId-3 was lost".into() });
+        assert_eq!(lines[1].component, 0, "tokio::spawn drops the span: why the engine uses runtime::spawn");
     }
 
     #[test]

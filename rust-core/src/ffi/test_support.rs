@@ -161,8 +161,9 @@ pub extern "system" fn Java_io_kinesnow_nifi_nativebridge_NativeTestSupport_logF
         let id = component as u64;
         super::exports::require_open(id)?;
         let padding = "x".repeat(160);
+        let _span = crate::runtime::component_span(id).entered();
         for n in 0..lines.max(0) {
-            tracing::info!(component = id, "log bridge test line {n} {padding}");
+            tracing::info!("log bridge test line {n} {padding}");
             if n % 1000 == 999 {
                 log_bridge::flush();
             }

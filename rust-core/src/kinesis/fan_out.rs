@@ -39,12 +39,7 @@ pub async fn stream_arn(client: &Client, stream: StreamRef<'_>) -> Result<String
 
 /// Registers the consumer `name` on the stream unless it exists, waits until it is ACTIVE and
 /// returns its ARN.
-pub async fn ensure_consumer(
-    client: &Client,
-    address: StreamRef<'_>,
-    name: &str,
-    component: u64,
-) -> Result<String, KinesisError> {
+pub async fn ensure_consumer(client: &Client, address: StreamRef<'_>, name: &str) -> Result<String, KinesisError> {
     let arn = stream_arn(client, address).await?;
     let stream = address.as_str();
     let started = tokio::time::Instant::now();
@@ -66,10 +61,7 @@ pub async fn ensure_consumer(
         }
         if !warned && started.elapsed() >= Duration::from_secs(3) {
             warned = true;
-            warn!(
-                component,
-                "waiting for the Enhanced Fan-Out consumer '{name}' of stream '{stream}' to become ACTIVE"
-            );
+            warn!("waiting for the Enhanced Fan-Out consumer '{name}' of stream '{stream}' to become ACTIVE");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -128,7 +120,7 @@ pub fn pool_size(shards: usize, per_client: usize) -> usize {
 /// for that client). Once a client's first call has returned, its HTTP/2 connection waits in its
 /// pool and every subscription takes it. A failed call is logged and the subscriptions go on: they
 /// need no warm connection to work.
-pub async fn open_connections(pool: &[Client], address: StreamRef<'_>, component: u64) {
+pub async fn open_connections(pool: &[Client], address: StreamRef<'_>) {
     let mut calls = tokio::task::JoinSet::new();
     let stream = address.as_str();
     for (i, client) in pool.iter().enumerate() {
@@ -138,7 +130,6 @@ pub async fn open_connections(pool: &[Client], address: StreamRef<'_>, component
     while let Some(done) = calls.join_next().await {
         if let Ok((i, Err(e))) = done {
             warn!(
-                component,
                 "Enhanced Fan-Out client {i} of stream '{stream}' could not open its connection before its \
                  subscriptions: {}",
                 super::sdk_error_text(&e)

@@ -112,7 +112,6 @@ pub async fn prepare_table(
     stream: &str,
     owner: &str,
     settings: &MigrationSettings,
-    component: u64,
 ) -> Result<Report, LeaseError> {
     let copy_table = format!("{application}_migration");
     let started = Instant::now();
@@ -133,11 +132,11 @@ pub async fn prepare_table(
             }
             (Schema::Ours, Schema::Absent) => {
                 let outcome = if waited { Outcome::Waited } else { Outcome::Ready };
-                return Ok(report(application, outcome, component));
+                return Ok(report(application, outcome));
             }
             (Schema::Absent, Schema::Absent) => {
                 table::ensure_table(client, application, Duration::from_secs(60)).await?;
-                return Ok(report(application, Outcome::Created, component));
+                return Ok(report(application, Outcome::Created));
             }
             (Schema::Busy, _) | (_, Schema::Busy) => {}
             (_, Schema::Unknown(keys)) => {
@@ -156,23 +155,13 @@ pub async fn prepare_table(
                 match migration_lock::try_take(client, &copy_table, owner, &mut watch, settings.lock_timeout, settings.lock_beat).await? {
                     Attempt::Taken(lock) => {
                         halt(settings, Step::Locked)?;
-                        let run = Migration { client, application, copy_table: &copy_table, stream, settings, component };
-                        return match run.complete(&lock).await {
-                            Ok(rows) => {
-                                drop(lock);
-                                Ok(report(application, Outcome::Migrated { rows }, component))
-                            }
-                            Err(e) if is_halt(&e) => Err(e),
-                            Err(e) => {
-                                lock.release().await;
-                                Err(e)
-                            }
-                        };
+                        let run = Migration { client, application, copy_table: &copy_table, stream, settings };
+                        return run.under(lock).await;
                     }
                     Attempt::Gone => continue,
                     Attempt::Held { owner: holder } => {
                         if !waited {
-                            warn!(component, "waiting for node {holder} to finish migrating the KCL lease table '{application}'");
+                            warn!("waiting for node {holder} to finish migrating the KCL lease table '{application}'");
                             waited = true;
                         }
                     }
@@ -180,16 +169,20 @@ pub async fn prepare_table(
             }
         }
         if started.elapsed() >= settings.wait_limit {
-            return Err(LeaseError::Table {
-                table: application.to_owned(),
-                message: format!(
-                    "the lease table's migration did not finish within {} s (another node holds the lock or the table stays \
-                     busy); nothing was lost, start the processor again",
-                    settings.wait_limit.as_secs()
-                ),
-            });
+            return Err(waited_too_long(application, settings));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn waited_too_long(application: &str, settings: &MigrationSettings) -> LeaseError {
+    LeaseError::Table {
+        table: application.to_owned(),
+        message: format!(
+            "the lease table's migration did not finish within {} s (another node holds the lock or the table stays \
+             busy); nothing was lost, start the processor again",
+            settings.wait_limit.as_secs()
+        ),
     }
 }
 
@@ -200,10 +193,25 @@ struct Migration<'a> {
     copy_table: &'a str,
     stream: &'a str,
     settings: &'a MigrationSettings,
-    component: u64,
 }
 
 impl Migration<'_> {
+    /// Completes the migration holding `lock`: dropped once done, released after an error (kept at a
+    /// test's halt, as a node that died there would leave it).
+    async fn under(&self, lock: migration_lock::LockGuard) -> Result<Report, LeaseError> {
+        match self.complete(&lock).await {
+            Ok(rows) => {
+                drop(lock);
+                Ok(report(self.application, Outcome::Migrated { rows }))
+            }
+            Err(e) if is_halt(&e) => Err(e),
+            Err(e) => {
+                lock.release().await;
+                Err(e)
+            }
+        }
+    }
+
     async fn complete(&self, lock: &migration_lock::LockGuard) -> Result<usize, LeaseError> {
         let mut main = inspect(self.client, self.application).await?;
         while main == Schema::Busy {
@@ -221,7 +229,6 @@ impl Migration<'_> {
         let (rows, complete) = scan_copy(self.client, self.copy_table).await?;
         if !complete {
             warn!(
-                component = self.component,
                 "'{}' has no mark of a complete copy and no KCL table is left to copy from; adopting its {} row(s) \
                  (shards without a row start at the Initial Stream Position)",
                 self.copy_table,
@@ -236,7 +243,6 @@ impl Migration<'_> {
         lock.confirm().await?;
         delete_table(self.client, self.copy_table).await?;
         info!(
-            component = self.component,
             "migrated {} checkpoint row(s) into lease table '{}'; the temporary table '{}' is deleted",
             rows.len(),
             self.application,
@@ -270,13 +276,7 @@ impl Migration<'_> {
             ("source".to_owned(), AttributeValue::S(format!("KCL table {}", self.application))),
         ]);
         put(self.client, self.copy_table, &marker).await?;
-        info!(
-            component = self.component,
-            "copied {} KCL lease(s) of table '{}' to '{}'",
-            items.len(),
-            self.application,
-            self.copy_table
-        );
+        info!("copied {} KCL lease(s) of table '{}' to '{}'", items.len(), self.application, self.copy_table);
         halt(self.settings, Step::CopiedOut)
     }
 
@@ -423,10 +423,9 @@ async fn delete_table(client: &Client, table: &str) -> Result<(), LeaseError> {
 /// After this node migrated, names KCL 3's side tables, which this processor never uses. Their
 /// existence is not probed: Snowflake's IAM policy grants no DescribeTable on them, and a refused
 /// call on every migration would be noise in the audit trail.
-fn report(application: &str, outcome: Outcome, component: u64) -> Report {
+fn report(application: &str, outcome: Outcome) -> Report {
     if matches!(outcome, Outcome::Migrated { .. }) {
         warn!(
-            component,
             "if KCL 3 made the tables '{application}-CoordinatorState' and '{application}-WorkerMetricStats', \
              this processor does not use them: they were left alone and can be deleted"
         );

@@ -131,7 +131,7 @@ async fn read(client: &Client, table: &str) -> Result<Option<Option<(String, u64
 impl LockGuard {
     fn start(client: Client, table: String, owner: String, every: Duration) -> Self {
         let lost = Arc::new(AtomicBool::new(false));
-        let beating = tokio::spawn(beat(client.clone(), table.clone(), owner.clone(), every, lost.clone()));
+        let beating = crate::runtime::spawn(beat(client.clone(), table.clone(), owner.clone(), every, lost.clone()));
         Self { client, table, owner, lost, beating }
     }
 

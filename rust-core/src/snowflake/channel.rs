@@ -38,7 +38,6 @@ pub use super::book::{Outcome, Route};
 
 #[derive(Clone)]
 pub struct ChannelSettings {
-    pub component: u64,
     pub max_batch_bytes: usize,
     pub max_latency: Duration,
     pub commit_timeout: Duration,
@@ -200,12 +199,7 @@ impl ChannelWriter {
                 Err(_) if self.book.remembers_gaps(Instant::now()) => continue,
                 Err(_) => match self.flights.try_retire(&mut self.work) {
                     Retire::Now => {
-                        info!(
-                            component = self.settings.component,
-                            "channel {}: idle for {:?}, its writer retires",
-                            self.name(),
-                            self.settings.idle_retire
-                        );
+                        info!("channel {}: idle for {:?}, its writer retires", self.name(), self.settings.idle_retire);
                         return false;
                     }
                     Retire::Take(work) => {
@@ -279,7 +273,6 @@ impl ChannelWriter {
                 let done = self.book.opened(reported, opened.status.rows_error_count.unwrap_or(0));
                 self.view.opened(self.api.pipe(), self.book.committed().map(ToString::to_string));
                 info!(
-                    component = self.settings.component,
                     "channel {} opened on pipe {}; last committed offset token {}",
                     self.name(),
                     self.api.pipe(),
@@ -353,11 +346,7 @@ impl ChannelWriter {
             let compressed = match compressed {
                 Ok(c) => c,
                 Err(e) => {
-                    error!(
-                        component = self.settings.component,
-                        "channel {}: rows could not be compressed: {e}",
-                        self.name()
-                    );
+                    error!("channel {}: rows could not be compressed: {e}", self.name());
                     let done = self.book.fail_unsent(&format!("the rows could not be compressed: {e}"));
                     self.deliver(done);
                     return None;
@@ -371,7 +360,6 @@ impl ChannelWriter {
                     // never send one: Snowflake would refuse the request.
                     let too_large = TooLarge { ndjson: ndjson_len, compressed: Some(compressed.len()) };
                     error!(
-                        component = self.settings.component,
                         "channel {}: a row too large for any append request reached the channel (a bug, please report \
                          it); the channel's unsent FlowFiles go to failure: {too_large}",
                         self.name()
@@ -434,7 +422,7 @@ impl ChannelWriter {
         }
         if let Some(code) = status.channel_status_code.as_deref() {
             if code.contains("NO_LONGER_EXISTS") || code.contains("INVALID") {
-                warn!(component = self.settings.component, "channel {} reports {code}; reopening it", self.name());
+                warn!("channel {} reports {code}; reopening it", self.name());
                 self.book.close();
                 return;
             }
@@ -442,7 +430,7 @@ impl ChannelWriter {
         let upper = status.last_error_offset_upper_bound.as_deref().and_then(OffsetToken::parse);
         let reason = status.last_error_message.as_deref().unwrap_or("no message");
         if let Some(message) = self.book.row_errors(status.rows_error_count.unwrap_or(0), upper, reason) {
-            warn!(component = self.settings.component, "channel {}: {message}", self.name());
+            warn!("channel {}: {message}", self.name());
         }
         let before = self.book.committed().cloned();
         let done =
@@ -465,7 +453,6 @@ impl ChannelWriter {
         if let Some(gap) = passed {
             self.settings.counters.increment(SinkCounter::GapsDetected);
             warn!(
-                component = self.settings.component,
                 "channel {}: {gap}; FlowFiles that bring those records later are loaded at least once, through the \
                  at-least-once channels",
                 self.name()
@@ -479,7 +466,6 @@ impl ChannelWriter {
             {
                 self.gave_back_warned = Some(now);
                 warn!(
-                    component = self.settings.component,
                     "channel {}: {} FlowFile(s) waited for earlier ones of their shard while Max In-Flight Size was full, \
                      and went back to the queue, penalized, so the earlier ones can come in (they were not among the \
                      queued FlowFiles PutSnowflake could take: still on their way, penalized, swapped out of the queue's \
@@ -498,7 +484,6 @@ impl ChannelWriter {
     fn check_commit_timeout(&mut self) {
         if let Some(end) = self.book.commit_overdue(Instant::now(), self.settings.commit_timeout) {
             warn!(
-                component = self.settings.component,
                 "channel {}: rows up to offset token {end} not committed after {:?}; reopening the channel to send them again",
                 self.name(),
                 self.settings.commit_timeout
@@ -511,42 +496,25 @@ impl ChannelWriter {
         match e {
             ApiError::StaleContinuation(_) | ApiError::ChannelGone(_) => {
                 let delay = self.reopen_backoff.next_delay();
-                warn!(
-                    component = self.settings.component,
-                    "channel {}: {e}; reopening it in {delay:?} and sending uncommitted rows again",
-                    self.name()
-                );
+                warn!("channel {}: {e}; reopening it in {delay:?} and sending uncommitted rows again", self.name());
                 self.book.close();
                 tokio::time::sleep(delay).await;
             }
             ApiError::PipeFailover(_) => {
                 // Backed off as a stale token is: an answer that keeps coming must not make a tight loop of reopens.
                 let delay = self.reopen_backoff.next_delay();
-                warn!(
-                    component = self.settings.component,
-                    "channel {}: {e}; reconnecting and reopening in {delay:?}",
-                    self.name()
-                );
+                warn!("channel {}: {e}; reconnecting and reopening in {delay:?}", self.name());
                 self.api.reset_session().await;
                 self.book.close();
                 tokio::time::sleep(delay).await;
             }
             ApiError::Transient(_) | ApiError::Protocol(_) => {
                 let delay = self.backoff.next_delay();
-                warn!(
-                    component = self.settings.component,
-                    "channel {}: {call} failed: {e}; trying again in {delay:?}",
-                    self.name()
-                );
+                warn!("channel {}: {call} failed: {e}; trying again in {delay:?}", self.name());
                 tokio::time::sleep(delay).await;
             }
             ApiError::Unauthorized(_) | ApiError::Rejected { .. } | ApiError::Auth(_) | ApiError::ProxyRefused(_) => {
-                error!(
-                    component = self.settings.component,
-                    "channel {} on pipe {}: {call} failed: {e}",
-                    self.name(),
-                    self.api.pipe()
-                );
+                error!("channel {} on pipe {}: {call} failed: {e}", self.name(), self.api.pipe());
                 let done = self.book.fail_unsent(&format!("{call} failed: {e}"));
                 self.deliver(done);
             }

@@ -54,7 +54,6 @@ const FRESHNESS_CHECK: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct SinkSettings {
-    pub component: u64,
     pub channel_prefix: String,
     /// This PutSnowflake's own id (from NiFi's local state): part of every channel name.
     pub instance: Option<String>,
@@ -82,14 +81,12 @@ pub struct SinkSettings {
 }
 
 impl SinkSettings {
-    pub fn from_config(config: &PutSnowflakeConfig, component: u64) -> Self {
+    pub fn from_config(config: &PutSnowflakeConfig) -> Self {
         Self {
-            component,
             channel_prefix: config.channel_prefix.clone(),
             instance: config.instance.clone(),
             mapping: Mapping { iceberg: config.iceberg },
             channel: ChannelSettings {
-                component,
                 max_batch_bytes: config.max_batch_size as usize,
                 max_latency: config.max_latency,
                 commit_timeout: config.commit_timeout,
@@ -128,13 +125,12 @@ pub fn pipe_name(config: &PutSnowflakeConfig) -> String {
 /// Starts a destination's status poller and makes its writers, all on `api`.
 fn open_destination(api: Arc<SnowflakeApi>, settings: &SinkSettings, sink: OutcomeSink) -> DestinationTasks {
     let board = StatusBoard::default();
-    let component = settings.component;
-    // Spans carry the component, so every event below (the API's retries too) reaches its processor's log.
-    let span = tracing::info_span!("put_snowflake", component);
+    // The tasks keep the caller's span (the component's, see `runtime::spawn`), so every event below
+    // (the API's retries too) reaches its processor's log.
     let poller = {
         let (board, api, interval) = (board.clone(), api.clone(), settings.status_interval);
-        spawn_restarting("channel status poller", component, Duration::from_secs(1), span, move || {
-            board.clone().run(api.clone(), interval, component)
+        spawn_restarting("channel status poller", Duration::from_secs(1), move || {
+            board.clone().run(api.clone(), interval)
         })
     };
     let factory: WriterFactory = {
@@ -146,7 +142,7 @@ fn open_destination(api: Arc<SnowflakeApi>, settings: &SinkSettings, sink: Outco
             ) as WriterTask
         })
     };
-    DestinationTasks { writers: Writers::new(component, factory, sink), board, poller }
+    DestinationTasks { writers: Writers::new(factory, sink), board, poller }
 }
 
 /// What the gate holds for a FlowFile: its destination, channel, delivery and rows.
@@ -230,7 +226,7 @@ impl SinkEngine {
     /// Must run inside the runtime (it spawns the status poller).
     pub fn start(config: &PutSnowflakeConfig, mut settings: SinkSettings) -> Result<Self, SinkError> {
         let instance = settings.instance.clone().ok_or(SinkError::NoInstance)?;
-        settings.channel.gap_memory = Arc::new(restored_gaps(config, settings.component));
+        settings.channel.gap_memory = Arc::new(restored_gaps(config));
         let credentials = Credentials::from_config(&config.account, config.role.as_deref(), &config.authentication)
             .map_err(ApiError::from)?;
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
@@ -331,7 +327,7 @@ impl SinkEngine {
                     "internal error in PutSnowflake while taking the FlowFile (a bug, please report it): {}; sending it again is safe",
                     panic_message(panic.as_ref())
                 );
-                error!(component = self.settings.component, "FlowFile {id}: {message}");
+                error!("FlowFile {id}: {message}");
                 self.immediate(id, Route::Failure, String::new(), message);
             }
         }
@@ -341,7 +337,7 @@ impl SinkEngine {
         let destination = match self.rule.resolve(&flow_file.attributes) {
             Ok(destination) => destination,
             Err(problem) => {
-                error!(component = self.settings.component, "FlowFile {}: {problem}", flow_file.id);
+                error!("FlowFile {}: {problem}", flow_file.id);
                 return self.immediate(flow_file.id, Route::Failure, String::new(), problem.to_string());
             }
         };
@@ -430,7 +426,6 @@ impl SinkEngine {
             Ok(destination) => destination,
             Err(problem) => {
                 return error!(
-                    component = self.settings.component,
                     "FlowFile {} asked back by channel {channel}: {problem}; the channel waits for it: stop and start PutSnowflake to hand it over again",
                     flow_file.id
                 )
@@ -449,7 +444,6 @@ impl SinkEngine {
             Err(e) => {
                 self.in_flight_bytes.fetch_sub(bytes, Ordering::AcqRel);
                 error!(
-                    component = self.settings.component,
                     "FlowFile {} asked back by channel {channel}: {e}; the channel waits for it: stop and start \
                      PutSnowflake to hand it over again",
                     flow_file.id
@@ -482,7 +476,7 @@ impl SinkEngine {
              compression), or make its content compress better",
             index + 1
         );
-        error!(component = self.settings.component, "FlowFile {id} goes to failure without being sent: {message}");
+        error!("FlowFile {id} goes to failure without being sent: {message}");
         self.pass_never_loading(flow_file, destination);
         self.immediate(id, Route::Failure, String::new(), message);
     }
@@ -543,7 +537,7 @@ impl SinkEngine {
             Ok(open) => open.writers.dispatch(&channel, delivery, work),
             Err(e) => {
                 self.in_flight_bytes.fetch_sub(work.bytes, Ordering::AcqRel);
-                error!(component = self.settings.component, "FlowFile {}: {e}", work.flow_file_id);
+                error!("FlowFile {}: {e}", work.flow_file_id);
                 self.immediate(work.flow_file_id, Route::Failure, channel, e.to_string());
             }
         }
@@ -615,7 +609,6 @@ impl SinkEngine {
     /// The per-node channels would load rows the next tenure reloads.
     fn note_book_order(&self, id: i64, tracked: &Tracked) {
         info!(
-            component = self.settings.component,
             "FlowFile {id}: shard {}'s lease {} was neither taken over nor known to this node within {} s; it goes \
              into the shard's shared channel in the order of its records",
             tracked.lease.shard,
@@ -664,7 +657,6 @@ impl SinkEngine {
         };
         if !given_back.is_empty() {
             info!(
-                component = self.settings.component,
                 "{} FlowFile(s) waiting for an earlier one of their lease go back to the queue, penalized: Max In-Flight \
                  Size is full, and the one they wait for may not get in otherwise",
                 given_back.len()
@@ -689,7 +681,6 @@ impl SinkEngine {
 
     fn warn_per_node(&self, tracked: &Tracked, reason: &str) {
         warn!(
-            component = self.settings.component,
             "FlowFiles of stream '{}' (Application Name '{}') are loaded at least once, through this node's own channels, not \
              exactly once: {reason}. Exactly once across failover needs ConsumeKinesis and PutSnowflake on the same node, with \
              no load-balanced connection between them",
@@ -713,7 +704,6 @@ impl SinkEngine {
         let conflicts = settled.tell(&mut self.settings.board.lock());
         for (r, first) in conflicts {
             warn!(
-                component = self.settings.component,
                 "rows of stream '{}' (Application Name '{}') are loaded into {} and {}: Snowflake's committed position cannot \
                  be told to ConsumeKinesis for two tables, so it is no longer told (a node that takes a shard over reads it \
                  again from the last position known, which loads nothing twice but reads more); keep one PutSnowflake \
@@ -750,7 +740,6 @@ impl SinkEngine {
             *next = Instant::now() + FRESHNESS_CHECK;
             freshness.check(now, self.settings.freshness_warning)
         };
-        let component = self.settings.component;
         for alarm in alarms {
             match alarm {
                 freshness::Alarm::Stale { shard, age, waiting, committed } => {
@@ -760,7 +749,6 @@ impl SinkEngine {
                         "nothing is committed yet, and the oldest FlowFile waiting"
                     };
                     warn!(
-                        component,
                         "rows of shard {} of stream '{}' are not fresh in Snowflake: {newest} arrived in Kinesis {} ago, \
                          while {waiting} FlowFile(s) of the shard wait in PutSnowflake for Snowflake to commit",
                         shard.shard_id,
@@ -774,10 +762,8 @@ impl SinkEngine {
                         None => "nothing of the shard waits".to_owned(),
                     };
                     warn!(
-                        component,
                         "rows of shard {} of stream '{}' are fresh again in Snowflake: {now}",
-                        shard.shard_id,
-                        shard.stream
+                        shard.shard_id, shard.stream
                     )
                 }
             }
@@ -927,10 +913,9 @@ impl Drop for SinkEngine {
 /// The Kinesis arrival (ms) of the FlowFile's first record, from its attribute.
 /// The gaps the channels passed over before this start, as the local state kept them; unreadable
 /// ones are reported and forgotten (a FlowFile of such a gap that comes back would be skipped).
-fn restored_gaps(config: &PutSnowflakeConfig, component: u64) -> gap_memory::GapMemory {
+fn restored_gaps(config: &PutSnowflakeConfig) -> gap_memory::GapMemory {
     gap_memory::GapMemory::restore(&config.passed_gaps).unwrap_or_else(|e| {
         error!(
-            component,
             "{e}; the gaps channels passed over before this start are forgotten: a FlowFile that brings their records \
              from now on is skipped as a replay instead of loading at least once"
         );

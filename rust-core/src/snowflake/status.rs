@@ -92,7 +92,7 @@ impl StatusBoard {
     }
 
     /// Polls until the task is aborted.
-    pub async fn run(self, api: Arc<SnowflakeApi>, interval: Duration, component: u64) {
+    pub async fn run(self, api: Arc<SnowflakeApi>, interval: Duration) {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -101,7 +101,7 @@ impl StatusBoard {
             for chunk in names.chunks(CHANNELS_PER_REQUEST) {
                 match api.bulk_status(chunk).await {
                     Ok(statuses) => self.publish(statuses),
-                    Err(e) => warn!(component, "channel status of {} channel(s) not read: {e}", chunk.len()),
+                    Err(e) => warn!("channel status of {} channel(s) not read: {e}", chunk.len()),
                 }
             }
         }

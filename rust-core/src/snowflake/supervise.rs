@@ -1,13 +1,13 @@
 //! Engine tasks under watch. A panic in a task must not go unseen or wedge what the task served:
 //! the supervisor sees it through the task's `JoinHandle`, reports it as an error bulletin (a
-//! `tracing` event with the component) and lets the caller recover. Aborting a supervisor aborts
-//! the task it watches.
+//! `tracing` event in the component's span, which `runtime::spawn` carries into every task) and lets
+//! the caller recover. Aborting a supervisor aborts the task it watches.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
-use tracing::{error, Instrument, Span};
+use tracing::error;
 
 use crate::runtime::panic_message;
 
@@ -37,34 +37,25 @@ impl From<Result<(), JoinError>> for Ended {
     }
 }
 
-/// Runs `task` on its own tokio task and waits for its end.
-pub async fn run_watched(task: impl Future<Output = ()> + Send + 'static, span: Span) -> Ended {
-    let handle = tokio::spawn(task.instrument(span));
+/// Runs `task` on its own tokio task (in the caller's span) and waits for its end.
+pub async fn run_watched(task: impl Future<Output = ()> + Send + 'static) -> Ended {
+    let handle = crate::runtime::spawn(task);
     let _abort = AbortOnDrop(handle.abort_handle());
     Ended::from(handle.await)
 }
 
 /// Spawns a task made by `make` and makes it again after a panic (with an error bulletin and a
 /// pause of `pause`), until it returns or is cancelled.
-pub fn spawn_restarting<F, Fut>(
-    what: &'static str,
-    component: u64,
-    pause: Duration,
-    span: Span,
-    make: F,
-) -> JoinHandle<()>
+pub fn spawn_restarting<F, Fut>(what: &'static str, pause: Duration, make: F) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    tokio::spawn(async move {
+    crate::runtime::spawn(async move {
         loop {
-            match run_watched(make(), span.clone()).await {
+            match run_watched(make()).await {
                 Ended::Panicked(message) => {
-                    error!(
-                        component,
-                        "internal error in the {what} (a bug, please report it): {message}; it starts again"
-                    );
+                    error!("internal error in the {what} (a bug, please report it): {message}; it starts again");
                     tokio::time::sleep(pause).await;
                 }
                 Ended::Returned | Ended::Cancelled => return,
@@ -84,7 +75,7 @@ mod tests {
     async fn a_panicking_task_is_reported_and_made_again_until_it_returns() {
         let runs = Arc::new(AtomicU32::new(0));
         let counter = runs.clone();
-        let handle = spawn_restarting("test task", 7, Duration::from_millis(1), Span::none(), move || {
+        let handle = spawn_restarting("test task", Duration::from_millis(1), move || {
             let counter = counter.clone();
             async move {
                 if counter.fetch_add(1, Ordering::SeqCst) < 2 {
@@ -102,13 +93,10 @@ mod tests {
     #[tokio::test]
     async fn aborting_the_supervisor_aborts_the_task() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let supervisor = tokio::spawn(run_watched(
-            async move {
-                let _tx = tx; // dropped when this task is aborted
-                std::future::pending::<()>().await;
-            },
-            Span::none(),
-        ));
+        let supervisor = tokio::spawn(run_watched(async move {
+            let _tx = tx; // dropped when this task is aborted
+            std::future::pending::<()>().await;
+        }));
         tokio::task::yield_now().await;
         supervisor.abort();
         assert!(

@@ -189,15 +189,14 @@ type Slots = Arc<Mutex<HashMap<String, Arc<Slot>>>>;
 
 /// The running writers, by channel name.
 pub struct Writers {
-    component: u64,
     slots: Slots,
     factory: WriterFactory,
     sink: OutcomeSink,
 }
 
 impl Writers {
-    pub fn new(component: u64, factory: WriterFactory, sink: OutcomeSink) -> Self {
-        Self { component, slots: Arc::default(), factory, sink }
+    pub fn new(factory: WriterFactory, sink: OutcomeSink) -> Self {
+        Self { slots: Arc::default(), factory, sink }
     }
 
     /// Hands a FlowFile to its channel's writer, starting one if none runs. Must run inside the runtime.
@@ -263,13 +262,8 @@ impl Writers {
         let (sender, receiver) = mpsc::unbounded_channel();
         let flights = Flights::new(self.sink.clone());
         let writer = (self.factory)(channel.to_owned(), delivery, receiver, flights.clone());
-        let supervisor = tokio::spawn(supervise(
-            writer,
-            channel.to_owned(),
-            self.component,
-            flights.clone(),
-            Arc::downgrade(&self.slots),
-        ));
+        let supervisor =
+            crate::runtime::spawn(supervise(writer, channel.to_owned(), flights.clone(), Arc::downgrade(&self.slots)));
         Slot { sender, flights, supervisor: supervisor.abort_handle() }
     }
 }
@@ -279,25 +273,23 @@ impl Writers {
 async fn supervise(
     writer: WriterTask,
     channel: String,
-    component: u64,
     flights: Flights,
     slots: Weak<Mutex<HashMap<String, Arc<Slot>>>>,
 ) {
-    let span = tracing::info_span!("channel", component);
-    let message = match run_watched(writer, span).await {
+    let message = match run_watched(writer).await {
         Ended::Cancelled => return,
         Ended::Panicked(panic) => {
             let message = format!(
                 "internal error in PutSnowflake's writer of channel {channel} (a bug, please report it): {panic}; sending the FlowFile again is safe"
             );
-            error!(component, "{message}; its FlowFiles go to failure and the next FlowFile for the channel starts a new writer");
+            error!("{message}; its FlowFiles go to failure and the next FlowFile for the channel starts a new writer");
             message
         }
         Ended::Returned => format!("PutSnowflake's writer of channel {channel} ended before the FlowFile's outcome was known; sending it again is safe"),
     };
     let lost = flights.fail_all(&message, &channel);
     if lost > 0 {
-        error!(component, "channel {channel}: {lost} FlowFile(s) routed to failure: {message}");
+        error!("channel {channel}: {lost} FlowFile(s) routed to failure: {message}");
     }
     if let Some(slots) = slots.upgrade() {
         let mut slots = lock(&slots);
@@ -379,7 +371,6 @@ mod tests {
         let bytes = Arc::new(AtomicU64::new(0));
         (
             Writers::new(
-                1,
                 fake_factory(started),
                 OutcomeSink { outcomes: tx, in_flight_bytes: bytes.clone(), max_in_flight_bytes: u64::MAX },
             ),

@@ -113,7 +113,6 @@ pub fn settings(stream: &str, app: &str) -> EngineSettings {
         hand_back_timeout: Duration::from_secs(30),
         lag_warning_percent: 50,
         stuck_shard_warning: Duration::from_secs(300),
-        component: 0,
         migration: Default::default(),
         failover_position: kinesnow_core::consumer::engine::FailoverPosition::NiFiCommit,
         board: kinesnow_core::feedback::BoardHandle::process(),
