@@ -72,6 +72,9 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 /// A malformed row is warned about again after this long.
 const MALFORMED_REWARN: Duration = Duration::from_secs(600);
 
+/// The warning that no PutSnowflake reports loaded rows is repeated at most this often.
+const NO_REPORT_REWARN: Duration = Duration::from_secs(600);
+
 impl Keeper {
     pub async fn new(shared: Arc<Shared>) -> Result<Self, ConsumerError> {
         let started = Instant::now();
@@ -298,7 +301,7 @@ impl Keeper {
         }
         let since = *self.reports.behind_since.get_or_insert(now);
         let warned_recently =
-            self.reports.warned_at.is_some_and(|t| now.saturating_duration_since(t) < MALFORMED_REWARN);
+            self.reports.warned_at.is_some_and(|t| now.saturating_duration_since(t) < NO_REPORT_REWARN);
         if now.saturating_duration_since(since) >= NO_REPORT_WARNING && !warned_recently {
             self.reports.warned_at = Some(now);
             warn!(

@@ -198,10 +198,7 @@ impl LeaseStore {
             }
         };
         let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(shard_id)))
+            .update(shard_id)
             .update_expression(reviving(set))
             .expression_attribute_values(":me", s(owner))
             .expression_attribute_values(":now", n(now_ms()))
@@ -316,10 +313,7 @@ impl LeaseStore {
     /// state; only missing parents are filled in.
     pub async fn add_child(&self, child: &str, parents: &[String]) -> Result<(), LeaseError> {
         self.count_write();
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(child)))
+        self.update(child)
             .update_expression(reviving("SET parentShardIds = if_not_exists(parentShardIds, :parents)"))
             .expression_attribute_values(":parents", AttributeValue::L(parents.iter().map(|p| s(p)).collect()))
             .send()
@@ -334,10 +328,7 @@ impl LeaseStore {
     pub async fn keep_child_start(&self, child: &str) -> Result<(), LeaseError> {
         self.count_write();
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(child)))
+            .update(child)
             .update_expression(reviving("SET startPosition = if_not_exists(startPosition, :start)"))
             .condition_expression("attribute_not_exists(sequenceNumber)")
             .expression_attribute_values(":start", s(&StartHint::TrimHorizon.text()))
@@ -356,10 +347,7 @@ impl LeaseStore {
     pub async fn pin_latest_start(&self, lease: &Lease, at_ms: i64) -> Result<bool, LeaseError> {
         self.count_write();
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(&lease.shard_id)))
+            .update(&lease.shard_id)
             .update_expression("SET startPosition = :start")
             .condition_expression(
                 "leaseOwner = :owner AND leaseCounter = :counter AND attribute_not_exists(sequenceNumber) \
@@ -402,10 +390,7 @@ impl LeaseStore {
     pub async fn claim_node_row(&self, row: &str, owner: &str) -> Result<bool, LeaseError> {
         self.count_write();
         let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(&format!("{NODE_PREFIX}{row}"))))
+            .update(&format!("{NODE_PREFIX}{row}"))
             .update_expression(reviving("SET nodeOwner = :owner, lastUpdateTimestamp = :now, heartbeat = :one"))
             .condition_expression(tombstone::ABSENT)
             .expression_attribute_values(":owner", s(owner))
@@ -425,10 +410,7 @@ impl LeaseStore {
     pub async fn heartbeat(&self, row: &str, owner: &str) -> Result<bool, LeaseError> {
         self.count_write();
         let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(&format!("{NODE_PREFIX}{row}"))))
+            .update(&format!("{NODE_PREFIX}{row}"))
             .update_expression("SET lastUpdateTimestamp = :now ADD heartbeat :one")
             .condition_expression("nodeOwner = :owner AND attribute_not_exists(removedAt)")
             .expression_attribute_values(":owner", s(owner))
@@ -536,10 +518,7 @@ impl LeaseStore {
         values: Vec<(&str, AttributeValue)>,
     ) -> Result<(), LeaseError> {
         let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(&lease.shard_id)))
+            .update(&lease.shard_id)
             .update_expression(expression)
             .condition_expression("leaseOwner = :me AND leaseCounter = :counter")
             .expression_attribute_values(":me", s(&lease.owner))
@@ -557,6 +536,11 @@ impl LeaseStore {
 
     fn count_write(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An UpdateItem of the row `row` (a shard's, or a node row's) of this stream's rows.
+    fn update(&self, row: &str) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client.update_item().table_name(&self.table).set_key(Some(self.key(row)))
     }
 
     fn key(&self, shard_id: &str) -> Item {
