@@ -103,36 +103,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public class ConsumeKinesis extends AbstractProcessor implements VerifiableProcessor {
 
 
-    static final AllowableValue SHARED_THROUGHPUT = new AllowableValue("SHARED_THROUGHPUT", "Shared Throughput",
-            "Polls each shard with GetRecords, sharing the shard's 2 MiB/s read limit with other consumers.");
-    static final AllowableValue ENHANCED_FAN_OUT = new AllowableValue("ENHANCED_FAN_OUT", "Enhanced Fan-Out",
-            "Subscribes to each shard through a registered consumer with its own 2 MiB/s per shard.");
-
-    static final AllowableValue TRIM_HORIZON = new AllowableValue("TRIM_HORIZON", "Trim Horizon",
-            "Start from the oldest record still in the stream.");
-    static final AllowableValue LATEST = new AllowableValue("LATEST", "Latest",
-            "Start with records written after the processor first takes each shard (that time is kept in the lease table).");
-    static final AllowableValue AT_TIMESTAMP = new AllowableValue("AT_TIMESTAMP", "At Timestamp",
-            "Start from the records written at or after the Stream Position Timestamp.");
-
-    static final AllowableValue FLOW_FILE = new AllowableValue("FLOW_FILE", "FlowFile", "One FlowFile per Kinesis record.");
-    static final AllowableValue LINE_DELIMITED = new AllowableValue("LINE_DELIMITED", "Line Delimited",
-            "One FlowFile per shard per batch, records separated by newlines (NDJSON when records are JSON).");
-    static final AllowableValue DEMARCATOR = new AllowableValue("DEMARCATOR", "Demarcator",
-            "One FlowFile per shard per batch, records separated by the Message Demarcator. A record that contains the "
-                    + "demarcator is not escaped.");
-    static final AllowableValue RECORD = new AllowableValue("RECORD", "Record",
-            "Each Kinesis record is read with the Record Reader, and a shard's records are written with the Record "
-                    + "Writer into one FlowFile per batch (a new one when the schema changes). Records the reader cannot "
-                    + "read go to parse.failure.");
-
-    static final AllowableValue USE_VALUE = new AllowableValue("USE_VALUE", "Use Value", "Write each record's bytes as they are.");
-    static final AllowableValue USE_WRAPPER = new AllowableValue("USE_WRAPPER", "Use Wrapper",
-            "Write each JSON record as {\"value\": <record>, \"kinesisMetadata\": {...}}.");
-    static final AllowableValue INJECT_METADATA = new AllowableValue("INJECT_METADATA", "Inject Metadata",
-            "Add a kinesisMetadata field (stream, shardId, approximateArrival, partitionKey, sequenceNumber, "
-                    + "subSequenceNumber, shardedSequenceNumber) to each JSON object record.");
-
+        
+            
+                
+            
     static final PropertyDescriptor STREAM_NAME = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.STREAM_NAME.name())
             .description("The name of the Kinesis stream to read, or its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME; "
@@ -215,18 +189,18 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor CONSUMER_TYPE = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.CONSUMER_TYPE.name()).description("How records are read from the shards.")
-            .required(true).allowableValues(SHARED_THROUGHPUT, ENHANCED_FAN_OUT).defaultValue(ConsumeKinesisSpecs.CONSUMER_TYPE.defaultValue()).build();
+            .required(true).allowableValues(ConsumerType.class).defaultValue(ConsumeKinesisSpecs.CONSUMER_TYPE.defaultValue()).build();
     static final PropertyDescriptor INITIAL_POSITION = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.INITIAL_POSITION.name())
             .description("Where to start reading a shard that has no checkpoint yet.")
-            .required(true).allowableValues(TRIM_HORIZON, LATEST, AT_TIMESTAMP).defaultValue(ConsumeKinesisSpecs.INITIAL_POSITION.defaultValue()).build();
+            .required(true).allowableValues(InitialPosition.class).defaultValue(ConsumeKinesisSpecs.INITIAL_POSITION.defaultValue()).build();
     static final PropertyDescriptor POSITION_TIMESTAMP = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.POSITION_TIMESTAMP.name())
             .description("ISO-8601 time to start from with AT_TIMESTAMP, such as 2026-01-31T12:00:00Z.")
-            .required(true).dependsOn(INITIAL_POSITION, AT_TIMESTAMP).addValidator(Validator.VALID).build();
+            .required(true).dependsOn(INITIAL_POSITION, InitialPosition.AT_TIMESTAMP).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_RECORDS_PER_REQUEST = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.MAX_RECORDS_PER_REQUEST.name()).description("The Limit of each GetRecords call, 1 to 10000.")
-            .required(true).defaultValue(ConsumeKinesisSpecs.MAX_RECORDS_PER_REQUEST.defaultValue()).dependsOn(CONSUMER_TYPE, SHARED_THROUGHPUT).addValidator(Validator.VALID).build();
+            .required(true).defaultValue(ConsumeKinesisSpecs.MAX_RECORDS_PER_REQUEST.defaultValue()).dependsOn(CONSUMER_TYPE, ConsumerType.SHARED_THROUGHPUT).addValidator(Validator.VALID).build();
     static final PropertyDescriptor MAX_BATCH_DURATION = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.MAX_BATCH_DURATION.name())
             .description("The longest one run of the processor collects records before it commits them, such as '1 sec'.")
@@ -242,27 +216,27 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             .required(true).defaultValue(ConsumeKinesisSpecs.MAX_BUFFER_SIZE.defaultValue()).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PROCESSING_STRATEGY = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.PROCESSING_STRATEGY.name()).description("How records are laid out in FlowFiles.")
-            .required(true).allowableValues(FLOW_FILE, LINE_DELIMITED, DEMARCATOR, RECORD).defaultValue(ConsumeKinesisSpecs.PROCESSING_STRATEGY.defaultValue()).build();
+            .required(true).allowableValues(ProcessingStrategy.class).defaultValue(ConsumeKinesisSpecs.PROCESSING_STRATEGY.defaultValue()).build();
     static final PropertyDescriptor MESSAGE_DEMARCATOR = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.MESSAGE_DEMARCATOR.name())
             .description("The text (written as UTF-8) between two records of a FlowFile with Processing Strategy DEMARCATOR. "
                     + "Enter a new line with Shift+Enter, or use Expression Language such as ${literal('\\n')}. A record that "
                     + "contains the demarcator is written as it is (not escaped), so a split on the demarcator cuts it.")
-            .required(true).dependsOn(PROCESSING_STRATEGY, DEMARCATOR)
+            .required(true).dependsOn(PROCESSING_STRATEGY, ProcessingStrategy.DEMARCATOR)
             .expressionLanguageSupported(ExpressionLanguageScope.ENVIRONMENT).addValidator(Validator.VALID).build();
     static final PropertyDescriptor RECORD_READER = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.RECORD_READER.name())
             .description("Reads each Kinesis record into records (JSON, Avro, CSV...); a Kinesis record it cannot read goes "
                     + "to parse.failure whole.")
-            .required(true).dependsOn(PROCESSING_STRATEGY, RECORD).identifiesControllerService(RecordReaderFactory.class).build();
+            .required(true).dependsOn(PROCESSING_STRATEGY, ProcessingStrategy.RECORD).identifiesControllerService(RecordReaderFactory.class).build();
     static final PropertyDescriptor RECORD_WRITER = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.RECORD_WRITER.name())
             .description("Writes a shard's records into FlowFiles, after the Output Strategy.")
-            .required(true).dependsOn(PROCESSING_STRATEGY, RECORD).identifiesControllerService(RecordSetWriterFactory.class).build();
+            .required(true).dependsOn(PROCESSING_STRATEGY, ProcessingStrategy.RECORD).identifiesControllerService(RecordSetWriterFactory.class).build();
     static final PropertyDescriptor OUTPUT_STRATEGY = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.OUTPUT_STRATEGY.name()).description("What is written for each record. With RECORD, applied to each record "
                     + "the Record Reader read; otherwise USE_WRAPPER and INJECT_METADATA need JSON records.")
-            .required(true).allowableValues(USE_VALUE, USE_WRAPPER, INJECT_METADATA).defaultValue(ConsumeKinesisSpecs.OUTPUT_STRATEGY.defaultValue()).build();
+            .required(true).allowableValues(OutputStrategy.class).defaultValue(ConsumeKinesisSpecs.OUTPUT_STRATEGY.defaultValue()).build();
     static final PropertyDescriptor LAG_WARNING_THRESHOLD = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.LAG_WARNING_THRESHOLD.name())
             .description("Warn when a shard's reader is behind by more than this percentage of the stream's retention "
@@ -283,22 +257,11 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
             .required(true).defaultValue(ConsumeKinesisSpecs.STUCK_SHARD_WARNING.defaultValue())
             .addValidator(Validator.VALID).build();
 
-    static final AllowableValue NIFI_COMMIT = new AllowableValue("NIFI_COMMIT", "NiFi Commit",
-            "A node that takes a shard over resumes after the last record NiFi committed (the checkpoint). Records NiFi "
-                    + "committed on the old node but that no destination has yet are loaded from that node's queues "
-                    + "once it returns: PutSnowflake loads them at least once across a failover, through per-node "
-                    + "channels.");
-    static final AllowableValue SNOWFLAKE_COMMIT = new AllowableValue("SNOWFLAKE_COMMIT", "Snowflake Commit",
-            "A node that takes a shard over resumes after the last record Snowflake is known to have, as PutSnowflake on "
-                    + "the same NiFi node reports it into the lease table: exactly once into Snowflake across failover, "
-                    + "through one shared channel per shard. Needs PutSnowflake fed by this processor on the same node "
-                    + "(no load-balanced connection between them); other destinations of the same records see the "
-                    + "records between that position and the checkpoint again after a failover.");
-    static final PropertyDescriptor FAILOVER_POSITION = new PropertyDescriptor.Builder()
+            static final PropertyDescriptor FAILOVER_POSITION = new PropertyDescriptor.Builder()
             .name(ConsumeKinesisSpecs.FAILOVER_POSITION.name())
             .description("Where a node that takes a shard over (failover, scale-out, rebalancing) resumes reading. See "
                     + "the processor's additional details for the topologies that are exactly once.")
-            .required(true).allowableValues(NIFI_COMMIT, SNOWFLAKE_COMMIT).defaultValue(ConsumeKinesisSpecs.FAILOVER_POSITION.defaultValue()).build();
+            .required(true).allowableValues(FailoverPosition.class).defaultValue(ConsumeKinesisSpecs.FAILOVER_POSITION.defaultValue()).build();
 
     /** NiFi's AWS credentials service; offered only where its API is the parent NAR (see {@link CredentialsService}). */
     static final java.util.Optional<PropertyDescriptor> CREDENTIALS_SERVICE = CredentialsService.DESCRIPTOR;
@@ -499,7 +462,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
 
     /** With Processing Strategy RECORD, what reads and writes the records; else null. */
     private RecordFlowFiles recordFlowFiles(final ProcessContext context) {
-        if (!RECORD.getValue().equals(context.getProperty(PROCESSING_STRATEGY).getValue())) {
+        if (context.getProperty(PROCESSING_STRATEGY).asAllowableValue(ProcessingStrategy.class) != ProcessingStrategy.RECORD) {
             return null;
         }
         return new RecordFlowFiles(context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class),
@@ -512,7 +475,7 @@ public class ConsumeKinesis extends AbstractProcessor implements VerifiableProce
                                 final RecordFlowFiles records) {
         final String stream = streamName(context.getProperty(STREAM_NAME).getValue());
         final String region = context.getProperty(REGION).getValue();
-        final boolean json = records == null && !USE_VALUE.getValue().equals(context.getProperty(OUTPUT_STRATEGY).getValue());
+        final boolean json = records == null && context.getProperty(OUTPUT_STRATEGY).asAllowableValue(OutputStrategy.class) != OutputStrategy.USE_VALUE;
         final String application = context.getProperty(APPLICATION_NAME).getValue();
         final Map<String, String> link = batch.link().isEmpty() ? Map.of() : Map.of(
                 Attributes.STREAM_ARN, batch.link(),

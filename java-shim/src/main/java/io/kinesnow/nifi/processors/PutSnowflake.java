@@ -125,24 +125,6 @@ import java.util.UUID;
             + "when reading stopped at a record the reader could not get past, so the content after it was not loaded")
 })
 public class PutSnowflake extends AbstractSessionFactoryProcessor implements VerifiableProcessor {
-
-
-    static final AllowableValue KEY_PAIR = new AllowableValue("KEY_PAIR", "Key Pair",
-            "Authenticate as User with an RSA key pair (JWT signed with the private key).");
-    static final AllowableValue SNOWFLAKE_MANAGED = new AllowableValue("SNOWFLAKE_MANAGED", "Snowflake Managed",
-            "Openflow's Snowflake deployments (SPCS): the token the platform mounts and rotates, read on every use. The "
-                    + "service account's OIDC token (Service Account Token File) when it can be read, sent as a workload "
-                    + "identity token, else the session token (Session Token File). No account, user or key is needed: "
-                    + "the account URL is https://<SNOWFLAKE_HOST>, from the environment variable the platform sets.");
-    static final AllowableValue SNOWFLAKE_MANAGED_TOKEN = new AllowableValue("SNOWFLAKE_MANAGED_TOKEN",
-            "Snowflake Managed Token (same as Snowflake Managed)", "An earlier name of Snowflake Managed, still accepted.");
-    static final AllowableValue SNOWFLAKE_SESSION_TOKEN = new AllowableValue("SNOWFLAKE_SESSION_TOKEN",
-            "Snowflake Session Token (same as Snowflake Managed)", "Another name of Snowflake Managed, still accepted.");
-    private static final AllowableValue[] MANAGED = {SNOWFLAKE_MANAGED, SNOWFLAKE_MANAGED_TOKEN, SNOWFLAKE_SESSION_TOKEN};
-    static final AllowableValue DESTINATION_TABLE = new AllowableValue("TABLE", "Table",
-            "Write through the table's default pipe <TABLE>-STREAMING.");
-    static final AllowableValue DESTINATION_PIPE = new AllowableValue("PIPE", "Pipe", "Write through a named pipe.");
-
     static final PropertyDescriptor ACCOUNT_IDENTIFIER = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.ACCOUNT_IDENTIFIER.name()).description("The Snowflake account identifier, such as myorg-myaccount. Required "
                     + "with Key Pair. With Snowflake Managed it is used only when the SNOWFLAKE_HOST environment variable is "
@@ -157,34 +139,36 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     static final PropertyDescriptor AUTHENTICATION_STRATEGY = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.AUTHENTICATION_STRATEGY.name()).description("How the processor authenticates to Snowflake: Key Pair, or "
                     + "Snowflake Managed on Openflow's Snowflake deployments (Openflow's SNOWFLAKE_MANAGED).")
-            .required(true).allowableValues(KEY_PAIR, SNOWFLAKE_MANAGED, SNOWFLAKE_MANAGED_TOKEN, SNOWFLAKE_SESSION_TOKEN)
+            .required(true).allowableValues(AuthenticationStrategy.class)
             .defaultValue(PutSnowflakeSpecs.AUTHENTICATION_STRATEGY.defaultValue()).build();
     static final PropertyDescriptor USER = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.USER.name()).description("The Snowflake user (a SERVICE user is recommended).")
-            .required(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
+            .required(true).dependsOn(AUTHENTICATION_STRATEGY, AuthenticationStrategy.KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ROLE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.ROLE.name()).description("The role to use; the user's default role when empty.")
             .required(false).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PRIVATE_KEY = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.PRIVATE_KEY.name()).description("The user's RSA private key, PEM-encoded PKCS#8, encrypted or not.")
-            .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
+            .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, AuthenticationStrategy.KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PRIVATE_KEY_FILE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.PRIVATE_KEY_FILE.name()).description("A file holding the private key, instead of Private Key.")
-            .required(false).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
+            .required(false).dependsOn(AUTHENTICATION_STRATEGY, AuthenticationStrategy.KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor PRIVATE_KEY_PASSWORD = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.PRIVATE_KEY_PASSWORD.name()).description("The password of an encrypted private key.")
-            .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, KEY_PAIR).addValidator(Validator.VALID).build();
+            .required(false).sensitive(true).dependsOn(AUTHENTICATION_STRATEGY, AuthenticationStrategy.KEY_PAIR).addValidator(Validator.VALID).build();
     static final PropertyDescriptor TOKEN_FILE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.TOKEN_FILE.name()).description("Where the platform mounts the Snowflake session token, used when the "
                     + "Service Account Token File cannot be read; sent as it is. Read again on every use.")
             .required(true).defaultValue(PutSnowflakeSpecs.TOKEN_FILE.defaultValue())
-            .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
+            .dependsOn(AUTHENTICATION_STRATEGY, AuthenticationStrategy.SNOWFLAKE_MANAGED, AuthenticationStrategy.SNOWFLAKE_MANAGED_TOKEN,
+                    AuthenticationStrategy.SNOWFLAKE_SESSION_TOKEN).addValidator(Validator.VALID).build();
     static final PropertyDescriptor SERVICE_ACCOUNT_TOKEN_FILE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.SERVICE_ACCOUNT_TOKEN_FILE.name()).description("Where the platform mounts the service account's OIDC token. "
                     + "When this file can be read it wins over the session token and is sent as a workload identity token "
                     + "(Bearer WIF.OIDC.<token>), as Openflow does. Read again on every use.")
             .required(true).defaultValue(PutSnowflakeSpecs.SERVICE_ACCOUNT_TOKEN_FILE.defaultValue())
-            .dependsOn(AUTHENTICATION_STRATEGY, MANAGED).addValidator(Validator.VALID).build();
+            .dependsOn(AUTHENTICATION_STRATEGY, AuthenticationStrategy.SNOWFLAKE_MANAGED, AuthenticationStrategy.SNOWFLAKE_MANAGED_TOKEN,
+                    AuthenticationStrategy.SNOWFLAKE_SESSION_TOKEN).addValidator(Validator.VALID).build();
     /** Said of each destination property: they take Expression Language, evaluated per FlowFile. */
     private static final String PER_FLOW_FILE = " Supports Expression Language with FlowFile attributes, evaluated for each "
             + "FlowFile, so one processor can write to several tables (at most 64 destinations at once; a FlowFile whose "
@@ -201,10 +185,10 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor DESTINATION_TYPE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.DESTINATION_TYPE.name()).description("Which pipe the rows go through.")
-            .required(true).allowableValues(DESTINATION_TABLE, DESTINATION_PIPE).defaultValue(PutSnowflakeSpecs.DESTINATION_TYPE.defaultValue()).build();
+            .required(true).allowableValues(DestinationType.class).defaultValue(PutSnowflakeSpecs.DESTINATION_TYPE.defaultValue()).build();
     static final PropertyDescriptor PIPE = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.PIPE.name()).description("The named pipe, with Destination Type PIPE." + PER_FLOW_FILE)
-            .required(true).dependsOn(DESTINATION_TYPE, DESTINATION_PIPE)
+            .required(true).dependsOn(DESTINATION_TYPE, DestinationType.PIPE)
             .expressionLanguageSupported(ExpressionLanguageScope.FLOWFILE_ATTRIBUTES).addValidator(Validator.VALID).build();
     static final PropertyDescriptor ICEBERG_ENABLED = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.ICEBERG_ENABLED.name())
@@ -254,11 +238,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                     + "a time.")
             .required(true).defaultValue(PutSnowflakeSpecs.MAX_IN_FLIGHT_SIZE.defaultValue()).addValidator(Validator.VALID).build();
 
-    static final AllowableValue BINARY_HEX = new AllowableValue("HEX", "Hex",
-            "Bytes become hexadecimal text, what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT HEX).");
-    static final AllowableValue BINARY_BASE64 = new AllowableValue("BASE64", "Base64",
-            "Bytes become Base64 text, for BINARY columns of a pipe or table set to BINARY_INPUT_FORMAT BASE64, or for text columns.");
-    static final PropertyDescriptor FRESHNESS_WARNING = new PropertyDescriptor.Builder()
+            static final PropertyDescriptor FRESHNESS_WARNING = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.FRESHNESS_WARNING.name())
             .description("Warn, with a bulletin that names the shard, when FlowFiles of a Kinesis shard wait in this "
                     + "processor while the newest of the shard's rows Snowflake has committed arrived in Kinesis longer ago "
@@ -276,7 +256,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             .required(false).identifiesControllerService(RecordReaderFactory.class).build();
     static final PropertyDescriptor BINARY_ENCODING = new PropertyDescriptor.Builder()
             .name(PutSnowflakeSpecs.BINARY_ENCODING.name()).description("How the records' bytes fields are written into the row.")
-            .required(true).allowableValues(BINARY_HEX, BINARY_BASE64).defaultValue(PutSnowflakeSpecs.BINARY_ENCODING.defaultValue())
+            .required(true).allowableValues(BinaryEncoding.class).defaultValue(PutSnowflakeSpecs.BINARY_ENCODING.defaultValue())
             .dependsOn(RECORD_READER).build();
 
     static final List<PropertyDescriptor> PROPERTIES = List.of(ACCOUNT_IDENTIFIER, URL_OVERRIDE, AUTHENTICATION_STRATEGY,
@@ -545,7 +525,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
         final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
         final RecordRows rows = reader == null ? null
-                : new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
+                : new RecordRows(context.getProperty(BINARY_ENCODING).asAllowableValue(BinaryEncoding.class));
         final SinkBatch batch = new SinkBatch();
         for (final Long id : resends) {
             final HeldSession h = heldByFlowFile.get(id);
@@ -574,7 +554,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private void addRecords(final ProcessContext context, final ProcessSessionFactory sessionFactory, final ProcessSession session,
                             final RecordReaderFactory reader, final HeldSession h, final SinkBatch batch, final long capacity,
                             final List<FlowFile> chosen) {
-        final RecordRows rows = new RecordRows(RecordRows.BinaryEncoding.valueOf(context.getProperty(BINARY_ENCODING).getValue()));
+        final RecordRows rows = new RecordRows(context.getProperty(BINARY_ENCODING).asAllowableValue(BinaryEncoding.class));
         final Iterator<FlowFile> order = chosen == null ? null : chosen.iterator();
         long taken = 0;
         while (taken < capacity && h.waiting.size() < MAX_FLOW_FILES_PER_SUBMIT) {
@@ -718,7 +698,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         names.put(ATTR_DATABASE, evaluated(context, DATABASE, flowFile));
         names.put(ATTR_SCHEMA, evaluated(context, SCHEMA, flowFile));
         names.put(ATTR_TABLE, evaluated(context, TABLE, flowFile));
-        if (DESTINATION_PIPE.getValue().equals(context.getProperty(DESTINATION_TYPE).getValue())) {
+        if (context.getProperty(DESTINATION_TYPE).asAllowableValue(DestinationType.class) == DestinationType.PIPE) {
             names.put(ATTR_PIPE, evaluated(context, PIPE, flowFile));
         }
         return names;

@@ -36,9 +36,6 @@ import java.util.UUID;
  * ConsumeKinesis' JSON output writes {@code approximateArrival}.
  */
 final class RecordRows {
-    /** How bytes are written: hex is what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT). */
-    enum BinaryEncoding { HEX, BASE64 }
-
     /** Why a record cannot become a row. */
     static final class NotARow extends Exception {
         private static final long serialVersionUID = 1L;

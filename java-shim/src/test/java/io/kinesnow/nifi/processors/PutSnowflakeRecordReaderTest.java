@@ -50,7 +50,7 @@ class PutSnowflakeRecordReaderTest {
     private static final String PKCS8 = "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n";
     private static final String ORDER_SCHEMA = "{\"type\":\"record\",\"name\":\"order\",\"fields\":["
             + "{\"name\":\"id\",\"type\":\"int\"},{\"name\":\"item\",\"type\":\"string\"}]}";
-    private static final RecordRows HEX = new RecordRows(RecordRows.BinaryEncoding.HEX);
+    private static final RecordRows HEX = new RecordRows(BinaryEncoding.HEX);
 
     private TestRunner runner;
 

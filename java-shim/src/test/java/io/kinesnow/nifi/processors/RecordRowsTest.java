@@ -35,7 +35,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class RecordRowsTest {
-    private static final RecordRows HEX = new RecordRows(RecordRows.BinaryEncoding.HEX);
+    private static final RecordRows HEX = new RecordRows(BinaryEncoding.HEX);
     private static final TimeZone JVM_ZONE = TimeZone.getDefault();
 
     @AfterEach
@@ -165,7 +165,7 @@ class RecordRowsTest {
                 "none", bytes, new Object[0]);
         assertEquals("{\"raw\":\"00ff10\",\"avro\":\"cafe\",\"buf\":\"0102\",\"none\":\"\"}", HEX.row(r));
         assertEquals("{\"raw\":\"AP8Q\",\"avro\":\"yv4=\",\"buf\":\"AQI=\",\"none\":\"\"}",
-                new RecordRows(RecordRows.BinaryEncoding.BASE64).row(r));
+                new RecordRows(BinaryEncoding.BASE64).row(r));
     }
 
     @Test

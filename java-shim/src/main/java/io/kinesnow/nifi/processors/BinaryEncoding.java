@@ -1,0 +1,36 @@
+package io.kinesnow.nifi.processors;
+
+import org.apache.nifi.components.DescribedValue;
+
+/** PutSnowflake's Binary Encoding: how a record's bytes fields are written into the row. The names are the property's values, as the engine reads them. */
+public enum BinaryEncoding implements DescribedValue {
+    HEX("Hex",
+            "Bytes become hexadecimal text, what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT "
+            + "HEX)."),
+    BASE64("Base64",
+            "Bytes become Base64 text, for BINARY columns of a pipe or table set to BINARY_INPUT_FORMAT BASE64, "
+            + "or for text columns.");
+
+    private final String displayName;
+    private final String description;
+
+    BinaryEncoding(final String displayName, final String description) {
+        this.displayName = displayName;
+        this.description = description;
+    }
+
+    @Override
+    public String getValue() {
+        return name();
+    }
+
+    @Override
+    public String getDisplayName() {
+        return displayName;
+    }
+
+    @Override
+    public String getDescription() {
+        return description;
+    }
+}
