@@ -50,7 +50,6 @@ import java.util.Collection;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -319,11 +318,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private final EngineCounters engineCounters = new EngineCounters(PutSnowflakeCounters.ENGINE, PutSnowflakeCounters.GAUGES);
     private final StatusState status =
             new StatusState(java.util.Set.of(INSTANCE_STATE_KEY), java.util.Set.of(PASSED_GAPS_STATE_KEY));
-    /** Sessions whose FlowFiles wait for Snowflake; touched only by the one trigger thread and @OnStopped. */
-    private final List<HeldSession> held = new ArrayList<>();
-    private final Map<Long, HeldSession> heldByFlowFile = new HashMap<>();
-    /** Held FlowFiles whose content the engine asked for again, in the order asked; handed over before new ones. */
-    private final List<Long> resends = new ArrayList<>();
+    /** Sessions whose FlowFiles wait for Snowflake. */
+    private final HeldSessions held = new HeldSessions();
     /** {@code snowflake://<account>}, to which provenance adds each FlowFile's destination. */
     private volatile String transitBase;
 
@@ -334,22 +330,6 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     /** With another engine; for tests of the processor's own logic. */
     PutSnowflake(final RowSink engine) {
         this.engine = engine;
-    }
-
-    /** A session kept open across triggers until every FlowFile in it has its outcome. */
-    private static final class HeldSession {
-        final ProcessSession session;
-        final Map<Long, FlowFile> waiting = new LinkedHashMap<>();
-        /** Each waiting FlowFile's evaluated destination, as provenance names it. */
-        final Map<Long, String> destinations = new HashMap<>();
-        long rowsSent;
-        long rowsSkipped;
-        long waitingBack;
-        long reloaded;
-
-        HeldSession(final ProcessSession session) {
-            this.session = session;
-        }
     }
 
     private static List<PropertyDescriptor> withRecordReader(final List<PropertyDescriptor> properties) {
@@ -455,12 +435,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
         status.clear(context.getStateManager(), getLogger());
         engine.close();
-        for (final HeldSession h : held) {
-            h.session.rollback();
-        }
-        held.clear();
-        heldByFlowFile.clear();
-        resends.clear();
+        held.rollBackAll();
     }
 
     @Override
@@ -486,7 +461,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
         }
         final ProcessSession session = sessionFactory.createSession();
         final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
-        final HeldSession h = new HeldSession(session);
+        final HeldSessions.Held h = new HeldSessions.Held(session);
         final SinkBatch batch = new SinkBatch();
         try {
             final List<FlowFile> chosen = chosen(session, capacity);
@@ -506,10 +481,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             session.rollback();
             throw e;
         }
-        held.add(h);
-        for (final Long id : h.waiting.keySet()) {
-            heldByFlowFile.put(id, h);
-        }
+        held.hold(h);
         return true;
     }
 
@@ -520,15 +492,15 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
      * these are not counted against {@link RowSink#capacity()} here. Returns whether anything was handed over.
      */
     private boolean resend(final ProcessContext context) {
-        if (resends.isEmpty()) {
+        if (!held.hasResends()) {
             return false;
         }
         final RecordReaderFactory reader = context.getProperty(RECORD_READER).asControllerService(RecordReaderFactory.class);
         final RecordRows rows = reader == null ? null
                 : new RecordRows(context.getProperty(BINARY_ENCODING).asAllowableValue(BinaryEncoding.class));
         final SinkBatch batch = new SinkBatch();
-        for (final Long id : resends) {
-            final HeldSession h = heldByFlowFile.get(id);
+        for (final Long id : held.takeResends()) {
+            final HeldSessions.Held h = held.of(id);
             final FlowFile flowFile = h == null ? null : h.waiting.get(id);
             if (flowFile == null) {
                 continue; // it has its outcome meanwhile
@@ -538,7 +510,6 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             final byte[] content = reader == null ? content(h.session, flowFile) : readRecords(h.session, reader, rows, flowFile).rows();
             batch.add(id, attributes, content);
         }
-        resends.clear();
         if (batch.count() == 0) {
             return false;
         }
@@ -552,7 +523,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
      * them out.
      */
     private void addRecords(final ProcessContext context, final ProcessSessionFactory sessionFactory, final ProcessSession session,
-                            final RecordReaderFactory reader, final HeldSession h, final SinkBatch batch, final long capacity,
+                            final RecordReaderFactory reader, final HeldSessions.Held h, final SinkBatch batch, final long capacity,
                             final List<FlowFile> chosen) {
         final RecordRows rows = new RecordRows(context.getProperty(BINARY_ENCODING).asAllowableValue(BinaryEncoding.class));
         final Iterator<FlowFile> order = chosen == null ? null : chosen.iterator();
@@ -641,7 +612,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     }
 
     /** Adds one FlowFile, with its evaluated destination, to the batch and to the FlowFiles its session waits on. */
-    private static void add(final ProcessContext context, final HeldSession h, final SinkBatch batch, final FlowFile flowFile,
+    private static void add(final ProcessContext context, final HeldSessions.Held h, final SinkBatch batch, final FlowFile flowFile,
                             final Map<String, String> attributes, final byte[] content) {
         final Map<String, String> destination = destination(context, flowFile);
         attributes.putAll(destination);
@@ -766,12 +737,10 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private void route(final ProcessSessionFactory sessionFactory, final List<SinkBatch.Outcome> outcomes) {
         for (final SinkBatch.Outcome outcome : outcomes) {
             if (outcome.route() == SinkBatch.ROUTE_RESEND) {
-                if (heldByFlowFile.containsKey(outcome.flowFileId())) {
-                    resends.add(outcome.flowFileId());
-                }
+                held.askAgain(outcome.flowFileId());
                 continue;
             }
-            final HeldSession h = heldByFlowFile.remove(outcome.flowFileId());
+            final HeldSessions.Held h = held.settle(outcome.flowFileId());
             if (h == null) {
                 continue; // its session was rolled back
             }
@@ -817,7 +786,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
             }
             if (h.waiting.isEmpty()) {
                 adjustCounters(session, h);
-                held.remove(h);
+                held.release(h);
                 session.commitAsync();
             } else if (returnsToTheFlow(outcome.route())) {
                 final ProcessSession alone = sessionFactory.createSession();
@@ -833,7 +802,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     }
 
     /** The processor's own counters for a held session's FlowFiles, applied when it commits. */
-    private static void adjustCounters(final ProcessSession session, final HeldSession h) {
+    private static void adjustCounters(final ProcessSession session, final HeldSessions.Held h) {
         session.adjustCounter(PutSnowflakeCounters.ROWS_SENT, h.rowsSent, false);
         if (h.rowsSkipped > 0) {
             session.adjustCounter(PutSnowflakeCounters.ROWS_SKIPPED, h.rowsSkipped, false);
