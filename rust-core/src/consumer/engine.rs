@@ -152,7 +152,7 @@ impl ConsumerEngine {
 
     /// The gauges' values now, in the contract's order (`contract::counters::consume_kinesis::GAUGES`).
     pub fn gauges(&self) -> Vec<i64> {
-        let (behind, leased) = self.shared.lock_ledger().lag();
+        let (behind, leased) = self.shared.lag();
         vec![behind.unwrap_or(crate::contract::counters::NO_VALUE), leased as i64]
     }
 
@@ -194,7 +194,7 @@ impl ConsumerEngine {
 
     /// Shards currently leased and read by this engine (not those being handed back).
     pub fn leased_shards(&self) -> Vec<String> {
-        self.shared.lock_ledger().reading().into_iter().collect()
+        self.shared.reading().into_iter().collect()
     }
 
     pub fn budget_available(&self) -> u64 {
@@ -206,7 +206,7 @@ impl ConsumerEngine {
     /// record admitted with an oversized event counts in full. Records handed out in a batch and
     /// not yet settled are not included. Walks every buffer: for tests and diagnostics.
     pub fn held_bytes(&self) -> u64 {
-        let buffered: u64 = self.shared.lock_ledger().buffered_records().map(reader::record_cost).sum();
+        let buffered = self.shared.buffered_cost(reader::record_cost);
         buffered + self.shared.fan_out_stats.waiting_event_bytes.load(Ordering::SeqCst)
     }
 
@@ -231,20 +231,18 @@ impl ConsumerEngine {
     /// NiFi committed the batch: checkpoint each shard up to its last settled record.
     /// A shard whose checkpoint write is still in flight gets the new one written right after it.
     pub async fn ack(&self, batch_id: i64) -> Result<(), ConsumerError> {
-        let next = self.shared.lock_ledger().ack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
+        let next = self.shared.ack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
         for step in next {
             self.shared.follow(step).await;
         }
-        if self.shared.lock_ledger().hand_back_settled() {
-            self.shared.rebalance.notify_one();
-        }
+        self.shared.wake_if_hand_back_settled();
         Ok(())
     }
 
     /// NiFi did not commit the batch: its shards go back to their last checkpoint.
     /// A shard whose reader had already reached the shard's end gets a new reader.
     pub fn nack(&self, batch_id: i64) -> Result<(), ConsumerError> {
-        let rewound = self.shared.lock_ledger().nack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
+        let rewound = self.shared.nack(batch_id).map_err(|e| ConsumerError::UnknownBatch(e.0))?;
         for r in rewound {
             self.shared.counters.add(ConsumerCounter::RecordsReadAgain, r.records_in_flight);
             warn!("NiFi did not commit batch {batch_id}; shard {} rewinds to its last acknowledged record", r.shard_id);
@@ -268,12 +266,12 @@ impl ConsumerEngine {
             let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while self.shared.lock_ledger().has_batches() && tokio::time::Instant::now() < deadline {
+        while self.shared.has_batches() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // What NiFi acknowledged is checkpointed before the leases go.
         self.shared.retry_checkpoints().await;
-        while self.shared.lock_ledger().writes_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        while self.shared.writes_in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // What Snowflake has goes into the rows too, so the next owner reads no more than it must.
@@ -281,14 +279,14 @@ impl ConsumerEngine {
             self.shared.take_in_loaded(key);
             self.shared.write_loaded_positions(Pass::Final).await;
         }
-        let leases: Vec<_> = self.shared.lock_ledger().leases();
+        let leases: Vec<_> = self.shared.leases();
         for lease in leases {
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {}
                 Err(e) => warn!("could not release the lease of shard {}: {e}", lease.shard_id),
             }
         }
-        self.shared.lock_ledger().clear();
+        self.shared.clear();
         if let Err(e) = self.shared.node_row.remove(&self.shared.store).await {
             warn!("could not remove this node's heartbeat row: {e}");
         }

@@ -267,7 +267,7 @@ impl Keeper {
         let Some(key) = self.shared.link.clone() else { return };
         {
             let mut board = self.shared.settings.board.lock();
-            let held = self.shared.lock_ledger().held().into_iter().map(|(shard, h)| (shard, h.counter));
+            let held = self.shared.held().into_iter().map(|(shard, h)| (shard, h.counter));
             board.publish_held(&key, &self.shared.owner, held);
             board.publish_tenures(
                 &key,
@@ -285,7 +285,7 @@ impl Keeper {
     }
 
     fn watch_reports(&mut self, rows: &[LeaseRow], advanced: bool, now: Instant) {
-        let mine: Vec<(String, Holder)> = self.shared.lock_ledger().held();
+        let mine: Vec<(String, Holder)> = self.shared.held();
         let behind = mine.iter().any(|(shard, _)| {
             rows.iter().find(|r| &r.shard_id == shard).is_some_and(|r| match (&r.checkpoint, &r.loaded) {
                 (Checkpoint::At(c), Some(crate::feedback::Loaded::Through(l))) => {
@@ -320,7 +320,7 @@ impl Keeper {
     /// A lease whose row names another owner or counter was taken over: drop it at once.
     fn drop_leases_moved_on(&self, rows: &HashMap<&str, &LeaseRow>) {
         // A finished shard's marker also gives its lease up: its row names no owner on purpose.
-        let held: Vec<(String, Holder)> = self.shared.lock_ledger().held();
+        let held: Vec<(String, Holder)> = self.shared.held();
         for (shard_id, mine) in held {
             if rows.get(shard_id.as_str()).and_then(|r| r.holder.as_ref()) != Some(&mine) {
                 self.shared.lose(&shard_id);
@@ -332,7 +332,7 @@ impl Keeper {
     /// whose final checkpoint is written now finishes, and its children become readable).
     async fn retry_failed_writes(&self) {
         self.shared.retry_checkpoints().await;
-        let ended = self.shared.lock_ledger().unfinished_ends();
+        let ended = self.shared.unfinished_ends();
         for finish in ended {
             self.shared.finish_shard(finish).await;
         }
@@ -341,7 +341,7 @@ impl Keeper {
     /// Releases handed-back leases whose batches are settled (or that waited too long).
     async fn complete_hand_backs(&self) {
         let timeout = self.shared.settings.hand_back_timeout;
-        let ready = self.shared.lock_ledger().hand_backs_due(Instant::now(), timeout);
+        let ready = self.shared.hand_backs_due(timeout);
         for (lease, unsettled) in ready {
             if unsettled > 0 {
                 warn!(
@@ -352,7 +352,7 @@ impl Keeper {
             }
             match self.shared.store.release(&lease).await {
                 Ok(()) | Err(LeaseError::Fenced { .. }) => {
-                    self.shared.lock_ledger().remove(&lease.shard_id);
+                    self.shared.remove(&lease.shard_id);
                     self.shared.counters.increment(ConsumerCounter::LeasesHandedBack);
                     info!("handed shard {} back for balancing", lease.shard_id);
                 }
@@ -386,7 +386,7 @@ impl Keeper {
     }
 
     async fn balance(&self, readable: &[Readable], rows: &[LeaseRow], now: Instant) -> Result<(), ConsumerError> {
-        let mine = self.shared.lock_ledger().reading();
+        let mine = self.shared.reading();
         let live = self.membership.live_nodes(now);
         let wall = now_ms();
         let plan =
@@ -397,7 +397,7 @@ impl Keeper {
                 readable.len(),
                 live.len()
             );
-            self.shared.lock_ledger().begin_hand_back(shard_id, Instant::now());
+            self.shared.begin_hand_back(shard_id);
         }
         let mode = self.shared.settings.failover_position;
         for (shard_id, seen) in plan.take {

@@ -21,8 +21,8 @@ mod inject;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    Success = 0,
-    ParseFailure = 1,
+    Success = crate::contract::wire::BATCH_ROUTE_SUCCESS as isize,
+    ParseFailure = crate::contract::wire::BATCH_ROUTE_PARSE_FAILURE as isize,
 }
 
 /// One FlowFile to write: its content and what its attributes are made of.

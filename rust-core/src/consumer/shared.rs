@@ -188,12 +188,89 @@ pub struct FanOutStats {
 }
 
 impl Shared {
-    pub(super) fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
+    fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
         lock(&self.ledger)
     }
 
     pub(super) fn lock_readers(&self) -> MutexGuard<'_, Vec<(String, JoinHandle<()>)>> {
         lock(&self.readers)
+    }
+
+    /// Records behind the stream's tip (the most of any shard read) and the shards leased.
+    pub(super) fn lag(&self) -> (Option<i64>, usize) {
+        self.lock_ledger().lag()
+    }
+
+    /// Shards leased and read (not those being handed back).
+    pub(super) fn reading(&self) -> std::collections::BTreeSet<String> {
+        self.lock_ledger().reading()
+    }
+
+    /// The sum of `cost` over the buffered records (walks every buffer).
+    pub(super) fn buffered_cost(&self, cost: impl Fn(&crate::kinesis::record::KinesisRecord) -> u64) -> u64 {
+        self.lock_ledger().buffered_records().map(cost).sum()
+    }
+
+    /// NiFi committed the batch: the checkpoint writes it calls for.
+    pub(super) fn ack(&self, batch_id: i64) -> Result<Vec<Next>, super::ledger::UnknownBatch> {
+        self.lock_ledger().ack(batch_id)
+    }
+
+    /// NiFi did not commit the batch: its shards rewind.
+    pub(super) fn nack(&self, batch_id: i64) -> Result<Vec<super::ledger::Rewound>, super::ledger::UnknownBatch> {
+        self.lock_ledger().nack(batch_id)
+    }
+
+    /// Wakes the keeper when a hand-back's batches have settled.
+    pub(super) fn wake_if_hand_back_settled(&self) {
+        if self.lock_ledger().hand_back_settled() {
+            self.rebalance.notify_one();
+        }
+    }
+
+    /// Batches handed to NiFi and not settled yet.
+    pub(super) fn has_batches(&self) -> bool {
+        self.lock_ledger().has_batches()
+    }
+
+    pub(super) fn writes_in_flight(&self) -> usize {
+        self.lock_ledger().writes_in_flight()
+    }
+
+    /// The leases held, for their release.
+    pub(super) fn leases(&self) -> Vec<Lease> {
+        self.lock_ledger().leases()
+    }
+
+    /// Forgets every shard (the engine stopped).
+    pub(super) fn clear(&self) {
+        self.lock_ledger().clear()
+    }
+
+    /// Each held lease's holder, by shard.
+    pub(super) fn held(&self) -> Vec<(String, crate::lease::Holder)> {
+        self.lock_ledger().held()
+    }
+
+    /// Finished shards whose shard-end marker is not written yet.
+    pub(super) fn unfinished_ends(&self) -> Vec<FinishShard> {
+        self.lock_ledger().unfinished_ends()
+    }
+
+    /// Handed-back leases ready to release (their batches settled, or `timeout` passed), with the
+    /// batches still out.
+    pub(super) fn hand_backs_due(&self, timeout: Duration) -> Vec<(Lease, usize)> {
+        self.lock_ledger().hand_backs_due(tokio::time::Instant::now(), timeout)
+    }
+
+    /// Forgets a shard whose lease was released.
+    pub(super) fn remove(&self, shard_id: &str) {
+        self.lock_ledger().remove(shard_id)
+    }
+
+    /// Starts handing the shard's lease back: no new batches of it.
+    pub(super) fn begin_hand_back(&self, shard_id: &str) {
+        self.lock_ledger().begin_hand_back(shard_id, tokio::time::Instant::now())
     }
 
     /// Where a shard without a checkpoint starts.

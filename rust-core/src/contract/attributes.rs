@@ -93,6 +93,12 @@ pub const AT_LEAST_ONCE: &str = "at-least-once";
 /// The prefix of every attribute ConsumeKinesis writes for the exactly-once path.
 pub const KINESNOW_PREFIX: &str = "kinesnow.";
 
+/// The prefix of the Kinesis attributes ConsumeKinesis writes (PutSnowflake passes them across JNI).
+pub const KINESIS_PREFIX: &str = "aws.kinesis.";
+
+/// The prefix of the attributes NiFi's split processors write (a FlowFile so marked loads at least once).
+pub const FRAGMENT_PREFIX: &str = "fragment.";
+
 #[cfg(test)]
 fn java_twin() -> String {
     let mut out = String::from(
@@ -116,6 +122,16 @@ fn java_twin() -> String {
             "KINESNOW_PREFIX",
             KINESNOW_PREFIX,
             "The prefix of every attribute ConsumeKinesis writes for the exactly-once path.",
+        ),
+        (
+            "KINESIS_PREFIX",
+            KINESIS_PREFIX,
+            "The prefix of the Kinesis attributes ConsumeKinesis writes (PutSnowflake passes them across JNI).",
+        ),
+        (
+            "FRAGMENT_PREFIX",
+            FRAGMENT_PREFIX,
+            "The prefix of the attributes NiFi's split processors write (a FlowFile so marked loads at least once).",
         ),
     ] {
         out.push_str(&format!("\n    /** {meaning} */\n    public static final String {constant} = \"{value}\";\n"));

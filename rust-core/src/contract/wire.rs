@@ -2,7 +2,8 @@
 //! layout and its version (a layout that changes takes a new magic, so a NAR whose Java and
 //! native halves disagree fails on the first call instead of misreading bytes), and
 //! PutSnowflake's route codes. The layouts themselves are documented where they are written
-//! (`ffi::batch`, `ffi::skips`, `ffi::sink_io`). The Java twin
+//! (`ffi::batch`, `ffi::skips`, `ffi::sink_io`). ConsumeKinesis' two routes cross in its batch
+//! (`BATCH_ROUTE_*`). The Java twin
 //! `io.kinesnow.nifi.contract.Wire` is generated from [`ALL`].
 
 /// One shared integer: its constant, value and meaning.
@@ -33,6 +34,10 @@ wire! {
     OUTCOMES_MAGIC: i32 = 0x4B53_4F31;
     /// PutSnowflake's queued FlowFiles to choose from, Java to native ("KSC1").
     CANDIDATES_MAGIC: i32 = 0x4B53_4331;
+    /// ConsumeKinesis' route in its batch: the FlowFile goes to success.
+    BATCH_ROUTE_SUCCESS: u8 = 0;
+    /// ConsumeKinesis' route in its batch: the FlowFile's record could not be parsed and goes to parse.failure.
+    BATCH_ROUTE_PARSE_FAILURE: u8 = 1;
     /// Route: committed into Snowflake.
     ROUTE_SUCCESS: u8 = 0;
     /// Route: content that cannot become rows, or rows Snowflake rejected.

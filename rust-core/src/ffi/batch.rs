@@ -283,8 +283,8 @@ fn decode_wire(
         let mut flow_files = Vec::new();
         for _ in 0..r.i32()? {
             let route = match r.u8()? {
-                0 => Route::Success,
-                1 => Route::ParseFailure,
+                crate::contract::wire::BATCH_ROUTE_SUCCESS => Route::Success,
+                crate::contract::wire::BATCH_ROUTE_PARSE_FAILURE => Route::ParseFailure,
                 _ => return Ok(None),
             };
             let record_count = r.i32()? as u32;

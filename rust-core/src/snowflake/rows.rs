@@ -45,6 +45,8 @@ pub use crate::contract::attributes::AT_LEAST_ONCE;
 pub use crate::contract::attributes::DELIVERY as ATTR_DELIVERY;
 pub use crate::contract::attributes::FIRST_SEQUENCE as ATTR_FIRST_SEQUENCE;
 pub use crate::contract::attributes::FIRST_SUB as ATTR_FIRST_SUB;
+/// What NiFi's split processors set on each piece (`fragment.identifier`, `.index`, `.count`).
+pub use crate::contract::attributes::FRAGMENT_PREFIX;
 pub use crate::contract::attributes::LAST_SEQUENCE as ATTR_LAST_SEQUENCE;
 pub use crate::contract::attributes::LAST_SUB as ATTR_LAST_SUB;
 /// The shard's parents (comma-separated) when it was created by a split or merge.
@@ -62,8 +64,6 @@ pub use crate::contract::attributes::RECORD_COUNT as ATTR_RECORD_COUNT;
 pub use crate::contract::attributes::REGION as ATTR_REGION;
 pub use crate::contract::attributes::SHARD as ATTR_SHARD;
 pub use crate::contract::attributes::STREAM as ATTR_STREAM;
-/// What NiFi's split processors set on each piece (`fragment.identifier`, `.index`, `.count`).
-pub const FRAGMENT_PREFIX: &str = "fragment.";
 
 /// The attributes PutSnowflake reads; Java passes every `aws.kinesis.*` and `fragment.*` attribute
 /// and `record.count` across JNI.

@@ -111,4 +111,10 @@ public final class Attributes {
 
     /** The prefix of every attribute ConsumeKinesis writes for the exactly-once path. */
     public static final String KINESNOW_PREFIX = "kinesnow.";
+
+    /** The prefix of the Kinesis attributes ConsumeKinesis writes (PutSnowflake passes them across JNI). */
+    public static final String KINESIS_PREFIX = "aws.kinesis.";
+
+    /** The prefix of the attributes NiFi's split processors write (a FlowFile so marked loads at least once). */
+    public static final String FRAGMENT_PREFIX = "fragment.";
 }

@@ -22,6 +22,12 @@ public final class Wire {
     /** PutSnowflake's queued FlowFiles to choose from, Java to native ("KSC1"). */
     public static final int CANDIDATES_MAGIC = 0x4B534331;
 
+    /** ConsumeKinesis' route in its batch: the FlowFile goes to success. */
+    public static final int BATCH_ROUTE_SUCCESS = 0;
+
+    /** ConsumeKinesis' route in its batch: the FlowFile's record could not be parsed and goes to parse.failure. */
+    public static final int BATCH_ROUTE_PARSE_FAILURE = 1;
+
     /** Route: committed into Snowflake. */
     public static final int ROUTE_SUCCESS = 0;
 

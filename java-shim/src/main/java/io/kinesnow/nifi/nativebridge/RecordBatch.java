@@ -28,8 +28,8 @@ public final class RecordBatch {
     private static final int HEADER = 16;
 
     /** {@link FlowFileData#route()} values. */
-    public static final int ROUTE_SUCCESS = 0;
-    public static final int ROUTE_PARSE_FAILURE = 1;
+    public static final int ROUTE_SUCCESS = Wire.BATCH_ROUTE_SUCCESS;
+    public static final int ROUTE_PARSE_FAILURE = Wire.BATCH_ROUTE_PARSE_FAILURE;
 
     private final long batchId;
     private final String link;

@@ -652,7 +652,7 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
     private static Map<String, String> sourceAttributes(final FlowFile flowFile) {
         final Map<String, String> attributes = new HashMap<>();
         for (final Map.Entry<String, String> e : flowFile.getAttributes().entrySet()) {
-            if (e.getKey().startsWith("aws.kinesis.") || e.getKey().startsWith("fragment.") || e.getKey().equals(Attributes.RECORD_COUNT)
+            if (e.getKey().startsWith(Attributes.KINESIS_PREFIX) || e.getKey().startsWith(Attributes.FRAGMENT_PREFIX) || e.getKey().equals(Attributes.RECORD_COUNT)
                     || e.getKey().startsWith(Attributes.KINESNOW_PREFIX)) {
                 attributes.put(e.getKey(), e.getValue());
             }
