@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_kinesis::error::ProvideErrorMetadata;
 use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use tracing::{info, warn};
@@ -124,14 +123,7 @@ async fn get_records(
         .limit(shared.settings.max_records_per_request as i32)
         .send()
         .await
-        .map_err(|e| {
-            KinesisError::from_sdk(
-                &shared.settings.stream,
-                Some(shard_id),
-                crate::kinesis::sdk_error_text(&e),
-                e.code().map(str::to_owned),
-            )
-        })
+        .map_err(|e| KinesisError::of_call(&shared.settings.stream, Some(shard_id), &e))
 }
 
 /// What one GetRecords answer brings the reader.
@@ -223,12 +215,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
             message: format!("GetShardIterator for shard {shard_id} returned no iterator"),
         }),
         Err(e) => {
-            let error = KinesisError::from_sdk(
-                &shared.settings.stream,
-                Some(shard_id),
-                crate::kinesis::sdk_error_text(&e),
-                e.code().map(str::to_owned),
-            );
+            let error = KinesisError::of_call(&shared.settings.stream, Some(shard_id), &e);
             match (&error, start) {
                 // The checkpoint lies before the stream's retention: the records in between are gone.
                 (KinesisError::InvalidArgument { .. }, Start::Committed(_) | Start::After(_) | Start::At(_)) => {
@@ -245,14 +232,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, start: &Start) -> Resul
                         .shard_iterator_type(ShardIteratorType::TrimHorizon)
                         .send()
                         .await
-                        .map_err(|e| {
-                            KinesisError::from_sdk(
-                                &shared.settings.stream,
-                                Some(shard_id),
-                                crate::kinesis::sdk_error_text(&e),
-                                e.code().map(str::to_owned),
-                            )
-                        })?;
+                        .map_err(|e| KinesisError::of_call(&shared.settings.stream, Some(shard_id), &e))?;
                     Ok(out.shard_iterator().unwrap_or_default().to_owned())
                 }
                 _ => Err(error),

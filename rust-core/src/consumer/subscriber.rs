@@ -440,14 +440,7 @@ async fn shard_iterator(shared: &Shared, shard_id: &str, from: &ProbeStart) -> R
             request.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from(*t))
         }
     };
-    let out = request.send().await.map_err(|e| {
-        KinesisError::from_sdk(
-            &shared.settings.stream,
-            Some(shard_id),
-            crate::kinesis::sdk_error_text(&e),
-            e.code().map(str::to_owned),
-        )
-    })?;
+    let out = request.send().await.map_err(|e| KinesisError::of_call(&shared.settings.stream, Some(shard_id), &e))?;
     out.shard_iterator().map(str::to_owned).ok_or_else(|| KinesisError::Service {
         stream: shared.settings.stream.clone(),
         message: format!("GetShardIterator for shard {shard_id} returned no iterator"),

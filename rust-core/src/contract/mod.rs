@@ -42,3 +42,37 @@ fn check_twin(dir: &str, name: &str, generated: &str) {
         path.display()
     );
 }
+
+/// The first lines of a generated Java file: where it comes from and how to regenerate it, then its package.
+#[cfg(test)]
+fn generated_head(source: &str) -> String {
+    format!(
+        "// Generated from rust-core/src/contract/{source} by its unit test; do not edit.\n\
+         // Regenerate: KINESNOW_WRITE_CONTRACT=1 cargo test -p kinesnow-core --lib contract\n\
+         package io.kinesnow.nifi.contract;\n\n"
+    )
+}
+
+/// A generated Java class of constants: the head, then its doc, name and private constructor.
+#[cfg(test)]
+fn java_class_head(source: &str, doc: &str, class: &str) -> String {
+    format!("{}/** {doc} */\npublic final class {class} {{\n    private {class}() {{\n    }}\n", generated_head(source))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every Java twin is what the contract generates.
+    #[test]
+    fn the_java_twins_are_current() {
+        let mut twins = vec![
+            ("Attributes.java".to_owned(), super::attributes::java_twin()),
+            ("KinesisMetadataFields.java".to_owned(), super::metadata::java_twin()),
+            ("Wire.java".to_owned(), super::wire::java_twin()),
+        ];
+        twins.extend(super::counters::java_twins());
+        twins.extend(super::properties::java_twins());
+        for (name, text) in twins {
+            super::check_java_twin(&name, &text);
+        }
+    }
+}

@@ -126,23 +126,19 @@ fn java_string(value: Option<&str>) -> String {
     value.map_or_else(|| "null".to_owned(), |v| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
 }
 
-#[cfg(test)]
-const GENERATED: &str = "// Generated from rust-core/src/contract/properties.rs by its unit test; do not edit.\n\
-                         // Regenerate: KINESNOW_WRITE_CONTRACT=1 cargo test -p kinesnow-core --lib contract\n\
-                         package io.kinesnow.nifi.contract;\n\n";
-
 /// The Java twins: `PropertySpec.java` (the record) and one `<Processor>Specs.java` per processor.
 #[cfg(test)]
-fn java_twins() -> Vec<(String, String)> {
+pub(super) fn java_twins() -> Vec<(String, String)> {
+    let generated = super::generated_head("properties.rs");
     let record = format!(
-        "{GENERATED}import java.util.List;\n\n\
+        "{generated}import java.util.List;\n\n\
          /** One property as the engine reads it: its name, default (null: none) and allowed values (empty: any). */\n\
          public record PropertySpec(String name, String defaultValue, List<String> allowed) {{\n}}\n"
     );
     let mut twins = vec![("PropertySpec.java".to_owned(), record)];
     for (processor, specs) in PROCESSORS {
         let mut out = format!(
-            "{GENERATED}import java.util.List;\nimport java.util.Map;\n\n\
+            "{generated}import java.util.List;\nimport java.util.Map;\n\n\
              /** {processor}'s properties as the engine reads them: names, defaults and allowed values. */\n\
              public final class {processor}Specs {{\n    private {processor}Specs() {{\n    }}\n"
         );
@@ -177,13 +173,6 @@ fn java_twins() -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_java_twins_are_current() {
-        for (name, text) in java_twins() {
-            super::super::check_java_twin(&name, &text);
-        }
-    }
 
     #[test]
     fn names_are_unique_and_defaults_are_allowed() {

@@ -39,6 +39,14 @@ pub enum KinesisError {
 
 impl KinesisError {
     /// Classifies an SDK failure by its error code.
+    /// A failed SDK call on `stream` (and `shard`), classified by its error code.
+    pub fn of_call<E>(stream: &str, shard: Option<&str>, e: &E) -> Self
+    where
+        E: std::error::Error + aws_sdk_kinesis::error::ProvideErrorMetadata + 'static,
+    {
+        Self::from_sdk(stream, shard, sdk_error_text(e), e.code().map(str::to_owned))
+    }
+
     pub fn from_sdk(stream: &str, shard: Option<&str>, message: String, code: Option<String>) -> Self {
         let stream = stream.to_owned();
         match code.as_deref().unwrap_or_default() {

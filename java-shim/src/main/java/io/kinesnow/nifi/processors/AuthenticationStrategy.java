@@ -1,9 +1,7 @@
 package io.kinesnow.nifi.processors;
 
-import org.apache.nifi.components.DescribedValue;
-
 /** PutSnowflake's Authentication Strategy. The names are the property's values, as the engine reads them. */
-public enum AuthenticationStrategy implements DescribedValue {
+public enum AuthenticationStrategy implements Choice {
     KEY_PAIR("Key Pair",
             "Authenticate as User with an RSA key pair (JWT signed with the private key)."),
     SNOWFLAKE_MANAGED("Snowflake Managed",
@@ -17,26 +15,9 @@ public enum AuthenticationStrategy implements DescribedValue {
     SNOWFLAKE_SESSION_TOKEN("Snowflake Session Token (same as Snowflake Managed)",
             "Another name of Snowflake Managed, still accepted.");
 
-    private final String displayName;
-    private final String description;
+    private final Words words;
 
-    AuthenticationStrategy(final String displayName, final String description) {
-        this.displayName = displayName;
-        this.description = description;
-    }
+    AuthenticationStrategy(final String displayName, final String description) { words = new Words(displayName, description); }
 
-    @Override
-    public String getValue() {
-        return name();
-    }
-
-    @Override
-    public String getDisplayName() {
-        return displayName;
-    }
-
-    @Override
-    public String getDescription() {
-        return description;
-    }
+    @Override public Words words() { return words; }
 }

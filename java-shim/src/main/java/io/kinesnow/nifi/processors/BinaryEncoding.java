@@ -1,9 +1,7 @@
 package io.kinesnow.nifi.processors;
 
-import org.apache.nifi.components.DescribedValue;
-
 /** PutSnowflake's Binary Encoding: how a record's bytes fields are written into the row. The names are the property's values, as the engine reads them. */
-public enum BinaryEncoding implements DescribedValue {
+public enum BinaryEncoding implements Choice {
     HEX("Hex",
             "Bytes become hexadecimal text, what Snowflake's BINARY columns take by default (BINARY_INPUT_FORMAT "
             + "HEX)."),
@@ -11,26 +9,9 @@ public enum BinaryEncoding implements DescribedValue {
             "Bytes become Base64 text, for BINARY columns of a pipe or table set to BINARY_INPUT_FORMAT BASE64, "
             + "or for text columns.");
 
-    private final String displayName;
-    private final String description;
+    private final Words words;
 
-    BinaryEncoding(final String displayName, final String description) {
-        this.displayName = displayName;
-        this.description = description;
-    }
+    BinaryEncoding(final String displayName, final String description) { words = new Words(displayName, description); }
 
-    @Override
-    public String getValue() {
-        return name();
-    }
-
-    @Override
-    public String getDisplayName() {
-        return displayName;
-    }
-
-    @Override
-    public String getDescription() {
-        return description;
-    }
+    @Override public Words words() { return words; }
 }

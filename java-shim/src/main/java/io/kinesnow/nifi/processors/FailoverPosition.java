@@ -1,9 +1,7 @@
 package io.kinesnow.nifi.processors;
 
-import org.apache.nifi.components.DescribedValue;
-
 /** ConsumeKinesis' Failover Position: where a node that takes a shard over resumes. The names are the property's values, as the engine reads them. */
-public enum FailoverPosition implements DescribedValue {
+public enum FailoverPosition implements Choice {
     NIFI_COMMIT("NiFi Commit",
             "A node that takes a shard over resumes after the last record NiFi committed (the checkpoint). "
             + "Records NiFi committed on the old node but that no destination has yet are loaded from that node's "
@@ -16,26 +14,9 @@ public enum FailoverPosition implements DescribedValue {
             + "the same node (no load-balanced connection between them); other destinations of the same records see "
             + "the records between that position and the checkpoint again after a failover.");
 
-    private final String displayName;
-    private final String description;
+    private final Words words;
 
-    FailoverPosition(final String displayName, final String description) {
-        this.displayName = displayName;
-        this.description = description;
-    }
+    FailoverPosition(final String displayName, final String description) { words = new Words(displayName, description); }
 
-    @Override
-    public String getValue() {
-        return name();
-    }
-
-    @Override
-    public String getDisplayName() {
-        return displayName;
-    }
-
-    @Override
-    public String getDescription() {
-        return description;
-    }
+    @Override public Words words() { return words; }
 }

@@ -1,9 +1,7 @@
 package io.kinesnow.nifi.processors;
 
-import org.apache.nifi.components.DescribedValue;
-
 /** ConsumeKinesis' Initial Position: where a shard without a checkpoint starts. The names are the property's values, as the engine reads them. */
-public enum InitialPosition implements DescribedValue {
+public enum InitialPosition implements Choice {
     TRIM_HORIZON("Trim Horizon",
             "Start from the oldest record still in the stream."),
     LATEST("Latest",
@@ -12,26 +10,9 @@ public enum InitialPosition implements DescribedValue {
     AT_TIMESTAMP("At Timestamp",
             "Start from the records written at or after the Stream Position Timestamp.");
 
-    private final String displayName;
-    private final String description;
+    private final Words words;
 
-    InitialPosition(final String displayName, final String description) {
-        this.displayName = displayName;
-        this.description = description;
-    }
+    InitialPosition(final String displayName, final String description) { words = new Words(displayName, description); }
 
-    @Override
-    public String getValue() {
-        return name();
-    }
-
-    @Override
-    public String getDisplayName() {
-        return displayName;
-    }
-
-    @Override
-    public String getDescription() {
-        return description;
-    }
+    @Override public Words words() { return words; }
 }

@@ -1,9 +1,7 @@
 package io.kinesnow.nifi.processors;
 
-import org.apache.nifi.components.DescribedValue;
-
 /** ConsumeKinesis' Output Strategy: what of a record, and of its Kinesis metadata, is written. The names are the property's values, as the engine reads them. */
-public enum OutputStrategy implements DescribedValue {
+public enum OutputStrategy implements Choice {
     USE_VALUE("Use Value",
             "Write each record's bytes as they are."),
     USE_WRAPPER("Use Wrapper",
@@ -12,26 +10,9 @@ public enum OutputStrategy implements DescribedValue {
             "Add a kinesisMetadata field (stream, shardId, approximateArrival, partitionKey, sequenceNumber, "
             + "subSequenceNumber, shardedSequenceNumber) to each JSON object record.");
 
-    private final String displayName;
-    private final String description;
+    private final Words words;
 
-    OutputStrategy(final String displayName, final String description) {
-        this.displayName = displayName;
-        this.description = description;
-    }
+    OutputStrategy(final String displayName, final String description) { words = new Words(displayName, description); }
 
-    @Override
-    public String getValue() {
-        return name();
-    }
-
-    @Override
-    public String getDisplayName() {
-        return displayName;
-    }
-
-    @Override
-    public String getDescription() {
-        return description;
-    }
+    @Override public Words words() { return words; }
 }

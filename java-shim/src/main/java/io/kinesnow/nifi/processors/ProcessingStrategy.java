@@ -1,9 +1,7 @@
 package io.kinesnow.nifi.processors;
 
-import org.apache.nifi.components.DescribedValue;
-
 /** ConsumeKinesis' Processing Strategy: how records become FlowFiles. The names are the property's values, as the engine reads them. */
-public enum ProcessingStrategy implements DescribedValue {
+public enum ProcessingStrategy implements Choice {
     FLOW_FILE("FlowFile",
             "One FlowFile per Kinesis record."),
     LINE_DELIMITED("Line Delimited",
@@ -16,26 +14,9 @@ public enum ProcessingStrategy implements DescribedValue {
             + "Record Writer into one FlowFile per batch (a new one when the schema changes). Records the reader "
             + "cannot read go to parse.failure.");
 
-    private final String displayName;
-    private final String description;
+    private final Words words;
 
-    ProcessingStrategy(final String displayName, final String description) {
-        this.displayName = displayName;
-        this.description = description;
-    }
+    ProcessingStrategy(final String displayName, final String description) { words = new Words(displayName, description); }
 
-    @Override
-    public String getValue() {
-        return name();
-    }
-
-    @Override
-    public String getDisplayName() {
-        return displayName;
-    }
-
-    @Override
-    public String getDescription() {
-        return description;
-    }
+    @Override public Words words() { return words; }
 }
