@@ -358,23 +358,23 @@ impl Board {
         state.held_here.insert(owner.to_owned(), leases.into_iter().take(MAX_SHARDS_PER_KEY).collect());
     }
 
-    /// Engine `owner` of this JVM has just taken `shard`'s lease with `counter`, to read after
-    /// `start` (`None`: from the shard's start), before its reader starts, so no FlowFile of that
-    /// lease comes before the board knows it.
-    pub fn took_here(&mut self, key: &LinkKey, owner: &str, shard: &str, counter: u64, start: Option<Position>) {
+    /// Engine `owner` of this JVM has just taken `shard`'s lease as `tenure` (the lease counter its
+    /// take wrote), to read after `start` (`None`: from the shard's start), before its reader
+    /// starts, so no FlowFile of that lease comes before the board knows it.
+    pub fn took_here(&mut self, key: &LinkKey, owner: &str, shard: &str, tenure: u64, start: Option<Position>) {
         let state = self.keys.entry(key.clone()).or_default();
         let leases = state.held_here.entry(owner.to_owned()).or_default();
         if leases.len() < MAX_SHARDS_PER_KEY || leases.contains_key(shard) {
-            leases.insert(shard.to_owned(), counter);
+            leases.insert(shard.to_owned(), tenure);
         }
         if state.chains.len() >= MAX_SHARDS_PER_KEY && !state.chains.contains_key(shard) {
             return;
         }
         let chains = state.chains.entry(shard.to_owned()).or_default();
         let before: usize = chains.iter().map(ChainState::spans).sum();
-        chains.retain(|c| c.tenure != counter);
+        chains.retain(|c| c.tenure != tenure);
         chains.push(ChainState {
-            tenure: counter,
+            tenure,
             end: start.clone(),
             committed: start,
             skips: Spans::default(),
@@ -481,12 +481,12 @@ impl Board {
     }
 
     /// Engine `owner` of this JVM finished `shard` (read to its end, everything committed) under
-    /// the lease with `counter`.
-    pub fn finished_here(&mut self, key: &LinkKey, owner: &str, shard: &str, counter: u64) {
+    /// lease `tenure`.
+    pub fn finished_here(&mut self, key: &LinkKey, owner: &str, shard: &str, tenure: u64) {
         let state = self.keys.entry(key.clone()).or_default();
         let shards = state.finished_here.entry(owner.to_owned()).or_default();
         if shards.len() < MAX_SHARDS_PER_KEY {
-            shards.insert(shard.to_owned(), counter);
+            shards.insert(shard.to_owned(), tenure);
         }
     }
 
