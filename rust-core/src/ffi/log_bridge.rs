@@ -1,9 +1,10 @@
 //! Forwards `tracing` events to the NiFi `ComponentLog` of the processor they concern, so warnings
 //! and errors raised anywhere in the engine become bulletins on the canvas.
 //!
-//! An event belongs to a component when a span around it (`runtime::component_span`, entered for
-//! every call from Java and carried into the tasks the engine spawns) carries a `component` field
-//! holding the component's handle. Events are queued (bounded; overflow is counted, never blocks
+//! An event of the engine belongs to a component when a span around it (`runtime::component_span`,
+//! entered for every call from Java and carried into the tasks the engine spawns) carries a
+//! `component` field holding the component's handle; a library's events (the AWS SDK's, hyper's)
+//! belong to none, even inside such a span. Events are queued (bounded; overflow is counted, never blocks
 //! the engine) and delivered by one thread attached to the JVM, so tokio workers never call Java.
 //! That thread never returns to Java, so each delivery runs in its own JNI local frame.
 
@@ -40,6 +41,9 @@ pub fn level_number(level: &Level) -> i32 {
         Level::ERROR => 5,
     }
 }
+
+/// The target prefix of the engine's own events (its module paths).
+const OWN_TARGET: &str = env!("CARGO_CRATE_NAME");
 
 /// One event on its way to Java.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,9 +191,12 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut text = EventText::default();
         event.record(&mut text);
-        let component = text
-            .component
-            .or_else(|| ctx.event_scope(event)?.find_map(|span| span.extensions().get::<ComponentId>().map(|c| c.0)));
+        // Only the engine's own events take the component of the span around them: a library's (the AWS
+        // SDK's note that a config file named by AWS_CONFIG_FILE is missing) is not the processor's to show.
+        let own = event.metadata().target().starts_with(OWN_TARGET);
+        let component = text.component.or_else(|| {
+            own.then(|| ctx.event_scope(event)?.find_map(|span| span.extensions().get::<ComponentId>().map(|c| c.0)))?
+        });
         let line = LogLine {
             component: component.unwrap_or(0),
             level: level_number(event.metadata().level()),
@@ -306,6 +313,17 @@ mod tests {
         });
         assert_eq!(lines[0], LogLine { component: 11, level: 4, message: "lease on shard shardId-3 was lost".into() });
         assert_eq!(lines[1].component, 0, "tokio::spawn drops the span: why the engine uses runtime::spawn");
+    }
+
+    #[test]
+    fn a_library_s_event_inside_a_component_span_is_not_the_component_s() {
+        let lines = capture(|| {
+            let _span = crate::runtime::component_span(5).entered();
+            tracing::warn!(target: "aws_config::profile::parser", "config file overridden via environment variable not found");
+            tracing::warn!("shard {} is lagging", "shardId-1");
+        });
+        assert_eq!(lines[0].component, 0, "the AWS SDK's own warning is no bulletin of the processor");
+        assert_eq!(lines[1].component, 5);
     }
 
     #[test]
