@@ -298,18 +298,23 @@ fn missing_from_maps(files: &[(String, String)], allowed: &[(&str, &str)]) -> Ve
     missing
 }
 
-#[test]
-fn every_module_is_named_on_its_parents_map() {
+/// Every source file of the crate: its path under `src/` (with `/`) and its text.
+fn source_files() -> Vec<(String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut paths = Vec::new();
     sources(&src, &mut paths);
-    let files: Vec<(String, String)> = paths
+    paths
         .iter()
         .map(|p| {
             let name = p.strip_prefix(&src).unwrap_or(p).to_string_lossy().replace('\\', "/");
             (name, std::fs::read_to_string(p).unwrap())
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn every_module_is_named_on_its_parents_map() {
+    let files = source_files();
     assert!(files.len() > 50, "the check reads no sources");
     let missing = missing_from_maps(&files, NOT_YET_ON_THE_MAP);
     assert!(missing.is_empty(), "module maps gone stale:\n{}", missing.join("\n"));
@@ -361,16 +366,7 @@ fn unrouted_events(path: &str, source: &str) -> Vec<String> {
 
 #[test]
 fn every_engine_event_reaches_its_component_through_the_span() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut paths = Vec::new();
-    sources(&src, &mut paths);
-    let found: Vec<String> = paths
-        .iter()
-        .flat_map(|p| {
-            let name = p.strip_prefix(&src).unwrap_or(p).to_string_lossy().replace('\\', "/");
-            unrouted_events(&name, &std::fs::read_to_string(p).unwrap())
-        })
-        .collect();
+    let found: Vec<String> = source_files().iter().flat_map(|(name, text)| unrouted_events(name, text)).collect();
     assert!(found.is_empty(), "events that may miss their processor's log:\n{}", found.join("\n"));
 }
 

@@ -735,6 +735,8 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
      * Snowflake, on a looped {@code failure}), and holding it for them would keep both waiting until Order Wait.
      */
     private void route(final ProcessSessionFactory sessionFactory, final List<SinkBatch.Outcome> outcomes) {
+        // FlowFiles going back into the flow from sessions that still wait, by session: sent on together below.
+        final Map<HeldSessions.Held, List<FlowFile>> goingBack = new HashMap<>();
         for (final SinkBatch.Outcome outcome : outcomes) {
             if (outcome.route() == SinkBatch.ROUTE_RESEND) {
                 held.askAgain(outcome.flowFileId());
@@ -784,16 +786,27 @@ public class PutSnowflake extends AbstractSessionFactoryProcessor implements Ver
                 }
                 default -> session.transfer(flowFile, REL_FAILURE);
             }
+            if (returnsToTheFlow(outcome.route())) {
+                goingBack.computeIfAbsent(h, k -> new ArrayList<>()).add(flowFile);
+            }
             if (h.waiting.isEmpty()) {
                 adjustCounters(session, h);
                 held.release(h);
                 session.commitAsync();
-            } else if (returnsToTheFlow(outcome.route())) {
-                final ProcessSession alone = sessionFactory.createSession();
-                session.migrate(alone, List.of(flowFile));
-                alone.commitAsync();
+                goingBack.remove(h); // committed with their session
             }
         }
+        sendOn(sessionFactory, goingBack);
+    }
+
+    /** Moves the FlowFiles into one new session and commits it at once, while their own sessions wait on. */
+    private static void sendOn(final ProcessSessionFactory sessionFactory, final Map<HeldSessions.Held, List<FlowFile>> goingBack) {
+        if (goingBack.isEmpty()) {
+            return;
+        }
+        final ProcessSession alone = sessionFactory.createSession();
+        goingBack.forEach((h, flowFiles) -> h.session.migrate(alone, flowFiles));
+        alone.commitAsync();
     }
 
     /** Whether a FlowFile so routed can come back to this processor: through {@code failure} (looped back), or the queue. */

@@ -98,10 +98,8 @@ class PutSnowflakeRoutingTest {
         }
     }
 
-    @Test
-    void eachOutcomeTakesItsFlowFileWhereItSays() {
-        final ScriptedSink sink = new ScriptedSink(SinkBatch.ROUTE_SUCCESS, SinkBatch.ROUTE_RETRY, SinkBatch.ROUTE_RELOAD,
-                SinkBatch.ROUTE_FAILURE);
+    /** PutSnowflake over the given engine, with the least settings that validate. */
+    private static TestRunner runner(final RowSink sink) {
         final TestRunner runner = TestRunners.newTestRunner(new PutSnowflake(sink));
         runner.setValidateExpressionUsage(false);
         runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
@@ -110,6 +108,14 @@ class PutSnowflakeRoutingTest {
         runner.setProperty(PutSnowflake.DATABASE, "RAW");
         runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
         runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+        return runner;
+    }
+
+    @Test
+    void eachOutcomeTakesItsFlowFileWhereItSays() {
+        final ScriptedSink sink = new ScriptedSink(SinkBatch.ROUTE_SUCCESS, SinkBatch.ROUTE_RETRY, SinkBatch.ROUTE_RELOAD,
+                SinkBatch.ROUTE_FAILURE);
+        final TestRunner runner = runner(sink);
         for (int i = 0; i < 4; i++) {
             runner.enqueue("{\"id\":" + i + "}");
         }
@@ -145,14 +151,7 @@ class PutSnowflakeRoutingTest {
     @Test
     void aFailedFlowFileLeavesAtOnceWhileAnotherOfItsSessionWaits() {
         final ScriptedSink sink = new ScriptedSink(SinkBatch.ROUTE_FAILURE, -1, SinkBatch.ROUTE_RETRY, SinkBatch.ROUTE_RELOAD);
-        final TestRunner runner = TestRunners.newTestRunner(new PutSnowflake(sink));
-        runner.setValidateExpressionUsage(false);
-        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
-        runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
-        runner.setProperty(PutSnowflake.PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
-        runner.setProperty(PutSnowflake.DATABASE, "RAW");
-        runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
-        runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+        final TestRunner runner = runner(sink);
         for (int i = 0; i < 4; i++) {
             runner.enqueue("{\"id\":" + i + "}");
         }
@@ -251,14 +250,7 @@ class PutSnowflakeRoutingTest {
     @Test
     void aFlowFileAskedForAgainIsHandedOverAgainAndStaysHeldUntilItsOutcome() {
         final ResendingSink sink = new ResendingSink();
-        final TestRunner runner = TestRunners.newTestRunner(new PutSnowflake(sink));
-        runner.setValidateExpressionUsage(false);
-        runner.setProperty(PutSnowflake.ACCOUNT_IDENTIFIER, "myorg-myaccount");
-        runner.setProperty(PutSnowflake.USER, "KINESNOW_SVC");
-        runner.setProperty(PutSnowflake.PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
-        runner.setProperty(PutSnowflake.DATABASE, "RAW");
-        runner.setProperty(PutSnowflake.SCHEMA, "KINESIS");
-        runner.setProperty(PutSnowflake.TABLE, "EVENTS");
+        final TestRunner runner = runner(sink);
         runner.enqueue("{\"id\":0}");
         runner.enqueue("{\"id\":1}");
         runner.run(1, false, true); // takes both; the engine asks for the first one's content again
