@@ -46,17 +46,22 @@ run_log="$(mktemp)"
 exec > >(tee "$run_log") 2>&1
 trap 'rm -f "$run_log"' EXIT
 failure_digests=()
+failing_tests=()
 record() { # status seconds name
   summary+=("$(printf '%-5s %5ss  %s' "$1" "$2" "$3")")
   [ "$1" = ok ] || failed+=("$3")
 }
 digest() { # name file [first-line]: the failing tests' lines and the last lines of a failed step's output
-  local name="$1" file="$2" first="${3:-1}" part
+  local name="$1" file="$2" first="${3:-1}" part tests
   part="$(tail -n "+$first" "$file")"
+  tests="$(grep -E '^(FAILED|ERROR|XPASS) |^---- .* (stdout|stderr) ----$|^test .* \.\.\. FAILED$|panicked at' <<<"$part" | head -n 40)"
   failure_digests+=("--- $name: failing tests, then its last lines
-$(grep -E '^(FAILED|ERROR|XPASS) |^---- .* (stdout|stderr) ----$|^test .* \.\.\. FAILED$|panicked at' <<<"$part" | head -n 40)
+$tests
 [...]
 $(tail -n 30 <<<"$part")")
+  # The failing tests' names alone, cut to one line each, are printed once more as the run's very last lines:
+  # a CI page that shows only a log's head and tail still names them.
+  [ -n "$tests" ] && failing_tests+=("$(grep -E '^(FAILED|ERROR|XPASS) |\.\.\. FAILED$' <<<"$tests" | cut -c1-200 | head -n 10)")
 }
 step() {
   local name="$1"; shift
@@ -82,6 +87,7 @@ finish() {
   printf '%s\n' "${summary[@]}"
   if [ ${#failed[@]} -gt 0 ]; then
     echo "FAILED: ${failed[*]}"
+    [ ${#failing_tests[@]} -eq 0 ] || { echo "Failing tests:"; printf '%s\n' "${failing_tests[@]}"; }
     exit 1
   fi
   echo "All tests passed."
