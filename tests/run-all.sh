@@ -61,7 +61,9 @@ $tests
 $(tail -n 30 <<<"$part")")
   # The failing tests' names alone, cut to one line each, are printed once more as the run's very last lines:
   # a CI page that shows only a log's head and tail still names them.
-  [ -n "$tests" ] && failing_tests+=("$(grep -E '^(FAILED|ERROR|XPASS) |\.\.\. FAILED$' <<<"$tests" | cut -c1-200 | head -n 10)")
+  local names
+  names="$(grep -E '^(FAILED|ERROR|XPASS) |\.\.\. FAILED$' <<<"$tests" | cut -c1-200 | head -n 10)"
+  [ -z "$names" ] || failing_tests+=("$names")
 }
 step() {
   local name="$1"; shift
